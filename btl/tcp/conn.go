@@ -1,0 +1,240 @@
+package tcp
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+
+	"github.com/gorun/gorun/btl"
+	"golang.org/x/sys/unix"
+)
+
+// wireHeader is the per-frame prefix: payload length, then the header.
+const wireHeader = 8 + btl.HeaderSize
+
+// maxPayload rejects frames claiming absurd lengths (a corrupt stream).
+const maxPayload = 1 << 42
+
+// rbufSize is the staging buffer of a receiving connection; payload beyond
+// what it holds is read straight into the destination.
+const rbufSize = 256 << 10
+
+// directRead is the remaining payload above which reads bypass the staging
+// buffer and land in the destination.
+const directRead = 32 << 10
+
+// outConn is the sending side of the connection to one peer.
+type outConn struct {
+	m     *module
+	rank  int
+	addr  string
+	fd    int
+	err   error
+	queue []*btl.Frame
+	off   int // bytes of queue[0] (wire header included) already written
+	hbuf  [wireHeader]byte
+	iov   [][]byte
+}
+
+func (oc *outConn) connect() error {
+	c, err := net.DialTimeout("tcp", oc.addr, dialTimeout)
+	if err != nil {
+		return fmt.Errorf("tcp: connect to rank %d at %s: %w", oc.rank, oc.addr, err)
+	}
+	if err := dialHandshake(c, oc.m.key, oc.m.env.Rank, oc.rank); err != nil {
+		c.Close()
+		return fmt.Errorf("tcp: handshake with rank %d at %s: %w", oc.rank, oc.addr, err)
+	}
+	fd, err := takeFD(c)
+	if err != nil {
+		return fmt.Errorf("tcp: connection to rank %d: %w", oc.rank, err)
+	}
+	oc.fd = fd
+	return nil
+}
+
+// Send writes f at once if nothing is queued, and queues what is left.
+func (oc *outConn) Send(f *btl.Frame) error {
+	if oc.err != nil {
+		return oc.err
+	}
+	if oc.fd < 0 {
+		if err := oc.connect(); err != nil {
+			oc.err = err
+			return err
+		}
+	}
+	oc.queue = append(oc.queue, f)
+	if len(oc.queue) == 1 {
+		oc.off = 0
+		oc.flush()
+		if len(oc.queue) > 0 && oc.err == nil {
+			oc.m.busy = append(oc.m.busy, oc)
+		}
+	}
+	return nil
+}
+
+// flush writes queued frames until the socket would block; it returns the
+// number of frames completed.
+func (oc *outConn) flush() int {
+	n := 0
+	for len(oc.queue) > 0 {
+		f := oc.queue[0]
+		total := wireHeader + len(f.Payload)
+		if oc.off == 0 {
+			binary.LittleEndian.PutUint64(oc.hbuf[:8], uint64(len(f.Payload)))
+			copy(oc.hbuf[8:], f.Hdr[:])
+		}
+		oc.iov = oc.iov[:0]
+		if oc.off < wireHeader {
+			oc.iov = append(oc.iov, oc.hbuf[oc.off:], f.Payload)
+		} else {
+			oc.iov = append(oc.iov, f.Payload[oc.off-wireHeader:])
+		}
+		w, err := unix.SendmsgBuffers(oc.fd, oc.iov, nil, nil, unix.MSG_NOSIGNAL|unix.MSG_DONTWAIT)
+		if err != nil {
+			if err == unix.EAGAIN || err == unix.EINTR {
+				return n
+			}
+			oc.fail(fmt.Errorf("tcp: send to rank %d: %w", oc.rank, err))
+			oc.m.env.Handler.PeerFailed(oc.rank, oc.err)
+			return n
+		}
+		oc.off += w
+		if oc.off < total {
+			continue
+		}
+		oc.queue[0] = nil
+		oc.queue = oc.queue[1:]
+		oc.off = 0
+		f.Owner.FrameDone(f, nil)
+		n++
+	}
+	oc.queue = oc.queue[:0]
+	return n
+}
+
+// fail completes every queued frame with err and closes the connection.
+func (oc *outConn) fail(err error) {
+	if oc.err == nil {
+		oc.err = err
+	}
+	q := oc.queue
+	oc.queue = nil
+	for _, f := range q {
+		f.Owner.FrameDone(f, err)
+	}
+	if oc.fd >= 0 {
+		unix.Close(oc.fd)
+		oc.fd = -1
+	}
+}
+
+// inConn is the receiving side of a connection from one peer.
+type inConn struct {
+	fd   int
+	rank int
+	buf  []byte
+	pos  int // next unparsed byte in buf
+	end  int // end of valid bytes in buf
+	// Payload state: inside a frame when dst != nil or need > 0.
+	inFrame bool
+	hdr     btl.Header
+	dst     []byte
+	got     int
+}
+
+func newInConn(fd, rank int) *inConn {
+	return &inConn{fd: fd, rank: rank, buf: make([]byte, rbufSize)}
+}
+
+var errPeerClosed = errors.New("connection closed by peer")
+
+// poll reads what the socket holds and delivers complete frames.
+func (ic *inConn) poll(h btl.Handler) (int, error) {
+	n := 0
+	for {
+		// Deliver what is buffered.
+		k, err := ic.parse(h)
+		n += k
+		if err != nil {
+			return n, err
+		}
+		// Read more: straight into the destination when much is missing.
+		if ic.inFrame && len(ic.dst)-ic.got >= directRead {
+			r, err := unix.Read(ic.fd, ic.dst[ic.got:])
+			if r <= 0 {
+				return n, readErr(r, err)
+			}
+			ic.got += r
+			if ic.got == len(ic.dst) {
+				ic.finish(h)
+				n++
+			}
+			continue
+		}
+		if ic.pos == ic.end {
+			ic.pos, ic.end = 0, 0
+		} else if ic.end == len(ic.buf) || len(ic.buf)-ic.pos < wireHeader {
+			ic.end = copy(ic.buf, ic.buf[ic.pos:ic.end])
+			ic.pos = 0
+		}
+		r, err := unix.Read(ic.fd, ic.buf[ic.end:])
+		if r <= 0 {
+			return n, readErr(r, err)
+		}
+		ic.end += r
+	}
+}
+
+func readErr(r int, err error) error {
+	if err == unix.EAGAIN || err == unix.EINTR {
+		return nil
+	}
+	if r == 0 && err == nil {
+		return errPeerClosed
+	}
+	return err
+}
+
+// parse consumes whole headers and payload bytes from the staging buffer.
+func (ic *inConn) parse(h btl.Handler) (int, error) {
+	n := 0
+	for {
+		if ic.inFrame {
+			c := copy(ic.dst[ic.got:], ic.buf[ic.pos:ic.end])
+			ic.pos += c
+			ic.got += c
+			if ic.got < len(ic.dst) {
+				return n, nil
+			}
+			ic.finish(h)
+			n++
+			continue
+		}
+		if ic.end-ic.pos < wireHeader {
+			return n, nil
+		}
+		plen := binary.LittleEndian.Uint64(ic.buf[ic.pos:])
+		if plen > maxPayload {
+			return n, fmt.Errorf("malformed frame: payload length %d: %w", plen, io.ErrUnexpectedEOF)
+		}
+		copy(ic.hdr[:], ic.buf[ic.pos+8:ic.pos+wireHeader])
+		ic.pos += wireHeader
+		ic.dst = h.Begin(ic.rank, &ic.hdr, int(plen))
+		if len(ic.dst) != int(plen) {
+			return n, fmt.Errorf("internal: handler gave %d bytes for a %d-byte payload", len(ic.dst), plen)
+		}
+		ic.got = 0
+		ic.inFrame = true
+	}
+}
+
+func (ic *inConn) finish(h btl.Handler) {
+	d := ic.dst
+	ic.dst, ic.inFrame, ic.got = nil, false, 0
+	h.End(ic.rank, &ic.hdr, d)
+}

@@ -1,0 +1,125 @@
+// Command gorun launches an MPI job of Go programs (or any program):
+//
+//	gorun -np 4 ./examples/hello
+//
+// Run `gorun --help` for the flags and exit statuses.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	_ "github.com/gorun/gorun/btl/self" // their tunables appear in --help-params
+	_ "github.com/gorun/gorun/btl/tcp"
+	"github.com/gorun/gorun/internal/params"
+	"github.com/gorun/gorun/launcher"
+	_ "github.com/gorun/gorun/p2p"
+)
+
+const usage = `usage: gorun [flags] PROGRAM [ARGS...]
+
+PROGRAM is a Go package directory (built once with 'go build') or any
+executable, found like a shell would.
+
+Flags:
+  -np N, -n N         number of ranks (default 1)
+  --tag-output        prefix every output line with [rank,stream]
+  --timeout SECONDS   end the job after SECONDS (exit status 124)
+  --boot-timeout SEC  how long ranks in mpi.Init wait for the others (default 60)
+  -x VAR[=VALUE]      pass VAR (from gorun's environment, or set to VALUE) to the ranks
+  --help-params       list the GORUN_* tunables with their defaults
+  -h, --help          this text
+
+Every rank gets OMPI_COMM_WORLD_{RANK,SIZE,LOCAL_RANK,LOCAL_SIZE}, RANK,
+WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE and gorun's own GORUN_* variables.
+Stdout and stderr of every rank are forwarded line by line; stdin goes to
+rank 0.
+
+Exit status:
+  0        every rank exited 0
+  N        the first rank to fail exited with N, or called mpi.Abort(N)
+  128+S    a rank was killed by signal S, or gorun received signal S
+  124      --timeout expired
+  125      gorun could not run the job (build failed, a rank exited without
+           calling mpi.Init or mpi.Finalize while others needed it, wire-up failed)
+  126/127  the program is not executable / not found
+`
+
+type envFlags []string
+
+func (e *envFlags) String() string { return strings.Join(*e, ",") }
+func (e *envFlags) Set(v string) error {
+	if k, _, ok := strings.Cut(v, "="); ok {
+		if k == "" {
+			return fmt.Errorf("empty variable name in %q", v)
+		}
+		*e = append(*e, v)
+		return nil
+	}
+	val, ok := os.LookupEnv(v)
+	if !ok {
+		return fmt.Errorf("-x %s: not set in gorun's environment", v)
+	}
+	*e = append(*e, v+"="+val)
+	return nil
+}
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	fs := flag.NewFlagSet("gorun", flag.ContinueOnError)
+	fs.Usage = func() { fmt.Fprint(os.Stderr, usage) }
+	np := fs.Int("np", 1, "")
+	fs.IntVar(np, "n", 1, "")
+	tag := fs.Bool("tag-output", false, "")
+	timeout := fs.Int("timeout", 0, "")
+	boot := fs.Int("boot-timeout", 0, "")
+	helpParams := fs.Bool("help-params", false, "")
+	var env envFlags
+	fs.Var(&env, "x", "")
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			fmt.Print(usage)
+			return 0
+		}
+		return 2
+	}
+	if *helpParams {
+		for _, p := range params.All() {
+			fmt.Printf("%-28s default %-8q %s\n", p.Name, p.Default, p.Doc)
+		}
+		return 0
+	}
+	rest := fs.Args()
+	if len(rest) == 0 {
+		fmt.Fprint(os.Stderr, "gorun: no program given\n\n"+usage)
+		return 2
+	}
+	if *np < 1 {
+		fmt.Fprintf(os.Stderr, "gorun: -np must be at least 1, not %d\n", *np)
+		return 2
+	}
+	if *timeout < 0 || *boot < 0 {
+		fmt.Fprintf(os.Stderr, "gorun: timeouts must not be negative\n")
+		return 2
+	}
+	code, err := launcher.Run(launcher.Spec{
+		NP:          *np,
+		Program:     rest[0],
+		Args:        rest[1:],
+		TagOutput:   *tag,
+		Timeout:     time.Duration(*timeout) * time.Second,
+		BootTimeout: time.Duration(*boot) * time.Second,
+		Env:         env,
+		Stdin:       os.Stdin,
+	})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "gorun: %v\n", err)
+	}
+	return code
+}

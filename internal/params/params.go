@@ -1,0 +1,103 @@
+// Package params declares the runtime's tunables: environment variables
+// named GORUN_<AREA>_<KNOB>, each with a default and a line of
+// documentation, declared once in the package that reads it and listed by
+// `gorun --help-params`.
+package params
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Param describes one tunable.
+type Param struct {
+	Name    string
+	Default string
+	Doc     string
+}
+
+var (
+	mu  sync.Mutex
+	all = map[string]Param{}
+)
+
+func declare(name, def, doc string) {
+	mu.Lock()
+	defer mu.Unlock()
+	all[name] = Param{name, def, doc}
+}
+
+// All lists every declared tunable, sorted by name.
+func All() []Param {
+	mu.Lock()
+	defer mu.Unlock()
+	var ps []Param
+	for _, p := range all {
+		ps = append(ps, p)
+	}
+	slices.SortFunc(ps, func(a, b Param) int {
+		if a.Name < b.Name {
+			return -1
+		}
+		return 1
+	})
+	return ps
+}
+
+// String declares a string tunable and returns a function reading it.
+func String(name, def, doc string) func() string {
+	declare(name, def, doc)
+	return func() string {
+		if v, ok := os.LookupEnv(name); ok {
+			return v
+		}
+		return def
+	}
+}
+
+// Int declares an integer tunable. A malformed value is reported on stderr
+// once and the default is used.
+func Int(name string, def int, doc string) func() int {
+	declare(name, strconv.Itoa(def), doc)
+	return func() int {
+		v, ok := os.LookupEnv(name)
+		if !ok || v == "" {
+			return def
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			warn(name, v, err)
+			return def
+		}
+		return n
+	}
+}
+
+// Duration declares a duration tunable ("50us", "2ms", "3s").
+func Duration(name string, def time.Duration, doc string) func() time.Duration {
+	declare(name, def.String(), doc)
+	return func() time.Duration {
+		v, ok := os.LookupEnv(name)
+		if !ok || v == "" {
+			return def
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			warn(name, v, err)
+			return def
+		}
+		return d
+	}
+}
+
+var warned sync.Map
+
+func warn(name, v string, err error) {
+	if _, dup := warned.LoadOrStore(name, true); !dup {
+		fmt.Fprintf(os.Stderr, "gorun: ignoring %s=%q: %v\n", name, v, err)
+	}
+}

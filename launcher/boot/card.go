@@ -1,0 +1,71 @@
+package boot
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"fmt"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Card is a rank's business card: who it is, where it runs and the
+// addresses its transports listen on. It travels as memberlist node
+// metadata, so it must stay under 512 bytes encoded.
+type Card struct {
+	Rank   int               `msgpack:"r"`
+	PID    int               `msgpack:"p"`
+	HostID string            `msgpack:"h"`
+	Addrs  map[string][]byte `msgpack:"a"`
+}
+
+// Roster is every rank's card, indexed by rank, pushed by the launcher.
+type Roster struct {
+	JobID string `msgpack:"j"`
+	Cards []Card `msgpack:"c"`
+}
+
+// Encode encodes the card for node metadata.
+func (c Card) Encode() ([]byte, error) { return msgpack.Marshal(&c) }
+
+// DecodeCard decodes node metadata.
+func DecodeCard(b []byte) (Card, error) {
+	var c Card
+	err := msgpack.Unmarshal(b, &c)
+	return c, err
+}
+
+// rosterTag prefixes roster messages on memberlist's user channel.
+const rosterTag = 'R'
+
+// EncodeRoster encodes the roster as a memberlist user message.
+func EncodeRoster(r Roster) ([]byte, error) {
+	b, err := msgpack.Marshal(&r)
+	if err != nil {
+		return nil, err
+	}
+	return append([]byte{rosterTag}, b...), nil
+}
+
+func decodeRoster(b []byte) (Roster, error) {
+	var r Roster
+	if len(b) == 0 || b[0] != rosterTag {
+		return r, fmt.Errorf("not a roster message")
+	}
+	err := msgpack.Unmarshal(b[1:], &r)
+	return r, err
+}
+
+// GossipKey derives the memberlist encryption key (AES-256) from the job
+// secret, so the raw secret never becomes a wire key.
+func GossipKey(secret []byte) []byte {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte("gorun memberlist"))
+	return m.Sum(nil)
+}
+
+// RankNode is the memberlist node name of a rank; the launcher's node is
+// LauncherNode.
+func RankNode(rank int) string { return fmt.Sprintf("rank-%d", rank) }
+
+// LauncherNode is the launcher's memberlist node name.
+const LauncherNode = "gorun"

@@ -1,0 +1,111 @@
+package boot
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+
+	"github.com/vmihailenco/msgpack/v5"
+	"golang.org/x/sys/unix"
+)
+
+// Control message kinds.
+const (
+	MsgHello     = "hello"     // launcher -> rank: the job secret
+	MsgFinalized = "finalized" // rank -> launcher: Finalize completed
+	MsgAbort     = "abort"     // rank -> launcher: end the job with Code
+)
+
+// CtlMsg is one message on the control socket (length-prefixed msgpack).
+type CtlMsg struct {
+	Kind   string `msgpack:"k"`
+	Secret []byte `msgpack:"s,omitempty"`
+	Code   int    `msgpack:"c,omitempty"`
+	Text   string `msgpack:"t,omitempty"`
+}
+
+// maxCtlMsg bounds a control message; anything larger is corruption.
+const maxCtlMsg = 1 << 20
+
+// WriteCtl writes one control message to w.
+func WriteCtl(w io.Writer, m CtlMsg) error {
+	b, err := msgpack.Marshal(&m)
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, 4+len(b))
+	binary.LittleEndian.PutUint32(buf, uint32(len(b)))
+	copy(buf[4:], b)
+	_, err = w.Write(buf)
+	return err
+}
+
+// ReadCtl reads one control message from r.
+func ReadCtl(r io.Reader) (CtlMsg, error) {
+	var lb [4]byte
+	if _, err := io.ReadFull(r, lb[:]); err != nil {
+		return CtlMsg{}, err
+	}
+	n := binary.LittleEndian.Uint32(lb[:])
+	if n > maxCtlMsg {
+		return CtlMsg{}, fmt.Errorf("control message of %d bytes", n)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return CtlMsg{}, err
+	}
+	var m CtlMsg
+	if err := msgpack.Unmarshal(b, &m); err != nil {
+		return CtlMsg{}, fmt.Errorf("bad control message: %w", err)
+	}
+	return m, nil
+}
+
+// CtlPair returns a connected pair of control sockets: the launcher keeps
+// the first as a net.Conn and passes the second to the rank as an inherited
+// file.
+func CtlPair() (net.Conn, *os.File, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("socketpair: %w", err)
+	}
+	lf := os.NewFile(uintptr(fds[0]), "gorun-ctl")
+	c, err := net.FileConn(lf)
+	lf.Close()
+	if err != nil {
+		unix.Close(fds[1])
+		return nil, nil, err
+	}
+	return c, os.NewFile(uintptr(fds[1]), "gorun-ctl-rank"), nil
+}
+
+type ctlConn struct {
+	mu sync.Mutex
+	c  net.Conn
+}
+
+func openCtl(fd int) (*ctlConn, error) {
+	// The socket must not leak into programs this rank starts.
+	unix.CloseOnExec(fd)
+	f := os.NewFile(uintptr(fd), "gorun-ctl")
+	if f == nil {
+		return nil, fmt.Errorf("not an open file")
+	}
+	c, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		return nil, err
+	}
+	return &ctlConn{c: c}, nil
+}
+
+func (c *ctlConn) read() (CtlMsg, error) { return ReadCtl(c.c) }
+
+func (c *ctlConn) write(m CtlMsg) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return WriteCtl(c.c, m)
+}

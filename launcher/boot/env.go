@@ -1,0 +1,94 @@
+package boot
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+)
+
+// Environment variables set by gorun for every rank. Programs written for
+// Open MPI or torchrun find their place through OMPI_COMM_WORLD_* and
+// RANK/WORLD_SIZE/LOCAL_RANK/LOCAL_WORLD_SIZE, which gorun sets too.
+const (
+	EnvRank      = "GORUN_RANK"
+	EnvSize      = "GORUN_SIZE"
+	EnvLocalRank = "GORUN_LOCAL_RANK"
+	EnvLocalSize = "GORUN_LOCAL_SIZE"
+	EnvJobID     = "GORUN_JOBID"
+	EnvHostID    = "GORUN_HOSTID"
+	EnvSeed      = "GORUN_SEED"      // host:port of the launcher's memberlist node
+	EnvBindAddr  = "GORUN_BIND_ADDR" // IP this rank listens on
+	EnvCtlFD     = "GORUN_CTL_FD"    // inherited control socket
+	EnvBootWait  = "GORUN_BOOT_TIMEOUT"
+)
+
+// Env is a rank's place in the job.
+type Env struct {
+	Rank, Size           int
+	LocalRank, LocalSize int
+	JobID                string
+	HostID               string
+	Seed                 string
+	BindAddr             string
+	// Secret is the job secret, read from the control socket.
+	Secret []byte
+	// Singleton is true when the process was not started by gorun.
+	Singleton bool
+
+	ctl *ctlConn
+}
+
+// ReadEnv reads the rank's environment and, under gorun, its secret from
+// the control socket. It is called once, by Init.
+func ReadEnv() (*Env, error) {
+	rs, ok := os.LookupEnv(EnvRank)
+	if !ok {
+		host, _ := os.Hostname()
+		return &Env{Rank: 0, Size: 1, LocalSize: 1, Singleton: true, HostID: host, JobID: fmt.Sprintf("single-%d", os.Getpid())}, nil
+	}
+	e := &Env{}
+	var err error
+	geti := func(name string) int {
+		if err != nil {
+			return 0
+		}
+		var v int
+		v, err = strconv.Atoi(os.Getenv(name))
+		if err != nil {
+			err = fmt.Errorf("boot: %s=%q: %w", name, os.Getenv(name), err)
+		}
+		return v
+	}
+	_ = rs
+	e.Rank = geti(EnvRank)
+	e.Size = geti(EnvSize)
+	e.LocalRank = geti(EnvLocalRank)
+	e.LocalSize = geti(EnvLocalSize)
+	fd := geti(EnvCtlFD)
+	if err != nil {
+		return nil, err
+	}
+	if e.Size < 1 || e.Rank < 0 || e.Rank >= e.Size {
+		return nil, fmt.Errorf("boot: rank %d of %d is not a place in a job", e.Rank, e.Size)
+	}
+	e.JobID = os.Getenv(EnvJobID)
+	e.HostID = os.Getenv(EnvHostID)
+	e.Seed = os.Getenv(EnvSeed)
+	e.BindAddr = os.Getenv(EnvBindAddr)
+	if e.Seed == "" || e.JobID == "" {
+		return nil, fmt.Errorf("boot: %s or %s missing: was this process started by gorun?", EnvSeed, EnvJobID)
+	}
+	e.ctl, err = openCtl(fd)
+	if err != nil {
+		return nil, fmt.Errorf("boot: control socket fd %d: %w", fd, err)
+	}
+	hello, err := e.ctl.read()
+	if err != nil {
+		return nil, fmt.Errorf("boot: reading the job secret: %w", err)
+	}
+	if hello.Kind != MsgHello || len(hello.Secret) < 16 {
+		return nil, fmt.Errorf("boot: control socket sent %q, not the job secret", hello.Kind)
+	}
+	e.Secret = hello.Secret
+	return e, nil
+}

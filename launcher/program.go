@@ -1,0 +1,69 @@
+package launcher
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// errExit carries an exit status with an error message.
+type errExit struct {
+	code int
+	err  error
+}
+
+func (e *errExit) Error() string { return e.err.Error() }
+func (e *errExit) Unwrap() error { return e.err }
+
+// isGoPackage reports whether path is a directory holding Go source.
+func isGoPackage(path string) bool {
+	st, err := os.Stat(path)
+	if err != nil || !st.IsDir() {
+		return false
+	}
+	m, _ := filepath.Glob(filepath.Join(path, "*.go"))
+	return len(m) > 0
+}
+
+// resolveProgram returns the absolute path of the executable to launch,
+// building a Go package directory into tmp first.
+func resolveProgram(prog, tmp string) (string, error) {
+	if isGoPackage(prog) {
+		return buildGo(prog, tmp)
+	}
+	if st, err := os.Stat(prog); err == nil && st.IsDir() {
+		return "", &errExit{ExitNoExec, fmt.Errorf("%s is a directory without Go files", prog)}
+	}
+	path, err := exec.LookPath(prog)
+	if err != nil {
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+			return "", &errExit{ExitNotFound, fmt.Errorf("program %q not found", prog)}
+		}
+		return "", &errExit{ExitNoExec, fmt.Errorf("program %q: %w", prog, err)}
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", &errExit{ExitInternal, err}
+	}
+	return abs, nil
+}
+
+func buildGo(dir, tmp string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", &errExit{ExitInternal, err}
+	}
+	out := filepath.Join(tmp, filepath.Base(abs))
+	cmd := exec.Command("go", "build", "-o", out, ".")
+	cmd.Dir = abs
+	var msg bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &msg, &msg
+	if err := cmd.Run(); err != nil {
+		return "", &errExit{ExitInternal, fmt.Errorf("go build %s: %v\n%s", dir, err, strings.TrimSpace(msg.String()))}
+	}
+	return out, nil
+}

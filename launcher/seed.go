@@ -1,0 +1,124 @@
+package launcher
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gorun/gorun/launcher/boot"
+	"github.com/hashicorp/memberlist"
+)
+
+// seed is the launcher's memberlist node: every rank joins it, and its
+// events tell the launcher who has joined (with which card) and who was
+// declared dead.
+type seed struct {
+	ml     *memberlist.Memberlist
+	events chan<- event
+	jobID  string
+	size   int
+
+	mu    sync.Mutex
+	nodes map[int]*memberlist.Node
+}
+
+func startSeed(bind string, secret []byte, jobID string, size int, events chan<- event) (*seed, error) {
+	s := &seed{events: events, jobID: jobID, size: size, nodes: map[int]*memberlist.Node{}}
+	conf := boot.MemberConfig(boot.LauncherNode, bind, boot.GossipKey(secret))
+	conf.Events = s
+	conf.Delegate = s
+	ml, err := memberlist.Create(conf)
+	if err != nil {
+		return nil, fmt.Errorf("start the membership seed on %s: %w", bind, err)
+	}
+	s.ml = ml
+	return s, nil
+}
+
+// Addr is the seed's host:port, handed to the ranks.
+func (s *seed) Addr() string {
+	n := s.ml.LocalNode()
+	return n.Address()
+}
+
+func rankOf(n *memberlist.Node) (int, bool) {
+	var r int
+	if !strings.HasPrefix(n.Name, "rank-") {
+		return 0, false
+	}
+	if _, err := fmt.Sscanf(n.Name, "rank-%d", &r); err != nil {
+		return 0, false
+	}
+	return r, true
+}
+
+// NotifyJoin runs on a memberlist goroutine.
+func (s *seed) NotifyJoin(n *memberlist.Node) {
+	r, ok := rankOf(n)
+	if !ok || r < 0 || r >= s.size {
+		return
+	}
+	card, err := boot.DecodeCard(n.Meta)
+	if err != nil || card.Rank != r {
+		s.events <- event{kind: evBadJoin, rank: r, err: fmt.Errorf("rank %d joined with an unreadable business card: %v", r, err)}
+		return
+	}
+	s.mu.Lock()
+	s.nodes[r] = n
+	s.mu.Unlock()
+	s.events <- event{kind: evJoined, rank: r, card: card}
+}
+
+func (s *seed) NotifyLeave(n *memberlist.Node) {
+	if r, ok := rankOf(n); ok {
+		s.events <- event{kind: evDead, rank: r, err: fmt.Errorf("declared dead by the failure detector (last address %s)", n.Address())}
+	}
+}
+
+func (s *seed) NotifyUpdate(n *memberlist.Node) {}
+
+func (s *seed) NodeMeta(limit int) []byte                  { return nil }
+func (s *seed) NotifyMsg([]byte)                           {}
+func (s *seed) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+func (s *seed) LocalState(join bool) []byte                { return nil }
+func (s *seed) MergeRemoteState(buf []byte, join bool)     {}
+
+// pushRoster sends the complete roster to every rank, in parallel.
+func (s *seed) pushRoster(cards []boot.Card) error {
+	msg, err := boot.EncodeRoster(boot.Roster{JobID: s.jobID, Cards: cards})
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	nodes := make([]*memberlist.Node, s.size)
+	for r, n := range s.nodes {
+		nodes[r] = n
+	}
+	s.mu.Unlock()
+	errs := make([]error, s.size)
+	var wg sync.WaitGroup
+	for r, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[r] = s.ml.SendReliable(n, msg)
+		}()
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			return fmt.Errorf("push the roster to rank %d: %w", r, err)
+		}
+	}
+	return nil
+}
+
+func (s *seed) close() {
+	done := make(chan struct{})
+	go func() { s.ml.Shutdown(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Second):
+	}
+}

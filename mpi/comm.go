@@ -1,0 +1,75 @@
+package mpi
+
+import (
+	"sync/atomic"
+
+	"github.com/gorun/gorun/coll"
+)
+
+// Comm is a communicator: a group of ranks with a private context, so that
+// its messages never mix with another communicator's.
+type Comm struct {
+	name  string
+	rt    *rt
+	ctx   uint32 // point-to-point context; ctx+1 is the collective one
+	rank  int
+	world []int       // rank in the communicator -> world rank
+	index map[int]int // world rank -> rank in the communicator
+	cc    coll.Comm
+	freed atomic.Bool
+}
+
+func newComm(name string, s *rt, ctx uint32, world []int, rank int) *Comm {
+	c := &Comm{name: name, rt: s, ctx: ctx, rank: rank, world: world, index: make(map[int]int, len(world))}
+	for i, w := range world {
+		c.index[w] = i
+	}
+	c.cc = coll.Comm{E: s.eng, Ctx: ctx + 1, World: world, Me: rank}
+	return c
+}
+
+// Rank is this process's rank in c.
+func (c *Comm) Rank() int { return c.rank }
+
+// Size is the number of ranks in c.
+func (c *Comm) Size() int { return len(c.world) }
+
+// Name is c's name (MPI_COMM_WORLD, MPI_COMM_SELF, ...).
+func (c *Comm) Name() string { return c.name }
+
+// check validates c for operation op.
+func (c *Comm) check(op string) error {
+	if c == nil {
+		return errorf(ErrComm, op, "nil communicator")
+	}
+	if c.freed.Load() {
+		return errorf(ErrComm, op, "communicator %s was freed", c.name)
+	}
+	stateMu.Lock()
+	live := state == c.rt
+	stateMu.Unlock()
+	if !live {
+		return errorf(ErrNotInit, op, "mpi is not initialized (Finalize called?)")
+	}
+	return nil
+}
+
+// peerRank validates a destination or source rank of c and returns its
+// world rank; AnySource passes through when allowed.
+func (c *Comm) peerRank(op string, r int, allowAny bool) (int, error) {
+	if allowAny && r == AnySource {
+		return AnySource, nil
+	}
+	if r < 0 || r >= len(c.world) {
+		return 0, errorf(ErrRank, op, "rank %d is not in %s (size %d)", r, c.name, len(c.world))
+	}
+	return c.world[r], nil
+}
+
+// fromWorld translates a world rank to c's.
+func (c *Comm) fromWorld(w int) int {
+	if r, ok := c.index[w]; ok {
+		return r
+	}
+	return -1
+}

@@ -1,0 +1,36 @@
+// Package mpi is gorun's public API: the MPI model for Go programs.
+//
+//	if err := mpi.Init(); err != nil { log.Fatal(err) }
+//	defer mpi.Finalize()
+//	w := mpi.World()
+//	if w.Rank() == 0 {
+//		mpi.Send(w, []float64{1, 2, 3}, 1, 0)
+//	} else if w.Rank() == 1 {
+//		buf := make([]float64, 3)
+//		st, err := mpi.Recv(w, buf, 0, mpi.AnyTag)
+//	}
+//
+// Programs are started by gorun (`gorun -np 4 ./prog`); without it Init gives
+// a singleton world of size 1.
+//
+// Buffers are Go slices of any numeric type (Numeric). They are handed to
+// the transports without copying: for a nonblocking call, the slice must
+// stay untouched until its Request completes. Counts are in elements of the
+// slice's type; a received message's length is in Status.
+//
+// Any msgpack-encodable value goes through the object API (SendObj,
+// RecvObj, BcastObj), like mpi4py's lower-case methods.
+//
+// Errors are returned, never panicked, and carry MPI error classes usable
+// with errors.Is (errors.Is(err, mpi.ErrTruncate)). A receive into a buffer
+// that is too small fails with ErrTruncate and the job goes on. When a rank
+// dies, gorun ends the job (MPI's errors-are-fatal default); operations
+// that involve the dead rank fail with ErrProcFailed meanwhile.
+//
+// Concurrency: every function may be called from any goroutine
+// (MPI_THREAD_MULTIPLE); blocking calls poll the transports in the calling
+// goroutine.
+//
+// Data is exchanged in the machine's byte order; all ranks of a job must
+// share it (gorun does not convert between architectures).
+package mpi

@@ -1,0 +1,188 @@
+package mpi
+
+import (
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/gorun/gorun/btl"
+	_ "github.com/gorun/gorun/btl/self" // transports register from init
+	_ "github.com/gorun/gorun/btl/tcp"
+	"github.com/gorun/gorun/internal/params"
+	"github.com/gorun/gorun/launcher/boot"
+	"github.com/gorun/gorun/p2p"
+)
+
+var pBTL = params.String("GORUN_BTL", "",
+	`transports to use: "tcp,self" (only these) or "^sm" (all but these); empty means all`)
+
+// rt is the state between Init and Finalize.
+type rt struct {
+	env   *boot.Env
+	eng   *p2p.Engine
+	sess  *boot.Session
+	world *Comm
+	self  *Comm
+}
+
+var (
+	stateMu   sync.Mutex
+	state     *rt
+	finalized bool
+	t0        = time.Now()
+)
+
+// Init wires this process into its job: it reads its place from gorun's
+// environment, opens the transports, joins the membership and returns once
+// every peer can be reached. Without gorun it makes a singleton world.
+func Init() error {
+	stateMu.Lock()
+	defer stateMu.Unlock()
+	if state != nil || finalized {
+		return errorf(ErrOther, "Init", "Init may be called only once")
+	}
+	env, err := boot.ReadEnv()
+	if err != nil {
+		return wrap("Init", err)
+	}
+	list := pBTL()
+	if env.Size == 1 {
+		list = "self"
+	}
+	filter, err := btl.ParseFilter(list)
+	if err != nil {
+		return errorf(ErrArg, "Init", "GORUN_BTL: %w", err)
+	}
+	eng := p2p.Alloc(env.Rank, env.Size)
+	mods, _, err := btl.OpenAll(btl.Env{
+		Rank: env.Rank, Size: env.Size, JobID: env.JobID, HostID: env.HostID,
+		Secret: env.Secret, BindAddr: env.BindAddr, Handler: p2p.Handler(eng),
+	}, filter)
+	if err != nil {
+		return wrap("Init", err)
+	}
+	card := boot.Card{Rank: env.Rank, PID: os.Getpid(), HostID: env.HostID, Addrs: map[string][]byte{}}
+	for _, m := range mods {
+		if a := m.Address(); a != nil {
+			card.Addrs[m.Name()] = a
+		}
+	}
+	sess, err := boot.Join(env, card)
+	if err != nil {
+		for _, m := range mods {
+			m.Close()
+		}
+		return wrap("Init", err)
+	}
+	cards := sess.Roster().Cards
+	peers := make([]btl.Peer, env.Size)
+	for i, c := range cards {
+		if c.Rank != i {
+			return errorf(ErrIntern, "Init", "roster entry %d holds rank %d", i, c.Rank)
+		}
+		peers[i] = btl.Peer{Rank: c.Rank, HostID: c.HostID, PID: c.PID, Addrs: c.Addrs}
+	}
+	if err := eng.Attach(mods, peers); err != nil {
+		return wrap("Init", err)
+	}
+	sess.OnFailure(func(rank int, err error) { go eng.PeerFailed(rank, err) })
+	world := make([]int, env.Size)
+	for i := range world {
+		world[i] = i
+	}
+	state = &rt{env: env, eng: eng, sess: sess}
+	state.world = newComm("MPI_COMM_WORLD", state, 0, world, env.Rank)
+	state.self = newComm("MPI_COMM_SELF", state, 2, []int{env.Rank}, 0)
+	return nil
+}
+
+// Initialized reports whether Init has completed and Finalize not yet.
+func Initialized() bool {
+	stateMu.Lock()
+	defer stateMu.Unlock()
+	return state != nil
+}
+
+func current(op string) (*rt, error) {
+	stateMu.Lock()
+	s := state
+	stateMu.Unlock()
+	if s == nil {
+		return nil, errorf(ErrNotInit, op, "call mpi.Init first")
+	}
+	return s, nil
+}
+
+// Finalize waits for every rank (it is collective over the world), tells
+// gorun this rank is done, and releases the transports. Nothing of this
+// package may be used afterwards.
+func Finalize() error {
+	s, err := current("Finalize")
+	if err != nil {
+		return err
+	}
+	berr := Barrier(s.world)
+	stateMu.Lock()
+	state, finalized = nil, true
+	stateMu.Unlock()
+	ferr := s.sess.Finalized()
+	cerr := s.eng.Close()
+	s.sess.Close()
+	switch {
+	case berr != nil:
+		return wrap("Finalize", berr)
+	case ferr != nil:
+		return wrap("Finalize", fmt.Errorf("tell gorun: %w", ferr))
+	default:
+		return wrap("Finalize", cerr)
+	}
+}
+
+// World returns MPI_COMM_WORLD. It panics if Init has not succeeded: that
+// is a programming error, not a runtime failure.
+func World() *Comm {
+	s, err := current("World")
+	if err != nil {
+		panic(err)
+	}
+	return s.world
+}
+
+// Self returns MPI_COMM_SELF, the communicator of this process alone.
+func Self() *Comm {
+	s, err := current("Self")
+	if err != nil {
+		panic(err)
+	}
+	return s.self
+}
+
+// Abort ends the whole job with code: gorun stops every rank and exits with
+// code. It does not return. c names the communicator as in MPI_Abort; the
+// whole job ends whatever it is.
+func Abort(c *Comm, code int) {
+	stateMu.Lock()
+	s := state
+	stateMu.Unlock()
+	if s != nil && !s.env.Singleton {
+		// gorun names the rank and the code in its one line.
+		s.sess.Abort(code, "")
+	} else {
+		fmt.Fprintf(os.Stderr, "mpi.Abort(%d)\n", code)
+	}
+	os.Exit(code)
+}
+
+// Wtime returns the seconds elapsed since an arbitrary moment in this
+// process's past, from a monotonic clock.
+func Wtime() float64 { return time.Since(t0).Seconds() }
+
+// Wtick returns Wtime's resolution in seconds.
+func Wtick() float64 { return 1e-9 }
+
+// ProcessorName returns the name of the host this rank runs on.
+func ProcessorName() string {
+	h, _ := os.Hostname()
+	return h
+}

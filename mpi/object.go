@@ -1,0 +1,71 @@
+package mpi
+
+import (
+	"fmt"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// SendObj sends any msgpack-encodable value to rank dest of c.
+func SendObj(c *Comm, v any, dest, tag int) error {
+	b, err := msgpack.Marshal(v)
+	if err != nil {
+		return errorf(ErrArg, "SendObj", "encode %T: %w", v, err)
+	}
+	return Send(c, b, dest, tag)
+}
+
+// RecvObj receives a value sent with SendObj into v, which must be a
+// pointer, and returns the status (Status.Bytes is the encoded size). It
+// probes for the message's size first; with AnySource, call it from one
+// goroutine at a time per communicator so that the probed message is the
+// one received.
+func RecvObj(c *Comm, v any, source, tag int) (Status, error) {
+	st, err := Probe(c, source, tag)
+	if err != nil {
+		return st, err
+	}
+	b := make([]byte, st.Bytes())
+	st, err = Recv(c, b, st.Source, st.Tag)
+	if err != nil {
+		return st, err
+	}
+	if err := msgpack.Unmarshal(b, v); err != nil {
+		return st, errorf(ErrArg, "RecvObj", "decode %d bytes from rank %d into %T: %w", len(b), st.Source, v, err)
+	}
+	return st, nil
+}
+
+// BcastObj broadcasts root's value of *v to every rank's *v (v must be a
+// pointer at every rank).
+func BcastObj(c *Comm, v any, root int) error {
+	if err := c.check("BcastObj"); err != nil {
+		return err
+	}
+	if _, err := c.peerRank("BcastObj", root, false); err != nil {
+		return errorf(ErrRoot, "BcastObj", "root %d not in %s", root, c.name)
+	}
+	var b []byte
+	if c.rank == root {
+		var err error
+		if b, err = msgpack.Marshal(v); err != nil {
+			return errorf(ErrArg, "BcastObj", "encode %T: %w", v, err)
+		}
+	}
+	n := []int64{int64(len(b))}
+	if err := Bcast(c, n, root); err != nil {
+		return err
+	}
+	if c.rank != root {
+		b = make([]byte, n[0])
+	}
+	if err := Bcast(c, b, root); err != nil {
+		return err
+	}
+	if c.rank != root {
+		if err := msgpack.Unmarshal(b, v); err != nil {
+			return errorf(ErrArg, "BcastObj", "decode into %T: %w", v, fmt.Errorf("%w", err))
+		}
+	}
+	return nil
+}

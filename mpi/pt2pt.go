@@ -1,0 +1,160 @@
+package mpi
+
+import "github.com/gorun/gorun/p2p"
+
+func checkTag(op string, tag int, allowAny bool) error {
+	if allowAny && tag == AnyTag {
+		return nil
+	}
+	if tag < 0 || tag > TagUB {
+		return errorf(ErrTag, op, "tag %d is outside 0..%d", tag, TagUB)
+	}
+	return nil
+}
+
+func isend[T Numeric](op string, c *Comm, buf []T, dest, tag int, sync bool) (*Request, error) {
+	if err := c.check(op); err != nil {
+		return nil, err
+	}
+	w, err := c.peerRank(op, dest, false)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkTag(op, tag, false); err != nil {
+		return nil, err
+	}
+	r, err := c.rt.eng.Isend(c.ctx, w, tag, asBytes(buf), sync)
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	return &Request{r: r, c: c, op: op, elem: sizeOf[T]()}, nil
+}
+
+func irecvBytes(op string, c *Comm, b []byte, elem, source, tag int) (*Request, error) {
+	if err := c.check(op); err != nil {
+		return nil, err
+	}
+	w, err := c.peerRank(op, source, true)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkTag(op, tag, true); err != nil {
+		return nil, err
+	}
+	r, err := c.rt.eng.Irecv(c.ctx, w, tag, b)
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	return &Request{r: r, c: c, op: op, elem: elem}, nil
+}
+
+// Isend starts sending buf to rank dest of c with tag. buf must stay
+// untouched until the request completes.
+func Isend[T Numeric](c *Comm, buf []T, dest, tag int) (*Request, error) {
+	return isend("Isend", c, buf, dest, tag, false)
+}
+
+// Issend is Isend that completes only once the receive has matched.
+func Issend[T Numeric](c *Comm, buf []T, dest, tag int) (*Request, error) {
+	return isend("Issend", c, buf, dest, tag, true)
+}
+
+// Irecv starts receiving into buf from rank source of c (or AnySource) with
+// tag (or AnyTag).
+func Irecv[T Numeric](c *Comm, buf []T, source, tag int) (*Request, error) {
+	return irecvBytes("Irecv", c, asBytes(buf), sizeOf[T](), source, tag)
+}
+
+// Send sends buf to rank dest of c with tag and returns once buf may be
+// reused.
+func Send[T Numeric](c *Comm, buf []T, dest, tag int) error {
+	q, err := isend("Send", c, buf, dest, tag, false)
+	if err != nil {
+		return err
+	}
+	_, err = q.Wait()
+	return err
+}
+
+// Ssend sends synchronously: it returns once the receive has matched.
+func Ssend[T Numeric](c *Comm, buf []T, dest, tag int) error {
+	q, err := isend("Ssend", c, buf, dest, tag, true)
+	if err != nil {
+		return err
+	}
+	_, err = q.Wait()
+	return err
+}
+
+// Recv receives into buf from rank source of c (or AnySource) with tag (or
+// AnyTag). A message longer than buf fills buf and fails with ErrTruncate.
+func Recv[T Numeric](c *Comm, buf []T, source, tag int) (Status, error) {
+	q, err := Irecv(c, buf, source, tag)
+	if err != nil {
+		return Status{}, err
+	}
+	return q.Wait()
+}
+
+// Sendrecv sends sendbuf to dest and receives into recvbuf from source at
+// once, so that exchanges in a ring cannot deadlock.
+func Sendrecv[S, R Numeric](c *Comm, sendbuf []S, dest, sendtag int, recvbuf []R, source, recvtag int) (Status, error) {
+	rq, err := irecvBytes("Sendrecv", c, asBytes(recvbuf), sizeOf[R](), source, recvtag)
+	if err != nil {
+		return Status{}, err
+	}
+	sq, err := isend("Sendrecv", c, sendbuf, dest, sendtag, false)
+	if err != nil {
+		return Status{}, err
+	}
+	st, rerr := rq.Wait()
+	_, serr := sq.Wait()
+	if rerr != nil {
+		return st, rerr
+	}
+	return st, serr
+}
+
+// Iprobe reports whether a message from source (or AnySource) with tag (or
+// AnyTag) is waiting to be received, and its status, without receiving it.
+func Iprobe(c *Comm, source, tag int) (bool, Status, error) {
+	if err := c.check("Iprobe"); err != nil {
+		return false, Status{}, err
+	}
+	w, err := c.peerRank("Iprobe", source, true)
+	if err != nil {
+		return false, Status{}, err
+	}
+	if err := checkTag("Iprobe", tag, true); err != nil {
+		return false, Status{}, err
+	}
+	ok, ps, err := c.rt.eng.Iprobe(c.ctx, w, tag)
+	if err != nil || !ok {
+		return false, Status{}, wrap("Iprobe", err)
+	}
+	return true, c.status(ps), nil
+}
+
+// Probe blocks until a message from source (or AnySource) with tag (or
+// AnyTag) is waiting, and returns its status without receiving it.
+func Probe(c *Comm, source, tag int) (Status, error) {
+	if err := c.check("Probe"); err != nil {
+		return Status{}, err
+	}
+	w, err := c.peerRank("Probe", source, true)
+	if err != nil {
+		return Status{}, err
+	}
+	if err := checkTag("Probe", tag, true); err != nil {
+		return Status{}, err
+	}
+	ps, err := c.rt.eng.Probe(c.ctx, w, tag)
+	if err != nil {
+		return Status{}, wrap("Probe", err)
+	}
+	return c.status(ps), nil
+}
+
+func (c *Comm) status(ps p2p.Status) Status {
+	return Status{Source: c.fromWorld(ps.Source), Tag: ps.Tag, bytes: ps.Bytes, elem: 1}
+}

@@ -1,0 +1,129 @@
+package mpi
+
+import (
+	"github.com/gorun/gorun/p2p"
+)
+
+// Request is a nonblocking operation in flight. Complete it with Wait,
+// Test, Waitall, Waitany or Testall; until then its buffer must stay
+// untouched.
+type Request struct {
+	r    *p2p.Request
+	c    *Comm
+	op   string
+	elem int
+	// done holds the outcome once reported, so repeated Waits agree.
+	st  Status
+	err error
+	fin bool
+	// post runs once at completion (the object API decodes there).
+	post func(Status, error) error
+}
+
+func (q *Request) finish() (Status, error) {
+	if q.fin {
+		return q.st, q.err
+	}
+	ps, err := q.r.Result()
+	q.st = Status{Source: q.c.fromWorld(ps.Source), Tag: ps.Tag, bytes: ps.Bytes, elem: q.elem}
+	q.err = wrap(q.op, err)
+	if q.post != nil {
+		q.err = q.post(q.st, q.err)
+	}
+	q.fin = true
+	return q.st, q.err
+}
+
+// Wait blocks until the request completes and returns its status (for a
+// receive) and error.
+func (q *Request) Wait() (Status, error) {
+	if q == nil {
+		return Status{}, nil
+	}
+	q.r.Wait()
+	return q.finish()
+}
+
+// Test reports whether the request has completed, progressing the
+// transports once.
+func (q *Request) Test() (bool, Status, error) {
+	if q == nil {
+		return true, Status{}, nil
+	}
+	ok, _, _ := q.r.Test()
+	if !ok {
+		return false, Status{}, nil
+	}
+	st, err := q.finish()
+	return true, st, err
+}
+
+func engineOf(reqs []*Request) *p2p.Engine {
+	for _, q := range reqs {
+		if q != nil {
+			return q.c.rt.eng
+		}
+	}
+	return nil
+}
+
+func raw(reqs []*Request) []*p2p.Request {
+	rs := make([]*p2p.Request, len(reqs))
+	for i, q := range reqs {
+		if q != nil {
+			rs[i] = q.r
+		}
+	}
+	return rs
+}
+
+// Waitall blocks until every request has completed and returns their
+// statuses; the error is the first request's error, in order. Nil requests
+// count as complete.
+func Waitall(reqs []*Request) ([]Status, error) {
+	sts := make([]Status, len(reqs))
+	if e := engineOf(reqs); e != nil {
+		e.WaitAll(raw(reqs))
+	}
+	var first error
+	for i, q := range reqs {
+		if q == nil {
+			continue
+		}
+		var err error
+		sts[i], err = q.finish()
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	return sts, first
+}
+
+// Waitany blocks until one request has completed, sets its entry to nil
+// (like MPI_REQUEST_NULL) and returns its index and outcome. With no
+// non-nil request it returns index -1 at once.
+func Waitany(reqs []*Request) (int, Status, error) {
+	e := engineOf(reqs)
+	if e == nil {
+		return -1, Status{}, nil
+	}
+	i := e.WaitAny(raw(reqs))
+	st, err := reqs[i].finish()
+	reqs[i] = nil
+	return i, st, err
+}
+
+// Testall reports whether every request has completed (progressing once);
+// if so it returns their statuses as Waitall does.
+func Testall(reqs []*Request) (bool, []Status, error) {
+	if e := engineOf(reqs); e != nil {
+		e.Progress()
+	}
+	for _, q := range reqs {
+		if q != nil && !q.r.Done() {
+			return false, nil, nil
+		}
+	}
+	sts, err := Waitall(reqs)
+	return true, sts, err
+}

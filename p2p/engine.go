@@ -1,0 +1,344 @@
+package p2p
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+
+	"github.com/gorun/gorun/btl"
+)
+
+// AnySource and AnyTag are the receive wildcards.
+const (
+	AnySource = -1
+	AnyTag    = -1
+)
+
+// Engine is one rank's point-to-point engine.
+type Engine struct {
+	mu     sync.Mutex
+	rank   int
+	mods   []btl.Module
+	peers  []btl.Peer
+	routes []*route
+	failed []error
+	closed bool
+
+	posted []*Request
+	unexp  []*unexpected
+	sends  map[uint64]*Request // rendezvous sends waiting for their CTS
+	recvs  map[uint64]*Request // rendezvous receives waiting for DATA
+	nextID uint64
+
+	// cur is the frame now arriving from each peer: its matched request or
+	// its unexpected entry, between Begin and End.
+	cur []inflight
+
+	waiter btl.Waiter
+	wait   waitPolicy
+}
+
+type route struct {
+	ep    btl.Endpoint
+	eager int
+	seq   uint32
+}
+
+type inflight struct {
+	req  *Request
+	u    *unexpected
+	trsh []byte // scratch for a truncated eager payload
+}
+
+// unexpected is a message that arrived before its receive was posted.
+type unexpected struct {
+	ctx    uint32
+	src    int
+	tag    int
+	length int
+	rts    bool
+	sreq   uint64
+	data   []byte
+	// complete is false while an eager payload is still arriving; claimed
+	// is the receive that matched it meanwhile.
+	complete bool
+	claimed  *Request
+}
+
+// Handler returns the btl.Handler that feeds this engine; pass it in the
+// btl.Env of every module before calling New.
+func Handler(e *Engine) btl.Handler { return (*handler)(e) }
+
+// Alloc returns an engine for rank of size ranks, not yet attached to
+// transports, so that its Handler can be handed to them.
+func Alloc(rank, size int) *Engine {
+	return &Engine{
+		rank:   rank,
+		peers:  make([]btl.Peer, size),
+		routes: make([]*route, size),
+		failed: make([]error, size),
+		cur:    make([]inflight, size),
+		sends:  map[uint64]*Request{},
+		recvs:  map[uint64]*Request{},
+		wait:   defaultWaitPolicy(size),
+	}
+}
+
+// Attach gives the engine its modules and every peer's description. Routes
+// are chosen lazily, on first use of a peer.
+func (e *Engine) Attach(mods []btl.Module, peers []btl.Peer) error {
+	if len(peers) != len(e.peers) {
+		return fmt.Errorf("p2p: %d peers for a world of %d", len(peers), len(e.peers))
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.mods = mods
+	copy(e.peers, peers)
+	var ws []btl.Waiter
+	for _, m := range mods {
+		if w, ok := m.(btl.Waiter); ok {
+			ws = append(ws, w)
+		}
+	}
+	if len(ws) == 1 {
+		e.waiter = ws[0]
+	}
+	return nil
+}
+
+// Rank is this engine's world rank.
+func (e *Engine) Rank() int { return e.rank }
+
+// Size is the world size.
+func (e *Engine) Size() int { return len(e.peers) }
+
+// Transport names the module that carries traffic to peer (choosing it if
+// not yet chosen).
+func (e *Engine) Transport(peer int) (string, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	r, err := e.route(peer)
+	if err != nil {
+		return "", err
+	}
+	for _, m := range e.mods {
+		if ep, _ := m.Reach(e.peers[peer]); ep == r.ep {
+			return m.Name(), nil
+		}
+	}
+	return "?", nil
+}
+
+func (e *Engine) route(peer int) (*route, error) {
+	if r := e.routes[peer]; r != nil {
+		return r, nil
+	}
+	rt, err := btl.Select(e.mods, e.peers[peer])
+	if err != nil {
+		return nil, err
+	}
+	r := &route{ep: rt.Endpoint, eager: rt.Caps.EagerLimit}
+	e.routes[peer] = r
+	return r, nil
+}
+
+func (e *Engine) nid() uint64 {
+	e.nextID++
+	return e.nextID
+}
+
+// Isend starts a send of buf to world rank dst. With sync the send completes
+// only once the receive has matched (MPI_Ssend).
+func (e *Engine) Isend(ctx uint32, dst, tag int, buf []byte, sync bool) (*Request, error) {
+	r := &Request{e: e, ctx: ctx, peer: dst, tag: tag}
+	r.ctl.Owner, r.data.Owner = r, r
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, ErrClosed
+	}
+	if err := e.failed[dst]; err != nil {
+		return nil, fmt.Errorf("send to rank %d: %w", dst, err)
+	}
+	rt, err := e.route(dst)
+	if err != nil {
+		return nil, fmt.Errorf("send to rank %d: %w", dst, err)
+	}
+	h := header{ctx: ctx, src: int32(e.rank), tag: int32(tag), seq: rt.seq, length: uint64(len(buf))}
+	rt.seq++
+	if !sync && len(buf) <= rt.eager {
+		h.kind = kEager
+		h.encode(&r.data.Hdr)
+		r.data.Payload = buf
+		if err := rt.ep.Send(&r.data); err != nil {
+			return nil, fmt.Errorf("send to rank %d: %w", dst, err)
+		}
+		return r, nil
+	}
+	r.buf = buf
+	r.id = e.nid()
+	h.kind = kRTS
+	h.sreq = r.id
+	h.encode(&r.ctl.Hdr)
+	e.sends[r.id] = r
+	if err := rt.ep.Send(&r.ctl); err != nil {
+		delete(e.sends, r.id)
+		return nil, fmt.Errorf("send to rank %d: %w", dst, err)
+	}
+	return r, nil
+}
+
+// Irecv posts a receive into buf from world rank src (or AnySource) with tag
+// (or AnyTag).
+func (e *Engine) Irecv(ctx uint32, src, tag int, buf []byte) (*Request, error) {
+	r := &Request{e: e, recv: true, ctx: ctx, peer: src, tag: tag, buf: buf}
+	r.ctl.Owner, r.data.Owner = r, r
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, ErrClosed
+	}
+	if src != AnySource {
+		if err := e.failed[src]; err != nil {
+			return nil, fmt.Errorf("receive from rank %d: %w", src, err)
+		}
+	}
+	for i, u := range e.unexp {
+		if !matches(r, u.ctx, u.src, u.tag) {
+			continue
+		}
+		e.unexp = append(e.unexp[:i], e.unexp[i+1:]...)
+		e.take(r, u)
+		return r, nil
+	}
+	e.posted = append(e.posted, r)
+	return r, nil
+}
+
+func matches(r *Request, ctx uint32, src, tag int) bool {
+	return r.ctx == ctx && (r.peer == AnySource || r.peer == src) && (r.tag == AnyTag || r.tag == tag)
+}
+
+// take hands the unexpected message u, already removed from the queue, to
+// the receive r.
+func (e *Engine) take(r *Request, u *unexpected) {
+	r.st = Status{Source: u.src, Tag: u.tag, Bytes: u.length}
+	switch {
+	case u.rts:
+		e.startRendezvous(r, u.src, u.length, u.sreq)
+	case u.complete:
+		e.fill(r, u.data)
+		r.complete(nil)
+	default:
+		u.claimed = r
+	}
+}
+
+// fill copies a whole eager message into r's buffer, noting truncation.
+func (e *Engine) fill(r *Request, data []byte) {
+	n := copy(r.buf, data)
+	if n < len(data) {
+		r.trunc = true
+		r.st.Bytes = n
+	}
+}
+
+// startRendezvous answers an RTS for r with a CTS.
+func (e *Engine) startRendezvous(r *Request, src, length int, sreq uint64) {
+	accept := length
+	if accept > len(r.buf) {
+		accept = len(r.buf)
+		r.trunc = true
+	}
+	r.st.Bytes = accept
+	r.rndvPeer = src
+	r.id = e.nid()
+	e.recvs[r.id] = r
+	h := header{kind: kCTS, ctx: r.ctx, src: int32(e.rank), length: uint64(accept), sreq: sreq, rreq: r.id}
+	h.encode(&r.ctl.Hdr)
+	if err := e.sendCtl(src, &r.ctl); err != nil {
+		delete(e.recvs, r.id)
+		r.complete(err)
+	}
+}
+
+func (e *Engine) sendCtl(peer int, f *btl.Frame) error {
+	rt, err := e.route(peer)
+	if err != nil {
+		return err
+	}
+	if err := e.failed[peer]; err != nil {
+		return fmt.Errorf("rank %d: %w", peer, err)
+	}
+	return rt.ep.Send(f)
+}
+
+// forget drops r from the engine's tables after a failure.
+func (e *Engine) forget(r *Request) {
+	if r.id != 0 {
+		if r.recv {
+			delete(e.recvs, r.id)
+		} else {
+			delete(e.sends, r.id)
+		}
+	}
+}
+
+// Iprobe reports whether a message matching (ctx, src, tag) has arrived,
+// without receiving it.
+func (e *Engine) Iprobe(ctx uint32, src, tag int) (bool, Status, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return false, Status{}, ErrClosed
+	}
+	e.progress()
+	probe := Request{ctx: ctx, peer: src, tag: tag}
+	for _, u := range e.unexp {
+		if matches(&probe, u.ctx, u.src, u.tag) {
+			return true, Status{Source: u.src, Tag: u.tag, Bytes: u.length}, nil
+		}
+	}
+	if src != AnySource && e.failed[src] != nil {
+		return false, Status{}, fmt.Errorf("probe rank %d: %w", src, e.failed[src])
+	}
+	return false, Status{}, nil
+}
+
+// Close closes the modules. Outstanding requests fail with ErrClosed.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil
+	}
+	e.closed = true
+	var first error
+	for _, m := range e.mods {
+		if err := m.Close(); err != nil && first == nil {
+			first = fmt.Errorf("close %s: %w", m.Name(), err)
+		}
+	}
+	for _, r := range e.posted {
+		r.complete(ErrClosed)
+	}
+	for _, r := range e.sends {
+		r.complete(ErrClosed)
+	}
+	for _, r := range e.recvs {
+		r.complete(ErrClosed)
+	}
+	e.posted, e.sends, e.recvs = nil, nil, nil
+	runtime.KeepAlive(e)
+	return first
+}
+
+// PeerFailed is how the failure detector reports a dead peer: every
+// operation that needs it fails with ErrProcFailed.
+func (e *Engine) PeerFailed(peer int, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.closed {
+		(*handler)(e).PeerFailed(peer, err)
+	}
+}

@@ -1,0 +1,176 @@
+package p2p
+
+import (
+	"runtime"
+	"time"
+
+	"github.com/gorun/gorun/internal/params"
+	"golang.org/x/sys/unix"
+)
+
+var (
+	pSpin = params.Duration("GORUN_WAIT_SPIN", 50*time.Microsecond,
+		"how long a blocked call polls the transports flat out before yielding the CPU (0 when ranks outnumber cores)")
+	pYield = params.Duration("GORUN_WAIT_YIELD", 2*time.Millisecond,
+		"how long a blocked call polls with sched_yield between polls before it sleeps in the transport's wait (ppoll, futex)")
+	pSleep = params.Duration("GORUN_WAIT_SLEEP", time.Millisecond,
+		"longest single sleep of a blocked call in its third phase; a transport wakes it earlier when data arrives")
+	pOversub = params.Int("GORUN_OVERSUBSCRIBED", -1,
+		"1 when ranks outnumber this host's cores (set by gorun), 0 when not, -1 to decide from the local rank count")
+)
+
+// waitPolicy is the three-phase wait of BENCH.md: poll flat out, then poll
+// with sched_yield (runtime.Gosched does not give the OS thread away, and
+// pure spinning gave millisecond tails when oversubscribed), then sleep in
+// the transport's own wait.
+type waitPolicy struct {
+	spin, yield, sleep time.Duration
+}
+
+func defaultWaitPolicy(size int) waitPolicy {
+	w := waitPolicy{spin: pSpin(), yield: pYield(), sleep: pSleep()}
+	over := pOversub()
+	if over == -1 && size > runtime.NumCPU() {
+		over = 1
+	}
+	if over == 1 {
+		w.spin = 0
+	}
+	return w
+}
+
+// progress polls every module once; the lock is held.
+func (e *Engine) progress() int {
+	n := 0
+	for _, m := range e.mods {
+		n += m.Progress()
+	}
+	return n
+}
+
+// Progress polls the transports once.
+func (e *Engine) Progress() {
+	e.mu.Lock()
+	e.progress()
+	e.mu.Unlock()
+}
+
+// waiter tracks one blocked call's phase.
+type waiter struct {
+	e     *Engine
+	start time.Time
+	iter  int
+}
+
+// idle is called after a poll that found the awaited condition unmet; it
+// decides how to pass the time until the next poll.
+func (w *waiter) idle() {
+	w.iter++
+	if w.iter < 16 {
+		return // the first polls are nearly free; don't even read the clock
+	}
+	if w.start.IsZero() {
+		w.start = time.Now()
+		return
+	}
+	p := w.e.wait
+	el := time.Since(w.start)
+	switch {
+	case el < p.spin:
+	case el < p.spin+p.yield:
+		unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+	default:
+		w.e.mu.Lock()
+		if w.e.waiter != nil && !w.e.closed {
+			w.e.waiter.Wait(p.sleep)
+			w.e.mu.Unlock()
+			return
+		}
+		w.e.mu.Unlock()
+		time.Sleep(50 * time.Microsecond)
+	}
+}
+
+// until polls until cond (evaluated under the lock) holds.
+func (e *Engine) until(cond func() bool) {
+	w := waiter{e: e}
+	for {
+		e.mu.Lock()
+		e.progress()
+		ok := cond()
+		e.mu.Unlock()
+		if ok {
+			return
+		}
+		w.idle()
+	}
+}
+
+// Wait blocks until r completes and returns its outcome.
+func (r *Request) Wait() (Status, error) {
+	if !r.done.Load() {
+		r.e.until(r.done.Load)
+	}
+	return r.st, r.err
+}
+
+// Test polls once and reports whether r has completed.
+func (r *Request) Test() (bool, Status, error) {
+	if !r.done.Load() {
+		r.e.Progress()
+		if !r.done.Load() {
+			return false, Status{}, nil
+		}
+	}
+	return true, r.st, r.err
+}
+
+// WaitAll blocks until every request has completed. Nil requests are
+// ignored.
+func (e *Engine) WaitAll(rs []*Request) {
+	i := 0
+	e.until(func() bool {
+		for ; i < len(rs); i++ {
+			if rs[i] != nil && !rs[i].done.Load() {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// WaitAny blocks until one of the non-nil requests has completed and
+// returns its index, or -1 if all are nil.
+func (e *Engine) WaitAny(rs []*Request) int {
+	idx := -1
+	any := false
+	for _, r := range rs {
+		any = any || r != nil
+	}
+	if !any {
+		return -1
+	}
+	e.until(func() bool {
+		for i, r := range rs {
+			if r != nil && r.done.Load() {
+				idx = i
+				return true
+			}
+		}
+		return false
+	})
+	return idx
+}
+
+// Probe blocks until a message matching (ctx, src, tag) has arrived and
+// returns its status without receiving it.
+func (e *Engine) Probe(ctx uint32, src, tag int) (Status, error) {
+	w := waiter{e: e}
+	for {
+		ok, st, err := e.Iprobe(ctx, src, tag)
+		if ok || err != nil {
+			return st, err
+		}
+		w.idle()
+	}
+}
