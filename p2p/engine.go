@@ -198,11 +198,6 @@ func (e *Engine) Irecv(ctx uint32, src, tag int, buf []byte) (*Request, error) {
 	if e.closed {
 		return nil, ErrClosed
 	}
-	if src != AnySource {
-		if err := e.failed[src]; err != nil {
-			return nil, fmt.Errorf("receive from rank %d: %w", src, err)
-		}
-	}
 	for i, u := range e.unexp {
 		if !matches(r, u.ctx, u.src, u.tag) {
 			continue
@@ -210,6 +205,13 @@ func (e *Engine) Irecv(ctx uint32, src, tag int, buf []byte) (*Request, error) {
 		e.unexp = append(e.unexp[:i], e.unexp[i+1:]...)
 		e.take(r, u)
 		return r, nil
+	}
+	// A message that arrived before the peer failed is still received
+	// (above); only then does its failure matter.
+	if src != AnySource {
+		if err := e.failed[src]; err != nil {
+			return nil, fmt.Errorf("receive from rank %d: %w", src, err)
+		}
 	}
 	e.posted = append(e.posted, r)
 	return r, nil

@@ -1,0 +1,70 @@
+// Bw is the OSU bandwidth benchmark's method in Go: rank 0 posts a window
+// of Isends, rank 1 a window of Irecvs, then rank 1 answers with a 4-byte
+// ack; MB/s = bytes moved / time / 10^6.
+package main
+
+import (
+	"log"
+
+	"github.com/gorun/gorun/examples/osu/internal/osu"
+	"github.com/gorun/gorun/mpi"
+)
+
+func main() {
+	o := osu.Parse("bw", 1, 4<<20, 100, 10, 20, 2, 8192)
+	if err := mpi.Init(); err != nil {
+		log.Fatal(err)
+	}
+	defer mpi.Finalize()
+	w := mpi.World()
+	me := w.Rank()
+	if w.Size() < 2 {
+		log.Fatal("bw: needs at least 2 ranks")
+	}
+	if me == 0 {
+		osu.Header("Bandwidth Test", "Bandwidth (MB/s)")
+	}
+	buf := make([]byte, o.Max)
+	ack := make([]byte, 4)
+	reqs := make([]*mpi.Request, o.Window)
+	for _, size := range o.Sizes() {
+		iters, warm := o.Counts(size)
+		b := buf[:size]
+		mpi.Barrier(w)
+		var t0 float64
+		if me < 2 {
+			for i := 0; i < iters+warm; i++ {
+				if i == warm {
+					t0 = mpi.Wtime()
+				}
+				var err error
+				for k := range reqs {
+					if me == 0 {
+						reqs[k], err = mpi.Isend(w, b, 1, 100)
+					} else {
+						reqs[k], err = mpi.Irecv(w, b, 0, 100)
+					}
+					must(err)
+				}
+				_, err = mpi.Waitall(reqs)
+				must(err)
+				if me == 0 {
+					_, err = mpi.Recv(w, ack, 1, 101)
+				} else {
+					err = mpi.Send(w, ack, 0, 101)
+				}
+				must(err)
+			}
+		}
+		if me == 0 {
+			el := mpi.Wtime() - t0
+			osu.Line(size, float64(size)*float64(o.Window)*float64(iters)/el/1e6)
+		}
+	}
+}
+
+func must(err error) {
+	if err != nil {
+		log.Fatal(err)
+	}
+}

@@ -1,0 +1,104 @@
+// Package osu holds what the OSU-method benchmark ports share: OSU's flags
+// (-m MIN:MAX, -i, -x), the size sweep, the iteration defaults and the
+// output format, which BENCH.md fixes so that the side-by-side driver can
+// put these programs next to the C ones in tests/openmpi.
+package osu
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// Options are a benchmark's parsed flags.
+type Options struct {
+	Min, Max     int
+	Iters, Warm  int // -i and -x; 0 means the per-size default
+	LargeIters   int
+	LargeWarm    int
+	LargeSize    int
+	Window       int
+	itersFlagSet bool
+}
+
+// Parse reads OSU's flags. defMin/defMax are the default size range;
+// iters/warm apply to sizes up to largeSize and largeIters/largeWarm above.
+func Parse(name string, defMin, defMax, iters, warm, largeIters, largeWarm, largeSize int) *Options {
+	o := &Options{Min: defMin, Max: defMax, Iters: iters, Warm: warm, LargeIters: largeIters, LargeWarm: largeWarm, LargeSize: largeSize, Window: 64}
+	fs := flag.NewFlagSet(name, flag.ExitOnError)
+	m := fs.String("m", "", "message sizes in bytes: MIN:MAX or MAX")
+	i := fs.Int("i", 0, "timed iterations per size")
+	x := fs.Int("x", -1, "warm-up iterations per size")
+	w := fs.Int("W", 64, "window size (bw, bibw)")
+	fs.Parse(os.Args[1:])
+	if *m != "" {
+		lo, hi, ok := strings.Cut(*m, ":")
+		var err error
+		if !ok {
+			hi, lo = lo, ""
+		}
+		if lo != "" {
+			if o.Min, err = strconv.Atoi(lo); err != nil {
+				fail(name, "-m %q: %v", *m, err)
+			}
+		}
+		if hi != "" {
+			if o.Max, err = strconv.Atoi(hi); err != nil {
+				fail(name, "-m %q: %v", *m, err)
+			}
+		}
+		if o.Min < 0 || o.Max < o.Min {
+			fail(name, "-m %q: need 0 <= MIN <= MAX", *m)
+		}
+	}
+	if *i > 0 {
+		o.Iters, o.LargeIters = *i, *i
+	}
+	if *x >= 0 {
+		o.Warm, o.LargeWarm = *x, *x
+	}
+	if *w > 0 {
+		o.Window = *w
+	}
+	return o
+}
+
+func fail(name, format string, args ...any) {
+	fmt.Fprintf(os.Stderr, name+": "+format+"\n", args...)
+	os.Exit(2)
+}
+
+// Sizes is the sweep: Min (or 0), then powers of two up to Max.
+func (o *Options) Sizes() []int {
+	var s []int
+	if o.Min == 0 {
+		s = append(s, 0)
+	}
+	for n := 1; n <= o.Max; n *= 2 {
+		if n >= o.Min {
+			s = append(s, n)
+		}
+	}
+	return s
+}
+
+// Counts returns timed and warm-up iterations for a size.
+func (o *Options) Counts(size int) (iters, warm int) {
+	if size > o.LargeSize {
+		return o.LargeIters, o.LargeWarm
+	}
+	return o.Iters, o.Warm
+}
+
+// Header prints the comment lines.
+func Header(title, column string) {
+	fmt.Printf("# gorun OSU-method %s\n", title)
+	fmt.Printf("# Size%*s\n", 24, column)
+}
+
+// Line prints one result line in OSU's layout.
+func Line(size int, v float64) {
+	fmt.Printf("%-10d%18.2f\n", size, v)
+}

@@ -1,0 +1,39 @@
+package tests
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestLayering enforces DESIGN.md's layers: imports point down only.
+func TestLayering(t *testing.T) {
+	const mod = "github.com/gorun/gorun/"
+	forbidden := map[string][]string{
+		"launcher":      {"mpi", "coll", "p2p", "btl"},
+		"launcher/boot": {"mpi", "coll", "p2p", "btl"},
+		"btl":           {"p2p", "coll", "mpi", "launcher"},
+		"btl/self":      {"p2p", "coll", "mpi", "launcher", "btl/tcp"},
+		"btl/tcp":       {"p2p", "coll", "mpi", "launcher", "btl/self"},
+		"p2p":           {"coll", "mpi", "launcher"},
+		"coll":          {"mpi", "launcher", "btl/self", "btl/tcp"},
+		"gpu":           {"mpi", "coll", "p2p", "btl", "launcher"},
+	}
+	for pkg, bad := range forbidden {
+		out, err := exec.Command("go", "list", "-deps", mod+pkg).CombinedOutput()
+		if err != nil {
+			if strings.Contains(string(out), "cannot find package") || strings.Contains(string(out), "no Go files") {
+				continue // not written yet
+			}
+			t.Fatalf("go list -deps %s: %v\n%s", pkg, err, out)
+		}
+		deps := strings.Fields(string(out))
+		for _, d := range deps {
+			for _, b := range bad {
+				if d == mod+b {
+					t.Errorf("%s imports %s (layering: imports point down only)", pkg, b)
+				}
+			}
+		}
+	}
+}
