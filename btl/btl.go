@@ -142,3 +142,24 @@ var ErrUnreachable = errors.New("btl: no transport reaches the peer")
 
 // ErrClosed is returned for operations on a closed module or endpoint.
 var ErrClosed = errors.New("btl: closed")
+
+// RemoteCopier is implemented by modules that can copy straight between
+// this process's memory and a peer's (process_vm_readv/writev on one host,
+// RDMA on a fabric). p2p uses it for single-copy rendezvous: the RTS and CTS
+// carry buffer addresses, the receiver reads one part and the sender
+// writes the other (BENCH.md measured the split copy fastest). Both calls
+// block until the bytes have moved; they are made with the engine lock
+// held. An error (ErrNoSingleCopy when the kernel refuses) makes p2p fall
+// back to the pipelined copy through the module's frames.
+type RemoteCopier interface {
+	// ReadRemote copies len(dst) bytes from addr in peer's memory into dst.
+	ReadRemote(peer int, addr uintptr, dst []byte) error
+	// WriteRemote copies src to addr in peer's memory.
+	WriteRemote(peer int, addr uintptr, src []byte) error
+	// SingleCopy reports whether single copy to peer is possible at all
+	// (same host, allowed by the kernel and by GORUN_SM_SINGLE_COPY).
+	SingleCopy(peer int) bool
+}
+
+// ErrNoSingleCopy is returned by RemoteCopier calls the system refuses.
+var ErrNoSingleCopy = errors.New("btl: single copy refused")
