@@ -1,0 +1,73 @@
+package cuda
+
+import (
+	"fmt"
+	"sync/atomic"
+)
+
+// Context is a device's primary context, retained by this process. Every
+// call made through it (and through the streams, events, modules and memory
+// it hands out) makes it current on the calling OS thread first, inside the
+// same cgo call, so callers need not lock goroutines to threads.
+//
+// A Context is safe for concurrent use.
+type Context struct {
+	h        uintptr
+	dev      Device
+	released atomic.Bool
+}
+
+// PrimaryContext retains d's primary context (cuDevicePrimaryCtxRetain): the
+// one context per device that every library in the process shares, so memory
+// allocated by another library (PyTorch, NCCL) works with this one.
+func PrimaryContext(d Device) (*Context, error) {
+	if err := Init(); err != nil {
+		return nil, err
+	}
+	h, r := drvPrimaryCtxRetain(int(d))
+	if err := check("cuDevicePrimaryCtxRetain", r); err != nil {
+		return nil, fmt.Errorf("device %d: %w", d, err)
+	}
+	return &Context{h: h, dev: d}, nil
+}
+
+// Device returns the context's device.
+func (c *Context) Device() Device { return c.dev }
+
+// Handle returns the raw CUcontext, for passing to other CUDA libraries.
+func (c *Context) Handle() uintptr { return c.h }
+
+// Release drops this process's reference to the primary context. Memory,
+// streams and modules of the context must be freed first. A second Release is
+// a no-op.
+func (c *Context) Release() error {
+	if c.released.Swap(true) {
+		return nil
+	}
+	return check("cuDevicePrimaryCtxRelease_v2", drvPrimaryCtxRelease(int(c.dev)))
+}
+
+// Synchronize waits until all work queued on the context's streams is done.
+func (c *Context) Synchronize() error {
+	return check("cuCtxSynchronize", drvCtxSynchronize(c.h))
+}
+
+// EnablePeerAccess maps peer's memory into c (cuCtxEnablePeerAccess), so
+// that kernels and copies issued in c can use peer's device pointers
+// directly. Enabling it twice is not an error.
+func (c *Context) EnablePeerAccess(peer *Context) error {
+	r := drvCtxEnablePeerAccess(c.h, peer.h)
+	if r == ErrorPeerAccessAlreadyEnabled {
+		return nil
+	}
+	if err := check("cuCtxEnablePeerAccess", r); err != nil {
+		return fmt.Errorf("device %d to device %d: %w", c.dev, peer.dev, err)
+	}
+	return nil
+}
+
+// MemInfo returns the device's free and total memory in bytes.
+func (c *Context) MemInfo() (free, total uint64, err error) {
+	f, t, r := drvMemGetInfo(c.h)
+	return f, t, check("cuMemGetInfo_v2", r)
+}

@@ -1,0 +1,120 @@
+package cuda
+
+import (
+	"fmt"
+	"sync/atomic"
+	"unsafe"
+)
+
+// Stream is a queue of device work (CUstream) in one context. Operations on
+// one stream run in order; operations on different streams may overlap.
+// Methods that end in Async only queue work: the memory they name must stay
+// valid, and host memory unmoved and alive (runtime.KeepAlive), until the
+// stream is synchronized or an event recorded after them has completed.
+//
+// A Stream is safe for concurrent use, though interleaving the work of
+// several goroutines on one stream makes its order theirs to agree on.
+type Stream struct {
+	ctx       *Context
+	h         uintptr
+	destroyed atomic.Bool
+}
+
+// NewStream creates a stream that does not synchronize with the legacy
+// default stream (CU_STREAM_NON_BLOCKING).
+func (c *Context) NewStream() (*Stream, error) {
+	h, r := drvStreamCreate(c.h, 1)
+	if err := check("cuStreamCreate", r); err != nil {
+		return nil, fmt.Errorf("device %d: %w", c.dev, err)
+	}
+	return &Stream{ctx: c, h: h}, nil
+}
+
+// Context returns the stream's context.
+func (s *Stream) Context() *Context { return s.ctx }
+
+// Handle returns the raw CUstream, for passing to other CUDA libraries.
+func (s *Stream) Handle() uintptr { return s.h }
+
+// Destroy releases the stream once its queued work is done. A second Destroy
+// is a no-op.
+func (s *Stream) Destroy() error {
+	if s.destroyed.Swap(true) {
+		return nil
+	}
+	return check("cuStreamDestroy_v2", drvStreamDestroy(s.ctx.h, s.h))
+}
+
+// Synchronize blocks until all work queued on the stream is done.
+func (s *Stream) Synchronize() error {
+	return check("cuStreamSynchronize", drvStreamSynchronize(s.ctx.h, s.h))
+}
+
+// Done reports, without blocking, whether all queued work is done.
+func (s *Stream) Done() (bool, error) {
+	r := drvStreamQuery(s.ctx.h, s.h)
+	if r == ErrorNotReady {
+		return false, nil
+	}
+	return r == Success, check("cuStreamQuery", r)
+}
+
+// WaitEvent makes later work on s wait until e completes; e may belong to
+// another context or, opened from an IPC handle, to another process.
+func (s *Stream) WaitEvent(e *Event) error {
+	return check("cuStreamWaitEvent", drvStreamWaitEvent(s.ctx.h, s.h, e.h))
+}
+
+// CopyAsync queues a copy of n bytes between any two addresses of the unified
+// address space (cuMemcpyAsync). Between two devices it goes GPU to GPU when
+// peer access is enabled from s's context, else the driver stages it.
+func (s *Stream) CopyAsync(dst, src DevicePtr, n int) error {
+	if n == 0 {
+		return nil
+	}
+	return check("cuMemcpyAsync", drvMemcpyAsync(s.ctx.h, dst, src, uint64(n), s.h))
+}
+
+// CopyHtoDAsync queues a copy from host memory (pinned for a truly
+// asynchronous copy; see the Stream comment on lifetimes) to the device.
+func (s *Stream) CopyHtoDAsync(dst DevicePtr, src []byte) error {
+	if len(src) == 0 {
+		return nil
+	}
+	return check("cuMemcpyHtoDAsync_v2", drvMemcpyHtoDAsync(s.ctx.h, dst, unsafe.Pointer(&src[0]), uint64(len(src)), s.h))
+}
+
+// CopyDtoHAsync queues a copy from the device to host memory.
+func (s *Stream) CopyDtoHAsync(dst []byte, src DevicePtr) error {
+	if len(dst) == 0 {
+		return nil
+	}
+	return check("cuMemcpyDtoHAsync_v2", drvMemcpyDtoHAsync(s.ctx.h, unsafe.Pointer(&dst[0]), src, uint64(len(dst)), s.h))
+}
+
+// CopyDtoDAsync queues a copy between device buffers of the unified address
+// space (cuMemcpyDtoDAsync_v2).
+func (s *Stream) CopyDtoDAsync(dst, src DevicePtr, n int) error {
+	if n == 0 {
+		return nil
+	}
+	return check("cuMemcpyDtoDAsync_v2", drvMemcpyDtoDAsync(s.ctx.h, dst, src, uint64(n), s.h))
+}
+
+// CopyPeerAsync queues a copy from src in srcCtx's device to dst in dstCtx's
+// device (cuMemcpyPeerAsync). It works whether or not peer access is
+// enabled: without it the driver stages the copy through host memory.
+func (s *Stream) CopyPeerAsync(dst DevicePtr, dstCtx *Context, src DevicePtr, srcCtx *Context, n int) error {
+	if n == 0 {
+		return nil
+	}
+	return check("cuMemcpyPeerAsync", drvMemcpyPeerAsync(s.ctx.h, dst, dstCtx.h, src, srcCtx.h, uint64(n), s.h))
+}
+
+// MemsetAsync queues setting n bytes at p to v.
+func (s *Stream) MemsetAsync(p DevicePtr, v byte, n int) error {
+	if n == 0 {
+		return nil
+	}
+	return check("cuMemsetD8Async", drvMemsetD8Async(s.ctx.h, p, v, uint64(n), s.h))
+}

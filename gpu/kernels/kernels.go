@@ -1,0 +1,59 @@
+// Package kernels holds gorun's own CUDA kernels: their CUDA C source
+// (reduce.cu) and the PTX compiled from it, embedded in every binary and
+// JIT-compiled by the driver for whatever GPU it meets.
+//
+// The PTX is generated, not written: after editing reduce.cu, regenerate it
+// on a machine with nvcc (the lent GPU host has one), from the repository
+// root:
+//
+//	nvcc -ptx -arch=compute_80 -O3 -o gpu/kernels/reduce.ptx gpu/kernels/reduce.cu
+//
+// and commit both files. docs/gpu.md describes the round trip through the
+// device tool. This package only names things; package gpu loads and
+// launches them.
+package kernels
+
+import (
+	_ "embed"
+	"regexp"
+)
+
+//go:generate nvcc -ptx -arch=compute_80 -O3 -o reduce.ptx reduce.cu
+
+// ReducePTX is the PTX of reduce.cu (target compute_80).
+//
+//go:embed reduce.ptx
+var ReducePTX []byte
+
+// ReduceOps are the operation names of the reduce kernels, in kernel-name
+// form.
+var ReduceOps = []string{"sum", "prod", "min", "max"}
+
+// ReduceTypes are the element type names of the reduce kernels, in
+// kernel-name form: float32, float64, float16, bfloat16, int32, int64, uint8.
+var ReduceTypes = []string{"f32", "f64", "f16", "bf16", "i32", "i64", "u8"}
+
+// ReduceName returns the name of the kernel that reduces elements of type
+// typ (one of ReduceTypes) with op (one of ReduceOps). Its parameters are
+// (T *dst, const T *a, const T *b, unsigned long long n).
+func ReduceName(op, typ string) string { return "gorun_reduce_" + op + "_" + typ }
+
+// Launch shape of the reduce kernels, as reduce.cu assumes it.
+const (
+	// ReduceVectorBytes is the width of one load or store on the vector path,
+	// taken when dst, a and b are all aligned to it.
+	ReduceVectorBytes = 16
+	// ReduceUnroll is how many vector loads each thread keeps in flight.
+	ReduceUnroll = 4
+)
+
+var entryRE = regexp.MustCompile(`(?m)^\s*\.(?:visible\s+)?\.entry\s+([A-Za-z_][A-Za-z0-9_$]*)`)
+
+// Entries lists the kernel names defined in a PTX image.
+func Entries(ptx []byte) []string {
+	var names []string
+	for _, m := range entryRE.FindAllSubmatch(ptx, -1) {
+		names = append(names, string(m[1]))
+	}
+	return names
+}

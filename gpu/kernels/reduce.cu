@@ -1,0 +1,167 @@
+// reduce.cu: gorun's elementwise reduction kernels.
+//
+//   gorun_reduce_<op>_<type>(T *dst, const T *a, const T *b, unsigned long long n)
+//
+// computes dst[i] = a[i] <op> b[i] for i < n; dst may equal a or b (in place).
+// op is sum, prod, min or max; type is f32, f64, f16, bf16, i32, i64 or u8.
+// Integer sums and products wrap (two's complement); float16 and bfloat16 are
+// computed with the hardware's correctly rounded half-precision instructions;
+// min and max of floats return the other operand when one is NaN (fmin/fmax).
+//
+// When all three pointers are 16-byte aligned the bulk goes through 16-byte
+// loads and stores, UNROLL of them in flight per thread; the remainder (and
+// every element of unaligned buffers) goes one element at a time. Launch any
+// 1-D grid: each kernel is a grid-stride loop (gpu/reduce.go picks one wave
+// of resident blocks).
+//
+// Regenerate the embedded PTX on a machine with nvcc (the GPU host), from the
+// repository root:
+//
+//   nvcc -ptx -arch=compute_80 -O3 -o gpu/kernels/reduce.ptx gpu/kernels/reduce.cu
+//
+// compute_80 PTX is JIT-compiled by the driver for the GPU it runs on (sm_80
+// and later: A100, H100, H200); bfloat16 arithmetic needs sm_80.
+
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+
+typedef unsigned long long u64;
+
+#define UNROLL 4
+#define DEV static __device__ __forceinline__
+
+// Each type's storage and its four operations on storage values.
+struct F32 {
+  typedef float S;
+  DEV S sum(S a, S b) { return __fadd_rn(a, b); }
+  DEV S prod(S a, S b) { return __fmul_rn(a, b); }
+  DEV S min(S a, S b) { return fminf(a, b); }
+  DEV S max(S a, S b) { return fmaxf(a, b); }
+};
+
+struct F64 {
+  typedef double S;
+  DEV S sum(S a, S b) { return __dadd_rn(a, b); }
+  DEV S prod(S a, S b) { return __dmul_rn(a, b); }
+  DEV S min(S a, S b) { return fmin(a, b); }
+  DEV S max(S a, S b) { return fmax(a, b); }
+};
+
+struct F16 {
+  typedef unsigned short S;
+  DEV __half h(S v) { return __ushort_as_half(v); }
+  DEV S s(__half v) { return __half_as_ushort(v); }
+  DEV S sum(S a, S b) { return s(__hadd(h(a), h(b))); }
+  DEV S prod(S a, S b) { return s(__hmul(h(a), h(b))); }
+  DEV S min(S a, S b) { return s(__hmin(h(a), h(b))); }
+  DEV S max(S a, S b) { return s(__hmax(h(a), h(b))); }
+};
+
+struct BF16 {
+  typedef unsigned short S;
+  DEV __nv_bfloat16 h(S v) { return __ushort_as_bfloat16(v); }
+  DEV S s(__nv_bfloat16 v) { return __bfloat16_as_ushort(v); }
+  DEV S sum(S a, S b) { return s(__hadd(h(a), h(b))); }
+  DEV S prod(S a, S b) { return s(__hmul(h(a), h(b))); }
+  DEV S min(S a, S b) { return s(__hmin(h(a), h(b))); }
+  DEV S max(S a, S b) { return s(__hmax(h(a), h(b))); }
+};
+
+struct I32 {
+  typedef int S;
+  DEV S sum(S a, S b) { return (S)((unsigned)a + (unsigned)b); }
+  DEV S prod(S a, S b) { return (S)((unsigned)a * (unsigned)b); }
+  DEV S min(S a, S b) { return a < b ? a : b; }
+  DEV S max(S a, S b) { return a > b ? a : b; }
+};
+
+struct I64 {
+  typedef long long S;
+  DEV S sum(S a, S b) { return (S)((u64)a + (u64)b); }
+  DEV S prod(S a, S b) { return (S)((u64)a * (u64)b); }
+  DEV S min(S a, S b) { return a < b ? a : b; }
+  DEV S max(S a, S b) { return a > b ? a : b; }
+};
+
+struct U8 {
+  typedef unsigned char S;
+  DEV S sum(S a, S b) { return (S)(a + b); }
+  DEV S prod(S a, S b) { return (S)(a * b); }
+  DEV S min(S a, S b) { return a < b ? a : b; }
+  DEV S max(S a, S b) { return a > b ? a : b; }
+};
+
+enum { OP_SUM, OP_PROD, OP_MIN, OP_MAX };
+
+template <class T, int OP>
+DEV typename T::S apply(typename T::S a, typename T::S b) {
+  if (OP == OP_SUM) return T::sum(a, b);
+  if (OP == OP_PROD) return T::prod(a, b);
+  if (OP == OP_MIN) return T::min(a, b);
+  return T::max(a, b);
+}
+
+// vapply applies the operation to the 16/sizeof(S) elements packed in x and y.
+template <class T, int OP>
+DEV uint4 vapply(uint4 x, uint4 y) {
+  typedef typename T::S S;
+  union Pack {
+    uint4 v;
+    S e[16 / sizeof(S)];
+  };
+  Pack px, py, pr;
+  px.v = x;
+  py.v = y;
+#pragma unroll
+  for (int k = 0; k < (int)(16 / sizeof(S)); k++) pr.e[k] = apply<T, OP>(px.e[k], py.e[k]);
+  return pr.v;
+}
+
+template <class T, int OP>
+DEV void reduce(typename T::S *dst, const typename T::S *a, const typename T::S *b, u64 n) {
+  typedef typename T::S S;
+  const int V = 16 / sizeof(S);
+  const u64 nthreads = (u64)gridDim.x * blockDim.x;
+  const u64 tid = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+  u64 done = 0;
+  if ((((u64)dst | (u64)a | (u64)b) & 15) == 0) {
+    const u64 nvec = n / V;
+    const uint4 *va = reinterpret_cast<const uint4 *>(a);
+    const uint4 *vb = reinterpret_cast<const uint4 *>(b);
+    uint4 *vd = reinterpret_cast<uint4 *>(dst);
+    u64 i = tid;
+    for (; i + (UNROLL - 1) * nthreads < nvec; i += UNROLL * nthreads) {
+      uint4 x[UNROLL], y[UNROLL];
+#pragma unroll
+      for (int u = 0; u < UNROLL; u++) {
+        x[u] = va[i + u * nthreads];
+        y[u] = vb[i + u * nthreads];
+      }
+#pragma unroll
+      for (int u = 0; u < UNROLL; u++) vd[i + u * nthreads] = vapply<T, OP>(x[u], y[u]);
+    }
+    for (; i < nvec; i += nthreads) vd[i] = vapply<T, OP>(va[i], vb[i]);
+    done = nvec * V;
+  }
+  for (u64 i = done + tid; i < n; i += nthreads) dst[i] = apply<T, OP>(a[i], b[i]);
+}
+
+#define KERNEL(opname, OP, tname, T)                                              \
+  extern "C" __global__ void gorun_reduce_##opname##_##tname(                     \
+      T::S *dst, const T::S *a, const T::S *b, u64 n) {                           \
+    reduce<T, OP>(dst, a, b, n);                                                  \
+  }
+
+#define KERNELS(tname, T)          \
+  KERNEL(sum, OP_SUM, tname, T)    \
+  KERNEL(prod, OP_PROD, tname, T)  \
+  KERNEL(min, OP_MIN, tname, T)    \
+  KERNEL(max, OP_MAX, tname, T)
+
+KERNELS(f32, F32)
+KERNELS(f64, F64)
+KERNELS(f16, F16)
+KERNELS(bf16, BF16)
+KERNELS(i32, I32)
+KERNELS(i64, I64)
+KERNELS(u8, U8)
