@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"unsafe"
 
 	"github.com/gorun/gorun/btl"
 	"golang.org/x/sys/unix"
@@ -35,7 +36,7 @@ type outConn struct {
 	queue []*btl.Frame
 	off   int // bytes of queue[0] (wire header included) already written
 	hbuf  [wireHeader]byte
-	iov   [][]byte
+	iov   [2]unix.Iovec
 }
 
 func (oc *outConn) connect() error {
@@ -88,13 +89,13 @@ func (oc *outConn) flush() int {
 			binary.LittleEndian.PutUint64(oc.hbuf[:8], uint64(len(f.Payload)))
 			copy(oc.hbuf[8:], f.Hdr[:])
 		}
-		oc.iov = oc.iov[:0]
+		var w int
+		var err error
 		if oc.off < wireHeader {
-			oc.iov = append(oc.iov, oc.hbuf[oc.off:], f.Payload)
+			w, err = oc.send(oc.hbuf[oc.off:], f.Payload)
 		} else {
-			oc.iov = append(oc.iov, f.Payload[oc.off-wireHeader:])
+			w, err = oc.send(f.Payload[oc.off-wireHeader:], nil)
 		}
-		w, err := unix.SendmsgBuffers(oc.fd, oc.iov, nil, nil, unix.MSG_NOSIGNAL|unix.MSG_DONTWAIT)
 		if err != nil {
 			if err == unix.EAGAIN || err == unix.EINTR {
 				return n
@@ -115,6 +116,30 @@ func (oc *outConn) flush() int {
 	}
 	oc.queue = oc.queue[:0]
 	return n
+}
+
+// send writes a and b with one sendmsg, without blocking and without
+// SIGPIPE, and without allocating (unix.SendmsgBuffers allocates per call).
+func (oc *outConn) send(a, b []byte) (int, error) {
+	n := 0
+	for _, p := range [2][]byte{a, b} {
+		if len(p) > 0 {
+			oc.iov[n].Base = &p[0]
+			oc.iov[n].SetLen(len(p))
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	msg := unix.Msghdr{Iov: &oc.iov[0]}
+	msg.SetIovlen(n)
+	r, _, e := unix.Syscall(unix.SYS_SENDMSG, uintptr(oc.fd), uintptr(unsafe.Pointer(&msg)), unix.MSG_NOSIGNAL|unix.MSG_DONTWAIT)
+	oc.iov = [2]unix.Iovec{}
+	if e != 0 {
+		return 0, e
+	}
+	return int(r), nil
 }
 
 // fail completes every queued frame with err and closes the connection.
@@ -165,7 +190,7 @@ func (ic *inConn) poll(h btl.Handler) (int, error) {
 		}
 		// Read more: straight into the destination when much is missing.
 		if ic.inFrame && len(ic.dst)-ic.got >= directRead {
-			r, err := unix.Read(ic.fd, ic.dst[ic.got:])
+			r, err := rawRead(ic.fd, ic.dst[ic.got:])
 			if r <= 0 {
 				return n, readErr(r, err)
 			}
@@ -182,12 +207,22 @@ func (ic *inConn) poll(h btl.Handler) (int, error) {
 			ic.end = copy(ic.buf, ic.buf[ic.pos:ic.end])
 			ic.pos = 0
 		}
-		r, err := unix.Read(ic.fd, ic.buf[ic.end:])
+		r, err := rawRead(ic.fd, ic.buf[ic.end:])
 		if r <= 0 {
 			return n, readErr(r, err)
 		}
 		ic.end += r
 	}
+}
+
+// rawRead reads from a non-blocking socket without telling the Go
+// scheduler (the call cannot block, so the scheduler need not know).
+func rawRead(fd int, p []byte) (int, error) {
+	r, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+	if e != 0 {
+		return -1, e
+	}
+	return int(r), nil
 }
 
 func readErr(r int, err error) error {
