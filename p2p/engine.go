@@ -40,14 +40,19 @@ type Engine struct {
 
 type route struct {
 	ep    btl.Endpoint
+	mod   btl.Module
 	eager int
 	seq   uint32
+	// rc copies straight between this process and the peer, when the
+	// module can (single-copy rendezvous); nil otherwise.
+	rc btl.RemoteCopier
 }
 
 type inflight struct {
 	req  *Request
 	u    *unexpected
-	trsh []byte // scratch for a truncated eager payload
+	trsh []byte  // scratch for a truncated eager payload
+	addr [8]byte // the payload of a single-copy RTS or CTS
 }
 
 // unexpected is a message that arrived before its receive was posted.
@@ -58,6 +63,9 @@ type unexpected struct {
 	length int
 	rts    bool
 	sreq   uint64
+	// single and addr: the RTS offered a single copy from addr.
+	single bool
+	addr   uint64
 	data   []byte
 	// complete is false while an eager payload is still arriving; claimed
 	// is the receive that matched it meanwhile.
@@ -94,16 +102,30 @@ func (e *Engine) Attach(mods []btl.Module, peers []btl.Peer) error {
 	defer e.mu.Unlock()
 	e.mods = mods
 	copy(e.peers, peers)
-	var ws []btl.Waiter
-	for _, m := range mods {
-		if w, ok := m.(btl.Waiter); ok {
-			ws = append(ws, w)
+	return nil
+}
+
+// pickWaiter chooses the module a blocked call sleeps in: the one module
+// implementing btl.Waiter that carries traffic to some peer. With two such
+// modules in use (shared memory and TCP on a multi-host job) no single
+// sleep can watch both, and waiting falls back to short sleeps.
+func (e *Engine) pickWaiter() {
+	var w btl.Waiter
+	seen := map[btl.Module]bool{}
+	for _, r := range e.routes {
+		if r == nil || seen[r.mod] {
+			continue
+		}
+		seen[r.mod] = true
+		if mw, ok := r.mod.(btl.Waiter); ok {
+			if w != nil {
+				e.waiter = nil
+				return
+			}
+			w = mw
 		}
 	}
-	if len(ws) == 1 {
-		e.waiter = ws[0]
-	}
-	return nil
+	e.waiter = w
 }
 
 // Rank is this engine's world rank.
@@ -137,8 +159,12 @@ func (e *Engine) route(peer int) (*route, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &route{ep: rt.Endpoint, eager: rt.Caps.EagerLimit}
+	r := &route{ep: rt.Endpoint, mod: rt.Module, eager: rt.Caps.EagerLimit}
+	if rc, ok := rt.Module.(btl.RemoteCopier); ok && rc.SingleCopy(peer) {
+		r.rc = rc
+	}
 	e.routes[peer] = r
+	e.pickWaiter()
 	return r, nil
 }
 
@@ -179,6 +205,11 @@ func (e *Engine) Isend(ctx uint32, dst, tag int, buf []byte, sync bool) (*Reques
 	r.id = e.nid()
 	h.kind = kRTS
 	h.sreq = r.id
+	if rt.rc != nil {
+		h.flags = fSingle
+		r.single = true
+		r.setAddr()
+	}
 	h.encode(&r.ctl.Hdr)
 	e.sends[r.id] = r
 	if err := rt.ep.Send(&r.ctl); err != nil {
@@ -227,7 +258,7 @@ func (e *Engine) take(r *Request, u *unexpected) {
 	r.st = Status{Source: u.src, Tag: u.tag, Bytes: u.length}
 	switch {
 	case u.rts:
-		e.startRendezvous(r, u.src, u.length, u.sreq)
+		e.startRendezvous(r, u.src, u.length, u.sreq, u.single, uintptr(u.addr))
 	case u.complete:
 		e.fill(r, u.data)
 		r.complete(nil)
@@ -245,8 +276,10 @@ func (e *Engine) fill(r *Request, data []byte) {
 	}
 }
 
-// startRendezvous answers an RTS for r with a CTS.
-func (e *Engine) startRendezvous(r *Request, src, length int, sreq uint64) {
+// startRendezvous answers an RTS for r with a CTS. When the sender offered
+// a single copy and the route can do it, the CTS carries r's address, and r
+// reads its part of the message straight from the sender's buffer.
+func (e *Engine) startRendezvous(r *Request, src, length int, sreq uint64, single bool, saddr uintptr) {
 	accept := length
 	if accept > len(r.buf) {
 		accept = len(r.buf)
@@ -257,10 +290,46 @@ func (e *Engine) startRendezvous(r *Request, src, length int, sreq uint64) {
 	r.id = e.nid()
 	e.recvs[r.id] = r
 	h := header{kind: kCTS, ctx: r.ctx, src: int32(e.rank), length: uint64(accept), sreq: sreq, rreq: r.id}
+	rt, err := e.route(src)
+	if err != nil {
+		delete(e.recvs, r.id)
+		r.complete(err)
+		return
+	}
+	r.single = single && rt.rc != nil
+	if r.single {
+		h.flags = fSingle
+		r.accept = accept
+		r.setAddr()
+	}
 	h.encode(&r.ctl.Hdr)
 	if err := e.sendCtl(src, &r.ctl); err != nil {
 		delete(e.recvs, r.id)
 		r.complete(err)
+		return
+	}
+	if !r.single {
+		return
+	}
+	// The sender writes its part while we read ours.
+	if m := split(accept); m > 0 {
+		if err := rt.rc.ReadRemote(src, saddr, r.buf[:m]); err != nil {
+			delete(e.recvs, r.id)
+			r.complete(fmt.Errorf("single-copy receive from rank %d: %w", src, err))
+			return
+		}
+	}
+	fin := header{kind: kFinR, ctx: r.ctx, src: int32(e.rank), sreq: sreq}
+	fin.encode(&r.data.Hdr)
+	if err := e.sendCtl(src, &r.data); err != nil {
+		delete(e.recvs, r.id)
+		r.complete(err)
+		return
+	}
+	r.mine = true
+	if r.theirs {
+		delete(e.recvs, r.id)
+		r.complete(nil)
 	}
 }
 

@@ -1,6 +1,7 @@
 package p2p
 
 import (
+	"encoding/binary"
 	"fmt"
 	"os"
 	"slices"
@@ -44,6 +45,9 @@ func (hd *handler) Begin(src int, bh *btl.Header, n int) []byte {
 		cur.trsh = make([]byte, n)
 		return cur.trsh
 	}
+	if (h.kind == kRTS || h.kind == kCTS) && h.flags&fSingle != 0 && n == len(cur.addr) {
+		return cur.addr[:]
+	}
 	if n > 0 {
 		e.protocolError(src, fmt.Sprintf("frame kind %d with %d payload bytes", h.kind, n))
 		cur.trsh = make([]byte, n)
@@ -56,6 +60,10 @@ func (hd *handler) End(src int, bh *btl.Header, data []byte) {
 	e := (*Engine)(hd)
 	var h header
 	h.decode(bh)
+	var addr uintptr
+	if h.flags&fSingle != 0 && len(data) == 8 {
+		addr = uintptr(binary.LittleEndian.Uint64(data))
+	}
 	cur := e.cur[src]
 	e.cur[src] = inflight{}
 	switch h.kind {
@@ -77,14 +85,23 @@ func (hd *handler) End(src int, bh *btl.Header, data []byte) {
 	case kRTS:
 		if r := e.matchPosted(h.ctx, src, int(h.tag)); r != nil {
 			r.st = Status{Source: src, Tag: int(h.tag), Bytes: int(h.length)}
-			e.startRendezvous(r, src, int(h.length), h.sreq)
+			e.startRendezvous(r, src, int(h.length), h.sreq, h.flags&fSingle != 0, addr)
 			return
 		}
-		e.unexp = append(e.unexp, &unexpected{ctx: h.ctx, src: src, tag: int(h.tag), length: int(h.length), rts: true, sreq: h.sreq, complete: true})
+		e.unexp = append(e.unexp, &unexpected{ctx: h.ctx, src: src, tag: int(h.tag), length: int(h.length), rts: true, sreq: h.sreq, complete: true,
+			single: h.flags&fSingle != 0, addr: uint64(addr)})
 	case kCTS:
 		r := e.sends[h.sreq]
 		if r == nil || r.peer != src || h.length > uint64(len(r.buf)) {
 			e.protocolError(src, fmt.Sprintf("CTS for unknown send %d", h.sreq))
+			return
+		}
+		if h.flags&fSingle != 0 {
+			if !r.single {
+				e.protocolError(src, fmt.Sprintf("single-copy CTS for send %d that offered none", h.sreq))
+				return
+			}
+			e.singleSend(r, src, h, addr)
 			return
 		}
 		delete(e.sends, h.sreq)
@@ -102,8 +119,60 @@ func (hd *handler) End(src int, bh *btl.Header, data []byte) {
 		}
 		delete(e.recvs, h.rreq)
 		r.complete(nil)
+	case kFinS:
+		if r := e.recvs[h.rreq]; r != nil && r.single && r.rndvPeer == src {
+			r.theirs = true
+			if r.mine {
+				delete(e.recvs, h.rreq)
+				r.complete(nil)
+			}
+			return
+		}
+		e.protocolError(src, fmt.Sprintf("FIN for unknown receive %d", h.rreq))
+	case kFinR:
+		if r := e.sends[h.sreq]; r != nil && r.single && r.peer == src {
+			r.theirs = true
+			if r.mine {
+				delete(e.sends, h.sreq)
+				r.complete(nil)
+			}
+			return
+		}
+		e.protocolError(src, fmt.Sprintf("FIN for unknown send %d", h.sreq))
 	default:
 		e.protocolError(src, fmt.Sprintf("unknown frame kind %d", h.kind))
+	}
+}
+
+// singleSend answers a single-copy CTS: write our part of the message
+// straight into the receiver's buffer at raddr, then tell it.
+func (e *Engine) singleSend(r *Request, dst int, cts header, raddr uintptr) {
+	rt, err := e.route(dst)
+	if err != nil || rt.rc == nil {
+		delete(e.sends, r.id)
+		r.complete(fmt.Errorf("single-copy send to rank %d: no route that copies: %v", dst, err))
+		return
+	}
+	accept := int(cts.length)
+	if m := split(accept); m < accept {
+		if err := rt.rc.WriteRemote(dst, raddr+uintptr(m), r.buf[m:accept]); err != nil {
+			delete(e.sends, r.id)
+			r.complete(fmt.Errorf("single-copy send to rank %d: %w", dst, err))
+			return
+		}
+	}
+	fin := header{kind: kFinS, ctx: r.ctx, src: int32(e.rank), rreq: cts.rreq}
+	fin.encode(&r.ctl.Hdr)
+	r.ctl.Payload = nil
+	if err := e.sendCtl(dst, &r.ctl); err != nil {
+		delete(e.sends, r.id)
+		r.complete(err)
+		return
+	}
+	r.mine = true
+	if r.theirs {
+		delete(e.sends, r.id)
+		r.complete(nil)
 	}
 }
 

@@ -14,7 +14,27 @@ const (
 	kRTS                   // request to send: length, sender's request id
 	kCTS                   // clear to send: accepted length, both request ids
 	kData                  // the message body of a rendezvous, for rreq
+	kFinS                  // single copy: the sender wrote its part (for rreq)
+	kFinR                  // single copy: the receiver read its part (for sreq)
 )
+
+// fSingle flags an RTS or CTS of a single-copy rendezvous; its 8-byte
+// payload is the address of the sender's (RTS) or receiver's (CTS) buffer.
+const fSingle = 1
+
+// splitMin is the length from which a single-copy rendezvous splits the
+// copy: the receiver reads the first part while the sender writes the
+// second (BENCH.md: the split copy reached 33 GB/s at 1 MB against 12 GB/s
+// for memcpy at 4 MB). Below it the receiver reads it all.
+const splitMin = 256 << 10
+
+// split returns where the receiver's part of an accepted length ends.
+func split(accept int) int {
+	if accept < splitMin {
+		return accept
+	}
+	return accept - accept/2
+}
 
 // header is p2p's frame header, encoded into the 48-byte btl.Header:
 //

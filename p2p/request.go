@@ -1,7 +1,9 @@
 package p2p
 
 import (
+	"encoding/binary"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/gorun/gorun/btl"
 )
@@ -32,8 +34,27 @@ type Request struct {
 	rndvPeer int
 	id       uint64
 
-	ctl  btl.Frame // RTS (send) or CTS (receive)
-	data btl.Frame // EAGER or DATA (send)
+	ctl  btl.Frame // RTS (send) or CTS (receive); FIN_S (single-copy send)
+	data btl.Frame // EAGER or DATA (send); FIN_R (single-copy receive)
+
+	// Single-copy rendezvous state: addr is the payload of our RTS/CTS (our
+	// buffer's address); mine and theirs tell whether our part of the copy
+	// and the peer's are done.
+	single bool
+	addr   [8]byte
+	accept int
+	mine   bool
+	theirs bool
+}
+
+// setAddr stores the address of r.buf as the RTS/CTS payload.
+func (r *Request) setAddr() {
+	var a uintptr
+	if len(r.buf) > 0 {
+		a = uintptr(unsafe.Pointer(&r.buf[0]))
+	}
+	binary.LittleEndian.PutUint64(r.addr[:], uint64(a))
+	r.ctl.Payload = r.addr[:]
 }
 
 // Done reports whether the request has completed, without progressing.
