@@ -484,8 +484,8 @@ func caseWaitany(w *mpi.Comm) error {
 }
 
 func TestWildcards(t *testing.T) { job{np: 4, cas: "wildcards"}.ok(t) }
-func TestOrdering(t *testing.T) { job{np: 3, cas: "order"}.ok(t) }
-func TestTruncate(t *testing.T) { job{np: 2, cas: "truncate"}.ok(t) }
+func TestOrdering(t *testing.T)  { job{np: 3, cas: "order"}.ok(t) }
+func TestTruncate(t *testing.T)  { job{np: 2, cas: "truncate"}.ok(t) }
 func TestSizes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("256 MiB messages: skipped in -short")
@@ -493,12 +493,12 @@ func TestSizes(t *testing.T) {
 	job{np: 2, cas: "sizes"}.ok(t)
 }
 func TestOutstanding(t *testing.T) { job{np: 3, cas: "outstanding"}.ok(t) }
-func TestProbe(t *testing.T) { job{np: 2, cas: "probe"}.ok(t) }
-func TestTypes(t *testing.T) { job{np: 2, cas: "types"}.ok(t) }
-func TestSsend(t *testing.T) { job{np: 2, cas: "ssend"}.ok(t) }
-func TestErrors(t *testing.T) { job{np: 3, cas: "errors"}.ok(t) }
-func TestObjects(t *testing.T) { job{np: 3, cas: "objects"}.ok(t) }
-func TestWaitany(t *testing.T) { job{np: 4, cas: "waitany"}.ok(t) }
+func TestProbe(t *testing.T)       { job{np: 2, cas: "probe"}.ok(t) }
+func TestTypes(t *testing.T)       { job{np: 2, cas: "types"}.ok(t) }
+func TestSsend(t *testing.T)       { job{np: 2, cas: "ssend"}.ok(t) }
+func TestErrors(t *testing.T)      { job{np: 3, cas: "errors"}.ok(t) }
+func TestObjects(t *testing.T)     { job{np: 3, cas: "objects"}.ok(t) }
+func TestWaitany(t *testing.T)     { job{np: 4, cas: "waitany"}.ok(t) }
 
 // TestSizesNP runs a ring, Allreduce and Bcast for np = 1..8 on this small
 // machine (np above the core count oversubscribes).
