@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gorun/gorun/internal/params"
 	"github.com/gorun/gorun/launcher/boot"
 	"golang.org/x/sys/unix"
 )
@@ -36,24 +36,32 @@ const (
 	evBootTimeout
 	evSignal
 	evKill
+	evStarted   // a remote rank started (pid) or could not (err)
+	evAgentLost // a remote host's agent ended or fell silent
+	evGiveUp    // stop waiting for unresponsive hosts' ranks
+	evVerdict   // a held verdict is due
 )
 
 type event struct {
-	kind  evKind
-	rank  int
-	card  boot.Card
-	err   error
-	state *os.ProcessState
-	msg   boot.CtlMsg
-	sig   os.Signal
+	kind evKind
+	rank int
+	host int // index into job.hosts (evAgentLost)
+	pid  int
+	card boot.Card
+	err  error
+	ws   syscall.WaitStatus
+	msg  boot.CtlMsg
+	sig  os.Signal
 }
 
 // proc is one rank's process as the launcher sees it.
 type proc struct {
 	rank      int
-	cmd       *exec.Cmd
+	cmd       *exec.Cmd // local ranks only
 	pid       int
 	host      string
+	hostIdx   int
+	remote    *remoteHost // nil for ranks on the launcher's host
 	joined    bool
 	finalized bool
 	exited    bool
@@ -62,6 +70,17 @@ type proc struct {
 
 func (p *proc) String() string {
 	return fmt.Sprintf("rank %d (pid %d on %s)", p.rank, p.pid, p.host)
+}
+
+// hostState is one host of the job.
+type hostState struct {
+	name   string // as the user wrote it
+	spec   Host
+	hostID string // GORUN_HOSTID of its ranks
+	addr   string // the address its ranks listen on
+	cpus   []int  // CPUs its ranks may use (binding, default slots)
+	remote *remoteHost
+	lost   bool
 }
 
 // job is the state of one Run.
@@ -75,6 +94,7 @@ type job struct {
 	out     *output
 	errOut  *output
 	events  chan event
+	quit    chan struct{}
 	seed    *seed
 	procs   []*proc
 	cards   []boot.Card
@@ -84,8 +104,42 @@ type job struct {
 	ending  bool
 	code    int
 	timers  []*time.Timer
-	oversub bool
+	hosts   []*hostState
+	lay     layout
+	multi   bool // some ranks run on other hosts
+	held    *verdict
+	sums    fileSums
+	start   time.Time
+	traceOn bool
 }
+
+var pTrace = params.Int("GORUN_LAUNCH_TRACE", 0,
+	"1 prints the launch's phases (connects, agents, spawns, wire-up) with times on stderr")
+
+// trace prints a launch phase with the time since Run started.
+func (j *job) trace(format string, a ...any) {
+	if j.traceOn {
+		j.errOut.println(fmt.Sprintf("gorun: trace %7.1f ms: ", float64(time.Since(j.start).Microseconds())/1000) + fmt.Sprintf(format, a...))
+	}
+}
+
+// verdict is a failure message with the status it gives gorun.
+type verdict struct {
+	code int
+	msg  string
+}
+
+// verdictHold is how long, in a multi-host job, a rank's non-zero exit
+// waits before it becomes the job's verdict: when a host dies, the ranks
+// elsewhere often fail an operation with it and exit first; the line
+// should name the rank that died, not one that noticed.
+const verdictHold = 300 * time.Millisecond
+
+// remoteGiveUp is how long after SIGKILL the launcher waits for remote
+// hosts to report their ranks' exits before it stops waiting (a frozen
+// host never will; its agent kills the ranks once it runs again and finds
+// the launcher gone).
+const remoteGiveUp = 300 * time.Millisecond
 
 // Run runs the job described by spec and returns the status gorun should
 // exit with. The error is non-nil only when gorun itself failed before or
@@ -94,6 +148,16 @@ type job struct {
 func Run(spec Spec) (int, error) {
 	if spec.NP < 1 {
 		return ExitInternal, fmt.Errorf("-np must be at least 1, not %d", spec.NP)
+	}
+	switch spec.MapBy {
+	case "", MapBySlot, MapByNode:
+	default:
+		return ExitInternal, fmt.Errorf("--map-by %q: expected slot or node", spec.MapBy)
+	}
+	switch spec.BindTo {
+	case "", BindNone, BindCore:
+	default:
+		return ExitInternal, fmt.Errorf("--bind-to %q: expected core or none", spec.BindTo)
 	}
 	if spec.Stdout == nil {
 		spec.Stdout = os.Stdout
@@ -104,7 +168,7 @@ func Run(spec Spec) (int, error) {
 	if spec.BootTimeout <= 0 {
 		spec.BootTimeout = DefaultBootTimeout
 	}
-	j := &job{spec: spec, events: make(chan event, 8*spec.NP+64)}
+	j := &job{spec: spec, events: make(chan event, 8*spec.NP+64), quit: make(chan struct{}), start: time.Now(), traceOn: pTrace() == 1}
 	j.out = &output{w: spec.Stdout, tag: spec.TagOutput}
 	j.errOut = &output{w: spec.Stderr, tag: spec.TagOutput}
 	j.host, _ = os.Hostname()
@@ -130,55 +194,243 @@ func Run(spec Spec) (int, error) {
 		}
 		return ExitInternal, err
 	}
-	j.seed, err = startSeed("127.0.0.1", j.secret, j.id, spec.NP, j.events)
+	j.trace("program %s", j.prog)
+	bind, err := j.setupHosts()
+	if err != nil {
+		return ExitInternal, err
+	}
+	j.trace("hosts ready")
+	j.seed, err = startSeed(bind, j.secret, j.id, spec.NP, j.events)
 	if err != nil {
 		return ExitInternal, err
 	}
 	defer j.seed.close()
+	if err := j.place(); err != nil {
+		return ExitInternal, err
+	}
 
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 	go func() {
 		for s := range sigs {
-			j.events <- event{kind: evSignal, sig: s}
+			j.emit(event{kind: evSignal, sig: s})
 		}
 	}()
 
-	if n := runtime.NumCPU(); spec.NP > n {
-		j.oversub = true
-		j.errOut.println(fmt.Sprintf("gorun: warning: %d ranks on %d cores; waiting ranks will yield the CPU", spec.NP, n))
+	for _, hs := range j.hosts {
+		if hs.remote != nil {
+			hs.remote.run(j)
+			hs.remote.send(&agentMsg{Kind: "setup", JobID: j.id, Secret: j.secret})
+		}
 	}
 	j.procs = make([]*proc, spec.NP)
 	j.cards = make([]boot.Card, spec.NP)
 	for r := range spec.NP {
+		hs := j.hosts[j.lay.ranks[r].host]
+		if hs.remote != nil {
+			j.spawnRemote(r, hs)
+			continue
+		}
 		if err := j.spawn(r); err != nil {
 			j.fail(ExitInternal, fmt.Sprintf("gorun: cannot start rank %d: %v", r, err))
-			code := ExitInternal
-			if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
-				code = ExitNotFound
-			} else if errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.ENOEXEC) {
-				code = ExitNoExec
-			}
-			j.code = code
+			j.code = spawnErrCode(err)
 			break
 		}
 	}
+	j.trace("spawned %d ranks", spec.NP)
 	if spec.Timeout > 0 {
 		j.after(spec.Timeout, event{kind: evTimeout})
 	}
 	j.loop()
+	j.trace("all ranks ended")
 	return j.code, nil
 }
 
-func (j *job) after(d time.Duration, ev event) {
-	j.timers = append(j.timers, time.AfterFunc(d, func() { j.events <- ev }))
+// spawnErrCode maps a failure to start a program to gorun's status.
+func spawnErrCode(err error) int {
+	msg := err.Error()
+	switch {
+	case errors.Is(err, exec.ErrNotFound), errors.Is(err, os.ErrNotExist), strings.Contains(msg, "no such file"):
+		return ExitNotFound
+	case errors.Is(err, os.ErrPermission), errors.Is(err, syscall.ENOEXEC), strings.Contains(msg, "permission denied"), strings.Contains(msg, "exec format error"):
+		return ExitNoExec
+	}
+	return ExitInternal
 }
 
-func (j *job) rankEnv(r int) []string {
-	env := os.Environ()
+// emit delivers an event from another goroutine; once the loop has
+// ended it is dropped.
+func (j *job) emit(ev event) {
+	select {
+	case j.events <- ev:
+	case <-j.quit:
+	}
+}
+
+func (j *job) after(d time.Duration, ev event) {
+	j.timers = append(j.timers, time.AfterFunc(d, func() { j.emit(ev) }))
+}
+
+// setupHosts builds the host list, connects to the remote hosts in
+// parallel (starting their agents) and returns the address the launcher's
+// seed binds to.
+func (j *job) setupHosts() (string, error) {
+	hosts := j.spec.Hosts
+	if len(hosts) == 0 {
+		hosts = []Host{{Name: "localhost"}}
+	}
+	var remote []int
+	for i, h := range hosts {
+		hs := &hostState{name: h.Name, spec: h}
+		j.hosts = append(j.hosts, hs)
+		if !isLocalHost(h.Name) {
+			remote = append(remote, i)
+		}
+	}
+	j.multi = len(remote) > 0
+	bind := "127.0.0.1"
+	if j.spec.IfInclude != "" {
+		ip, err := matchIfInclude(j.spec.IfInclude, localAddrs())
+		if err != nil {
+			return "", fmt.Errorf("on this host (%s): %w", j.host, err)
+		}
+		bind = ip.String()
+	}
+	if j.multi {
+		if err := j.connectAll(remote); err != nil {
+			return "", err
+		}
+		if j.spec.IfInclude == "" {
+			// The address this host reached the first one from routes back.
+			if ip := j.hosts[remote[0]].remote.local; ip != nil && !ip.IsUnspecified() {
+				bind = ip.String()
+			} else {
+				bind = defaultAddr("", localAddrs()).String()
+			}
+		}
+	}
+	cpus := allowedCPUs()
+	for _, hs := range j.hosts {
+		if hs.remote == nil {
+			hs.hostID, hs.addr, hs.cpus = j.host, bind, cpus
+			continue
+		}
+		hello := hs.remote.hello
+		hs.hostID, hs.addr, hs.cpus = hello.Host, hello.Addr, hello.CPUs
+		if hs.hostID == "" {
+			hs.hostID = hs.name
+		}
+		if len(hs.cpus) == 0 {
+			for c := range max(hello.NCPU, 1) {
+				hs.cpus = append(hs.cpus, c)
+			}
+		}
+	}
+	return bind, nil
+}
+
+// connectAll connects to the remote hosts in parallel; every host that
+// fails is named in the error.
+func (j *job) connectAll(idx []int) error {
+	sshs, err := loadSSHSettings(j.spec.SSHConfig, j.spec.ConnectTimeout)
+	if err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find gorun's own binary: %w", err)
+	}
+	cfg := &agentConfig{ssh: sshs, gorun: self, prog: j.prog, ifInclude: j.spec.IfInclude, sums: &j.sums, stderr: j.errOut}
+	errs := make([]error, len(j.hosts))
+	var wg sync.WaitGroup
+	for _, i := range idx {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h, err := connectHost(cfg, j.hosts[i].name, i, j.trace)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			j.hosts[i].remote = h
+		}()
+	}
+	wg.Wait()
+	var msgs []string
+	for i, err := range errs {
+		if err != nil {
+			msgs = append(msgs, fmt.Sprintf("%s: %v", j.hosts[i].name, err))
+		}
+	}
+	if len(msgs) > 0 {
+		return fmt.Errorf("cannot start on %d of %d hosts: %s", len(msgs), len(idx), strings.Join(msgs, "; "))
+	}
+	return nil
+}
+
+// place maps the ranks onto the hosts, warns about oversubscription and
+// reports bindings.
+func (j *job) place() error {
+	n := len(j.hosts)
+	names := make([]string, n)
+	slots := make([]int, n)
+	maxs := make([]int, n)
+	for i, hs := range j.hosts {
+		names[i] = hs.name
+		slots[i] = hs.spec.Slots
+		if slots[i] == 0 {
+			slots[i] = len(hs.cpus)
+		}
+		maxs[i] = hs.spec.MaxSlots
+	}
+	lay, err := plan(j.spec.NP, names, slots, maxs, j.spec.MapBy, j.spec.NoOversubscribe)
+	if err != nil {
+		return err
+	}
+	j.lay = lay
+	if lay.oversub {
+		if len(j.spec.Hosts) == 0 {
+			j.errOut.println(fmt.Sprintf("gorun: warning: %d ranks on %d cores; waiting ranks will yield the CPU", j.spec.NP, lay.slots))
+		} else {
+			j.errOut.println(fmt.Sprintf("gorun: warning: %d ranks on %d slots (%s); hosts are oversubscribed", j.spec.NP, lay.slots, describeSlots(names, slots)))
+		}
+	}
+	if j.spec.ReportBindings {
+		for r, pl := range lay.ranks {
+			hs := j.hosts[pl.host]
+			if cpu := j.cpuOf(r); cpu >= 0 {
+				j.errOut.println(fmt.Sprintf("gorun: rank %d on %s bound to CPU %d %s", r, hs.name, cpu, bindMask(hs.cpus, cpu)))
+			} else {
+				j.errOut.println(fmt.Sprintf("gorun: rank %d on %s not bound", r, hs.name))
+			}
+		}
+	}
+	return nil
+}
+
+// cpuOf is the CPU rank r is bound to, or -1.
+func (j *job) cpuOf(r int) int {
+	if j.spec.BindTo != BindCore {
+		return -1
+	}
+	pl := j.lay.ranks[r]
+	cpus := j.hosts[pl.host].cpus
+	if len(cpus) == 0 {
+		return -1
+	}
+	return cpus[pl.local%len(cpus)]
+}
+
+// rankEnv is rank r's environment: base, then the MPI and gorun
+// variables, then the user's -x variables.
+func (j *job) rankEnv(r int, base []string) []string {
+	env := base
 	set := func(k string, v any) { env = append(env, k+"="+fmt.Sprint(v)) }
 	n := j.spec.NP
+	pl := j.lay.ranks[r]
+	hs := j.hosts[pl.host]
+	ln := j.lay.localSize[pl.host]
 	for _, k := range []string{"OMPI_COMM_WORLD_RANK", "RANK", boot.EnvRank} {
 		set(k, r)
 	}
@@ -186,26 +438,83 @@ func (j *job) rankEnv(r int) []string {
 		set(k, n)
 	}
 	for _, k := range []string{"OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK", boot.EnvLocalRank} {
-		set(k, r)
+		set(k, pl.local)
 	}
 	for _, k := range []string{"OMPI_COMM_WORLD_LOCAL_SIZE", "LOCAL_WORLD_SIZE", boot.EnvLocalSize} {
-		set(k, n)
+		set(k, ln)
 	}
 	set(boot.EnvJobID, j.id)
-	set(boot.EnvHostID, j.host)
+	set(boot.EnvHostID, hs.hostID)
 	set(boot.EnvSeed, j.seed.Addr())
-	set(boot.EnvBindAddr, "127.0.0.1")
+	set(boot.EnvBindAddr, hs.addr)
 	set(boot.EnvCtlFD, 3)
 	set(boot.EnvBootWait, int(j.spec.BootTimeout/time.Second))
-	if j.oversub {
+	if ln > len(hs.cpus) {
 		set("GORUN_OVERSUBSCRIBED", 1)
 	}
 	return append(env, j.spec.Env...)
 }
 
-// spawn starts rank r with its stdio pipes and control socket.
+// forwardedEnv is what a remote rank inherits from gorun's environment:
+// the runtime's tunables (GORUN_*), as Open MPI forwards OMPI_MCA_*.
+// Everything else comes from the remote host, plus -x.
+func forwardedEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "GORUN_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// spawnRemote asks rank r's host agent to start it; the agent answers
+// with a started event.
+func (j *job) spawnRemote(r int, hs *hostState) {
+	h := hs.remote
+	p := &proc{rank: r, host: hs.name, hostIdx: h.idx, remote: h}
+	j.procs[r] = p
+	j.live++
+	dir, _ := os.Getwd()
+	stdin := r == 0 && j.spec.Stdin != nil
+	m := &agentMsg{Kind: "spawn", Rank: r, Prog: h.prog, Args: j.spec.Args, Env: j.rankEnv(r, forwardedEnv()), Dir: dir, CPU: j.cpuOf(r) + 1, Stdin: stdin}
+	if !h.send(m) {
+		j.emit(event{kind: evAgentLost, host: h.idx, err: errors.New("its agent stopped reading")})
+		return
+	}
+	if stdin {
+		go func() {
+			buf := make([]byte, 32<<10)
+			for {
+				n, err := j.spec.Stdin.Read(buf)
+				if n > 0 {
+					select {
+					case h.sendq <- &agentMsg{Kind: "stdin", Data: append([]byte(nil), buf[:n]...)}:
+					case <-h.done:
+						return
+					case <-j.quit:
+						return
+					}
+				}
+				if err != nil {
+					select {
+					case h.sendq <- &agentMsg{Kind: "stdin"}:
+					case <-h.done:
+					case <-j.quit:
+					}
+					return
+				}
+			}
+		}()
+	}
+}
+
+// spawn starts local rank r with its stdio pipes and control socket.
 func (j *job) spawn(r int) error {
-	p := &proc{rank: r, host: j.host}
+	p := &proc{rank: r, host: j.host, hostIdx: j.lay.ranks[r].host}
+	if len(j.spec.Hosts) > 0 {
+		p.host = j.hosts[p.hostIdx].name
+	}
 	ctl, ctlRank, err := boot.CtlPair()
 	if err != nil {
 		return err
@@ -219,7 +528,7 @@ func (j *job) spawn(r int) error {
 		return err
 	}
 	cmd := exec.Command(j.prog, j.spec.Args...)
-	cmd.Env = j.rankEnv(r)
+	cmd.Env = j.rankEnv(r, os.Environ())
 	cmd.Stdout, cmd.Stderr = outW, errW
 	cmd.ExtraFiles = []*os.File{ctlRank}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -237,7 +546,7 @@ func (j *job) spawn(r int) error {
 			defer inR.Close()
 		}
 	}
-	err = cmd.Start()
+	err = startBound(cmd, j.cpuOf(r))
 	outW.Close()
 	errW.Close()
 	ctlRank.Close()
@@ -272,7 +581,8 @@ func (j *job) spawn(r int) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 		ctl.Close()
-		j.events <- event{kind: evExited, rank: r, state: cmd.ProcessState}
+		ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+		j.emit(event{kind: evExited, rank: r, ws: ws})
 	}()
 	return nil
 }
@@ -284,12 +594,13 @@ func (j *job) readCtl(r int, c net.Conn, done chan struct{}) {
 		if err != nil {
 			return
 		}
-		j.events <- event{kind: evCtl, rank: r, msg: m}
+		j.emit(event{kind: evCtl, rank: r, msg: m})
 	}
 }
 
 // loop handles events until every rank has been reaped.
 func (j *job) loop() {
+	defer close(j.quit)
 	for j.live > 0 {
 		ev := <-j.events
 		switch ev.kind {
@@ -298,10 +609,12 @@ func (j *job) loop() {
 		case evBadJoin:
 			j.fail(ExitInternal, "gorun: "+ev.err.Error())
 		case evDead:
-			// Locally the process's exit is the authority; memberlist's
-			// verdict matters for ranks on other hosts.
+			j.onDead(ev)
 		case evCtl:
 			p := j.procs[ev.rank]
+			if p == nil {
+				break
+			}
 			switch ev.msg.Kind {
 			case boot.MsgFinalized:
 				p.finalized = true
@@ -315,6 +628,12 @@ func (j *job) loop() {
 			}
 		case evExited:
 			j.onExit(ev)
+		case evStarted:
+			j.onStarted(ev)
+		case evAgentLost:
+			j.onAgentLost(ev)
+		case evVerdict:
+			j.onVerdict()
 		case evTimeout:
 			j.fail(ExitTimeout, fmt.Sprintf("gorun: job exceeded --timeout %v; stopping all ranks", j.spec.Timeout))
 		case evBootTimeout:
@@ -325,13 +644,141 @@ func (j *job) loop() {
 			s := ev.sig.(syscall.Signal)
 			j.fail(ExitSignal+int(s), fmt.Sprintf("gorun: received %s; stopping all ranks", unix.SignalName(s)))
 		case evKill:
-			for _, p := range j.procs {
-				if p != nil && !p.exited {
-					syscall.Kill(-p.pid, syscall.SIGKILL)
+			j.signalAll(syscall.SIGKILL)
+			if j.multi {
+				j.after(remoteGiveUp, event{kind: evGiveUp})
+			}
+		case evGiveUp:
+			for _, hs := range j.hosts {
+				if hs.remote != nil && j.liveOn(hs) > 0 {
+					j.loseHost(hs)
 				}
 			}
 		}
 	}
+}
+
+// onDead handles the failure detector's verdict on a rank. For a rank on
+// this host the process's exit is the authority; for one on another host
+// it may be the only news (a frozen host, a cut cable).
+func (j *job) onDead(ev event) {
+	if ev.rank < 0 || ev.rank >= len(j.procs) {
+		return
+	}
+	p := j.procs[ev.rank]
+	if p == nil || p.remote == nil || p.exited || p.finalized || j.ending {
+		return
+	}
+	j.fail(ExitInternal, fmt.Sprintf("gorun: %s stopped responding: the failure detector declared it dead (is %s frozen or cut off?)", p, p.host))
+	// Its host will not report its ranks' ends: stop waiting for them now.
+	// Its agent kills them when it finds the connection closed, or the
+	// launcher silent.
+	j.loseHost(j.hosts[p.hostIdx])
+}
+
+// onVerdict gives a held verdict, unless by now a host or a rank is
+// known to have failed: an agent that stopped answering (its host frozen
+// or cut off) or a rank that the failure detector suspects.
+func (j *job) onVerdict() {
+	if j.held == nil || j.ending {
+		return
+	}
+	stale := 3 * pAgentBeat()
+	for _, hs := range j.hosts {
+		if hs.remote == nil || hs.lost {
+			continue
+		}
+		var ranks []*proc
+		for _, p := range j.procs {
+			if p != nil && p.remote == hs.remote && !p.exited {
+				ranks = append(ranks, p)
+			}
+		}
+		if since := time.Since(time.Unix(0, hs.remote.heard.Load())); since > stale && len(ranks) > 0 {
+			j.fail(ExitInternal, fmt.Sprintf("gorun: lost host %s with %s: its agent has not answered for %v (host frozen or cut off?)", hs.name, describeProcs(ranks), since.Round(10*time.Millisecond)))
+			j.loseHost(hs)
+			return
+		}
+	}
+	for _, r := range j.seed.suspects() {
+		if p := j.procs[r]; p != nil && p.remote != nil && !p.exited && !p.finalized {
+			j.fail(ExitInternal, fmt.Sprintf("gorun: %s stopped responding: the failure detector suspects it (is %s frozen or cut off?)", p, p.host))
+			j.loseHost(j.hosts[p.hostIdx])
+			return
+		}
+	}
+	j.fail(j.held.code, j.held.msg)
+}
+
+func (j *job) onStarted(ev event) {
+	p := j.procs[ev.rank]
+	if p == nil || p.exited {
+		return
+	}
+	p.pid = ev.pid
+	if ev.err != nil {
+		p.exited = true
+		j.live--
+		j.fail(spawnErrCode(ev.err), fmt.Sprintf("gorun: cannot start rank %d on %s: %v", p.rank, p.host, ev.err))
+	}
+}
+
+// onAgentLost ends the job when a host's agent is gone while its ranks
+// were still running.
+func (j *job) onAgentLost(ev event) {
+	hs := j.hosts[ev.host]
+	if hs.lost {
+		return
+	}
+	var ranks []*proc
+	for _, p := range j.procs {
+		if p != nil && p.hostIdx == ev.host && p.remote != nil && !p.exited {
+			ranks = append(ranks, p)
+		}
+	}
+	j.loseHost(hs)
+	if len(ranks) == 0 || j.ending {
+		return
+	}
+	j.fail(ExitInternal, fmt.Sprintf("gorun: lost host %s with %s: %v", hs.name, describeProcs(ranks), ev.err))
+}
+
+// loseHost stops waiting for hs: its ranks count as gone, its connection
+// is closed (the agent, if it ever runs again, kills them).
+func (j *job) loseHost(hs *hostState) {
+	if hs.remote == nil {
+		return
+	}
+	hs.lost = true
+	for _, p := range j.procs {
+		if p != nil && p.remote == hs.remote && !p.exited {
+			p.exited = true
+			j.live--
+		}
+	}
+	go hs.remote.close(0)
+}
+
+func (j *job) liveOn(hs *hostState) int {
+	n := 0
+	for _, p := range j.procs {
+		if p != nil && p.remote == hs.remote && !p.exited {
+			n++
+		}
+	}
+	return n
+}
+
+func describeProcs(ps []*proc) string {
+	var s []string
+	for _, p := range ps {
+		if p.pid > 0 {
+			s = append(s, fmt.Sprintf("rank %d (pid %d)", p.rank, p.pid))
+		} else {
+			s = append(s, fmt.Sprintf("rank %d", p.rank))
+		}
+	}
+	return strings.Join(s, ", ")
 }
 
 func (j *job) onJoin(ev event) {
@@ -349,8 +796,9 @@ func (j *job) onJoin(ev event) {
 		return
 	}
 	if j.joined == j.spec.NP && !j.ending {
+		j.trace("all %d ranks joined; pushing the roster", j.joined)
 		cards := append([]boot.Card(nil), j.cards...)
-		go func() { j.events <- event{kind: evRoster, err: j.seed.pushRoster(cards)} }()
+		go func() { j.emit(event{kind: evRoster, err: j.seed.pushRoster(cards)}) }()
 	}
 }
 
@@ -371,12 +819,15 @@ func (j *job) checkInitMismatch() bool {
 
 func (j *job) onExit(ev event) {
 	p := j.procs[ev.rank]
+	if p == nil || p.exited {
+		return // a lost host's rank, already counted
+	}
 	p.exited = true
 	j.live--
 	if j.ending {
 		return
 	}
-	ws, _ := ev.state.Sys().(syscall.WaitStatus)
+	ws := ev.ws
 	switch {
 	case p.abort != nil:
 		msg := fmt.Sprintf("gorun: %s called mpi.Abort(%d)", p, p.abort.Code)
@@ -388,7 +839,17 @@ func (j *job) onExit(ev event) {
 		s := ws.Signal()
 		j.fail(ExitSignal+int(s), fmt.Sprintf("gorun: %s was killed by signal %d (%s)", p, int(s), unix.SignalName(s)))
 	case ws.ExitStatus() != 0:
-		j.fail(ws.ExitStatus(), fmt.Sprintf("gorun: %s exited with status %d", p, ws.ExitStatus()))
+		msg := fmt.Sprintf("gorun: %s exited with status %d", p, ws.ExitStatus())
+		if j.multi {
+			// Perhaps it only noticed another rank's death: let that
+			// news arrive first.
+			if j.held == nil {
+				j.held = &verdict{ws.ExitStatus(), msg}
+				j.after(verdictHold, event{kind: evVerdict})
+			}
+			return
+		}
+		j.fail(ws.ExitStatus(), msg)
 	case p.joined && !p.finalized:
 		j.fail(ExitInternal, fmt.Sprintf("gorun: %s exited with status 0 without calling mpi.Finalize", p))
 	default:
@@ -403,14 +864,26 @@ func (j *job) fail(code int, msg string) {
 		return
 	}
 	j.ending = true
+	j.held = nil
 	j.code = code
 	j.errOut.println(msg)
+	j.signalAll(syscall.SIGTERM)
+	j.after(killGrace, event{kind: evKill})
+}
+
+// signalAll sends sig to every live rank's process group: directly here,
+// through the agents elsewhere.
+func (j *job) signalAll(sig syscall.Signal) {
 	for _, p := range j.procs {
-		if p != nil && !p.exited {
-			syscall.Kill(-p.pid, syscall.SIGTERM)
+		if p != nil && !p.exited && p.remote == nil {
+			syscall.Kill(-p.pid, sig)
 		}
 	}
-	j.after(killGrace, event{kind: evKill})
+	for _, hs := range j.hosts {
+		if hs.remote != nil && !hs.lost && j.liveOn(hs) > 0 {
+			hs.remote.send(&agentMsg{Kind: "signal", Sig: int(sig)})
+		}
+	}
 }
 
 func (j *job) missing(pred func(*proc) bool) string {
@@ -432,16 +905,33 @@ func (j *job) missing(pred func(*proc) bool) string {
 }
 
 // cleanup leaves nothing behind: stragglers in the ranks' process groups,
-// stdio forwarders, the temp dir and the job's shared-memory segments.
+// the remote agents (told to clean up and exit), stdio forwarders, the temp
+// dir and the job's shared-memory segments.
 func (j *job) cleanup() {
 	for _, t := range j.timers {
 		t.Stop()
 	}
 	for _, p := range j.procs {
-		if p != nil {
+		if p != nil && p.remote == nil {
 			syscall.Kill(-p.pid, syscall.SIGKILL)
 		}
 	}
+	var wg sync.WaitGroup
+	for _, hs := range j.hosts {
+		if hs.remote == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wait := time.Second
+			if hs.lost {
+				wait = 0
+			}
+			hs.remote.close(wait)
+		}()
+	}
+	wg.Wait()
 	done := make(chan struct{})
 	go func() { j.stdio.Wait(); close(done) }()
 	select {

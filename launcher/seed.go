@@ -2,6 +2,7 @@ package launcher
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -112,6 +113,27 @@ func (s *seed) pushRoster(cards []boot.Card) error {
 		}
 	}
 	return nil
+}
+
+// suspects lists the ranks the failure detector currently suspects (or
+// has declared dead) as the seed sees them.
+func (s *seed) suspects() []int {
+	// Members takes memberlist's node lock, under which it calls
+	// NotifyJoin, which takes s.mu: never the other way round.
+	alive := map[string]memberlist.NodeStateType{}
+	for _, n := range s.ml.Members() {
+		alive[n.Name] = n.State
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var rs []int
+	for r, n := range s.nodes {
+		if st, ok := alive[n.Name]; !ok || st != memberlist.StateAlive {
+			rs = append(rs, r)
+		}
+	}
+	sort.Ints(rs)
+	return rs
 }
 
 func (s *seed) close() {

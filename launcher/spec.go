@@ -26,6 +26,33 @@ type Spec struct {
 	// ranks' forwarded output and gorun's own messages.
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
+
+	// Hosts are where the ranks run (-H, --hostfile); empty means this
+	// host alone. Hosts other than this one are reached over ssh, where a
+	// per-host agent starts their ranks.
+	Hosts []Host
+	// MapBy is MapBySlot (default: fill each host's slots in turn) or
+	// MapByNode (one rank per host in turn).
+	MapBy string
+	// BindTo is BindNone (default) or BindCore: each rank is pinned to one
+	// CPU of its host (by local rank) before the program starts.
+	BindTo string
+	// ReportBindings prints each rank's binding on Stderr before launch.
+	ReportBindings bool
+	// NoOversubscribe refuses more ranks than slots (the default allows
+	// it, with one warning line).
+	NoOversubscribe bool
+	// IfInclude selects the network, by interface names or CIDR blocks
+	// (comma-separated), for both the membership (control) and the ranks'
+	// transports (data) on every host. Empty: the address each host was
+	// reached at by ssh, never a container or VM bridge by default.
+	IfInclude string
+	// SSHConfig replaces ~/.ssh/config and /etc/ssh/ssh_config (like
+	// ssh -F).
+	SSHConfig string
+	// ConnectTimeout bounds connecting to each host (0: the ssh config's
+	// ConnectTimeout, else DefaultConnectTimeout).
+	ConnectTimeout time.Duration
 }
 
 // DefaultBootTimeout bounds the wait, from the first rank's mpi.Init, for
@@ -36,7 +63,7 @@ const DefaultBootTimeout = 60 * time.Second
 const (
 	ExitOK       = 0
 	ExitTimeout  = 124 // --timeout expired
-	ExitInternal = 125 // gorun could not run the job (build, spawn, wire-up)
+	ExitInternal = 125 // gorun could not run the job (build, spawn, wire-up), or lost a host
 	ExitNoExec   = 126 // program not executable
 	ExitNotFound = 127 // program not found
 	ExitSignal   = 128 // + signal number: a rank died by, or gorun got, a signal

@@ -30,8 +30,34 @@ Flags:
   --timeout SECONDS   end the job after SECONDS (exit status 124)
   --boot-timeout SEC  how long ranks in mpi.Init wait for the others (default 60)
   -x VAR[=VALUE]      pass VAR (from gorun's environment, or set to VALUE) to the ranks
+                      (remote ranks also get every GORUN_* variable of gorun's environment)
   --help-params       list the GORUN_* tunables with their defaults
   -h, --help          this text
+
+Hosts (default: this host only):
+  -H, --host LIST     hosts and slots: h1:4,h2:4,h3 (host[:slots]); no slots = its CPU count;
+                      localhost (or this host's name) runs ranks here, without ssh
+  --hostfile FILE     Open MPI hostfile: "host [slots=N] [max_slots=M]" per line, # comments
+                      (also --machinefile)
+  --map-by slot|node  fill each host's slots in turn (slot, default) or one rank per host
+                      in turn (node)
+  --bind-to core|none pin each rank to one CPU of its host, by local rank (default none)
+  --report-bindings   print where each rank is bound before launching
+  --nooversubscribe   refuse more ranks than slots (default: allowed, with a warning)
+  --if-include LIST   network for both control and data: interface names or CIDR blocks,
+                      e.g. eth0 or 10.0.0.0/8 (default: the address each host was reached
+                      at by ssh; container/VM bridges such as docker0 are never picked)
+  --ssh-config FILE   ssh config to use instead of ~/.ssh/config and /etc/ssh/ssh_config
+  --connect-timeout S seconds to connect to each host (default: the ssh config's
+                      ConnectTimeout, else 10)
+
+Remote hosts are reached with ssh (Host, HostName, User, Port, IdentityFile,
+IdentitiesOnly, ProxyJump, UserKnownHostsFile, StrictHostKeyChecking and
+ConnectTimeout from the ssh config; keys from the ssh-agent and the identity
+files). A changed host key is always refused. On each host one agent (this
+binary, copied to $TMPDIR/gorun-cache-UID when the host lacks it, verified
+by SHA-256) starts that host's ranks and relays their output; it kills them
+if gorun or the connection goes away.
 
 Every rank gets OMPI_COMM_WORLD_{RANK,SIZE,LOCAL_RANK,LOCAL_SIZE}, RANK,
 WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE and gorun's own GORUN_* variables.
@@ -43,8 +69,10 @@ Exit status:
   N        the first rank to fail exited with N, or called mpi.Abort(N)
   128+S    a rank was killed by signal S, or gorun received signal S
   124      --timeout expired
-  125      gorun could not run the job (build failed, a rank exited without
-           calling mpi.Init or mpi.Finalize while others needed it, wire-up failed)
+  125      gorun could not run the job (build failed, a host could not be reached,
+           a rank exited without calling mpi.Init or mpi.Finalize while others
+           needed it, wire-up failed), or lost a host (its agent died, or the
+           host stopped responding: frozen or cut off the network)
   126/127  the program is not executable / not found
 `
 
@@ -68,6 +96,9 @@ func (e *envFlags) Set(v string) error {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == launcher.AgentFlag {
+		os.Exit(launcher.RunAgent(os.Args[2:]))
+	}
 	os.Exit(run(os.Args[1:]))
 }
 
@@ -82,6 +113,18 @@ func run(args []string) int {
 	helpParams := fs.Bool("help-params", false, "")
 	var env envFlags
 	fs.Var(&env, "x", "")
+	var hostList string
+	fs.StringVar(&hostList, "H", "", "")
+	fs.StringVar(&hostList, "host", "", "")
+	hostfile := fs.String("hostfile", "", "")
+	fs.StringVar(hostfile, "machinefile", "", "")
+	mapBy := fs.String("map-by", launcher.MapBySlot, "")
+	bindTo := fs.String("bind-to", launcher.BindNone, "")
+	reportBindings := fs.Bool("report-bindings", false, "")
+	noOversub := fs.Bool("nooversubscribe", false, "")
+	ifInclude := fs.String("if-include", "", "")
+	sshConfig := fs.String("ssh-config", "", "")
+	connTimeout := fs.Float64("connect-timeout", 0, "")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			fmt.Print(usage)
@@ -104,9 +147,30 @@ func run(args []string) int {
 		fmt.Fprintf(os.Stderr, "gorun: -np must be at least 1, not %d\n", *np)
 		return 2
 	}
-	if *timeout < 0 || *boot < 0 {
+	if *timeout < 0 || *boot < 0 || *connTimeout < 0 {
 		fmt.Fprintf(os.Stderr, "gorun: timeouts must not be negative\n")
 		return 2
+	}
+	var hosts []launcher.Host
+	if hostList != "" && *hostfile != "" {
+		fmt.Fprintf(os.Stderr, "gorun: give -H or --hostfile, not both\n")
+		return 2
+	}
+	if hostList != "" {
+		h, err := launcher.ParseHostList(hostList)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "gorun: %v\n", err)
+			return 2
+		}
+		hosts = h
+	}
+	if *hostfile != "" {
+		h, err := launcher.ParseHostfile(*hostfile)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "gorun: %v\n", err)
+			return 2
+		}
+		hosts = h
 	}
 	code, err := launcher.Run(launcher.Spec{
 		NP:          *np,
@@ -117,6 +181,15 @@ func run(args []string) int {
 		BootTimeout: time.Duration(*boot) * time.Second,
 		Env:         env,
 		Stdin:       os.Stdin,
+
+		Hosts:           hosts,
+		MapBy:           *mapBy,
+		BindTo:          *bindTo,
+		ReportBindings:  *reportBindings,
+		NoOversubscribe: *noOversub,
+		IfInclude:       *ifInclude,
+		SSHConfig:       *sshConfig,
+		ConnectTimeout:  time.Duration(*connTimeout * float64(time.Second)),
 	})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "gorun: %v\n", err)

@@ -1,0 +1,119 @@
+package launcher
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/gorun/gorun/internal/params"
+	"github.com/gorun/gorun/launcher/boot"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// The agent protocol. The launcher starts one agent per remote host
+// (`gorun --agent ...` over one ssh session) and talks to it over that
+// session's stdin and stdout: frames of a 4-byte little-endian length and a
+// msgpack-encoded agentMsg. The agent's stderr carries only its own
+// diagnostics, which the launcher prints prefixed with the host.
+//
+// Launcher to agent:
+//
+//	setup   JobID, Secret: the job; sent once, before any spawn
+//	spawn   Rank, Prog, Args, Env, Dir, CPU (-1: unbound), Stdin (rank 0)
+//	stdin   Data for rank 0; an empty Data means end of input
+//	signal  Sig to every rank's process group (SIGTERM, then SIGKILL)
+//	hb      heartbeat, every agentBeat
+//	bye     the job is over: kill what is left, clean up, exit
+//
+// Agent to launcher:
+//
+//	hello    Host, PID, NCPU, CPUs, Addr (where its ranks listen), ProgOK
+//	started  Rank, PID (or Err: the spawn failed)
+//	out      Rank, Stream (1 stdout, 2 stderr), Data: a chunk, not a line
+//	ctl      Rank, Ctl: a control message of the rank (Finalized, Abort)
+//	exited   Rank, Status: the raw wait status, after the rank's last
+//	         output and control message
+//	hb       heartbeat, every agentBeat
+//
+// Either side ends the other's work when the stream breaks or goes silent
+// for agentTimeout: the launcher ends the job naming the host and its
+// ranks; the agent SIGKILLs its ranks' process groups and exits, so a lost
+// launcher or a cut network never leaves ranks behind.
+const agentProtoVersion = 1
+
+// agentMsg is one frame of the agent protocol; Kind says which fields
+// matter.
+type agentMsg struct {
+	Kind   string       `msgpack:"k"`
+	Rank   int          `msgpack:"r,omitempty"`
+	PID    int          `msgpack:"p,omitempty"`
+	Err    string       `msgpack:"e,omitempty"`
+	Data   []byte       `msgpack:"d,omitempty"`
+	Stream int          `msgpack:"st,omitempty"`
+	Status uint32       `msgpack:"ws,omitempty"`
+	Sig    int          `msgpack:"sg,omitempty"`
+	Ctl    *boot.CtlMsg `msgpack:"c,omitempty"`
+
+	// hello
+	Version int    `msgpack:"v,omitempty"`
+	Host    string `msgpack:"h,omitempty"`
+	NCPU    int    `msgpack:"n,omitempty"`
+	CPUs    []int  `msgpack:"cpus,omitempty"`
+	Addr    string `msgpack:"a,omitempty"`
+	ProgOK  bool   `msgpack:"ok,omitempty"`
+
+	// setup
+	JobID  string `msgpack:"j,omitempty"`
+	Secret []byte `msgpack:"s,omitempty"`
+
+	// spawn
+	Prog  string   `msgpack:"prog,omitempty"`
+	Args  []string `msgpack:"args,omitempty"`
+	Env   []string `msgpack:"env,omitempty"`
+	Dir   string   `msgpack:"dir,omitempty"`
+	CPU   int      `msgpack:"cpu,omitempty"` // bound CPU + 1; 0: unbound
+	Stdin bool     `msgpack:"in,omitempty"`
+}
+
+// maxAgentMsg bounds one frame; anything larger is corruption.
+const maxAgentMsg = 16 << 20
+
+func writeAgentMsg(w io.Writer, m *agentMsg) error {
+	b, err := msgpack.Marshal(m)
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, 4+len(b))
+	binary.LittleEndian.PutUint32(buf, uint32(len(b)))
+	copy(buf[4:], b)
+	_, err = w.Write(buf)
+	return err
+}
+
+func readAgentMsg(r io.Reader) (*agentMsg, error) {
+	var lb [4]byte
+	if _, err := io.ReadFull(r, lb[:]); err != nil {
+		return nil, err
+	}
+	n := binary.LittleEndian.Uint32(lb[:])
+	if n > maxAgentMsg {
+		return nil, fmt.Errorf("agent frame of %d bytes", n)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return nil, err
+	}
+	m := &agentMsg{}
+	if err := msgpack.Unmarshal(b, m); err != nil {
+		return nil, fmt.Errorf("bad agent frame: %w", err)
+	}
+	return m, nil
+}
+
+var (
+	pAgentBeat = params.Duration("GORUN_AGENT_HEARTBEAT", 200*time.Millisecond,
+		"how often the launcher and each remote agent tell each other they are alive")
+	pAgentTimeout = params.Duration("GORUN_AGENT_TIMEOUT", 2*time.Second,
+		"silence after which the launcher declares a remote agent lost (ending the job), and an agent kills its ranks and exits")
+)

@@ -1,0 +1,85 @@
+package launcher
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestParseHostList(t *testing.T) {
+	cases := []struct {
+		in   string
+		want []Host
+		err  string
+	}{
+		{"h1:4,h2:4", []Host{{Name: "h1", Slots: 4}, {Name: "h2", Slots: 4}}, ""},
+		{"h1,h2:2,h1:3", []Host{{Name: "h1"}, {Name: "h2", Slots: 2}}, ""},
+		{"h1:1,h1:2", []Host{{Name: "h1", Slots: 3}}, ""},
+		{"::1", []Host{{Name: "::1"}}, ""},
+		{"[fe80::1]:2,10.0.0.1:3", []Host{{Name: "fe80::1", Slots: 2}, {Name: "10.0.0.1", Slots: 3}}, ""},
+		{"h1:0", nil, "slots must be a positive number"},
+		{"h1:x", nil, "slots must be a positive number"},
+		{"h1:", nil, "slots must be a positive number"},
+		{"h1,,h2", nil, "empty host name"},
+		{":3", nil, "empty host name"},
+	}
+	for _, c := range cases {
+		got, err := ParseHostList(c.in)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%q: error %v, want %q", c.in, err, c.err)
+			}
+			continue
+		}
+		if err != nil || !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%q: %+v, %v; want %+v", c.in, got, err, c.want)
+		}
+	}
+}
+
+func TestParseHostfile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(body string) string {
+		p := filepath.Join(dir, "hosts")
+		os.WriteFile(p, []byte(body), 0o644)
+		return p
+	}
+	got, err := ParseHostfile(write("# cluster\n\nnode1 slots=4 max_slots=8\n  node2   slots=2 # two\nnode3\nnode1 slots=2\nnode4 max-slots=3 count=1\n"))
+	want := []Host{{Name: "node1", Slots: 6, MaxSlots: 8}, {Name: "node2", Slots: 2}, {Name: "node3"}, {Name: "node4", Slots: 1, MaxSlots: 3}}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("%+v, %v; want %+v", got, err, want)
+	}
+	bad := []struct{ body, want string }{
+		{"n1 slots=2\nn2 slots=-1\n", "hosts:2: slots=\"-1\": must be a positive number"},
+		{"n1 slots=2 gpus=4\n", "hosts:1: unknown key \"gpus\""},
+		{"\n\nn1 4\n", "hosts:3: \"4\" is not key=value"},
+		{"slots=4\n", "hosts:1: expected a host name first"},
+		{"n1 slots=3 max_slots=2\n", "hosts:1: slots=3 exceeds max_slots=2"},
+		{"# empty\n", "no hosts"},
+	}
+	for _, b := range bad {
+		_, err := ParseHostfile(write(b.body))
+		if err == nil || !strings.Contains(err.Error(), b.want) {
+			t.Errorf("%q: error %v, want %q", b.body, err, b.want)
+		}
+	}
+	if _, err := ParseHostfile(filepath.Join(dir, "missing")); err == nil {
+		t.Error("a missing hostfile is not an error")
+	}
+}
+
+func TestIsLocalHost(t *testing.T) {
+	hn, _ := os.Hostname()
+	for _, h := range []string{"localhost", "127.0.0.1", "::1", hn} {
+		if !isLocalHost(h) {
+			t.Errorf("%q is not local", h)
+		}
+	}
+	for _, h := range []string{"node-that-is-not-here", "192.0.2.254"} {
+		if isLocalHost(h) {
+			t.Errorf("%q is local", h)
+		}
+	}
+}
