@@ -14,6 +14,7 @@ import (
 
 	_ "github.com/gorun/gorun/btl/self" // their tunables appear in --help-params
 	_ "github.com/gorun/gorun/btl/tcp"
+	"github.com/gorun/gorun/gpu"
 	"github.com/gorun/gorun/internal/params"
 	"github.com/gorun/gorun/launcher"
 	_ "github.com/gorun/gorun/p2p"
@@ -32,6 +33,9 @@ Flags:
   -x VAR[=VALUE]      pass VAR (from gorun's environment, or set to VALUE) to the ranks
                       (remote ranks also get every GORUN_* variable of gorun's environment)
   --help-params       list the GORUN_* tunables with their defaults
+  --topo              print this host's GPUs, NICs and NUMA placement like
+                      'nvidia-smi topo -m', and the path the runtime uses per GPU pair
+  --probe             with --topo: also measure each GPU pair's copy bandwidth
   -h, --help          this text
 
 Hosts (default: this host only):
@@ -111,6 +115,8 @@ func run(args []string) int {
 	timeout := fs.Int("timeout", 0, "")
 	boot := fs.Int("boot-timeout", 0, "")
 	helpParams := fs.Bool("help-params", false, "")
+	topo := fs.Bool("topo", false, "")
+	probe := fs.Bool("probe", false, "")
 	var env envFlags
 	fs.Var(&env, "x", "")
 	var hostList string
@@ -135,6 +141,16 @@ func run(args []string) int {
 	if *helpParams {
 		for _, p := range params.All() {
 			fmt.Printf("%-28s default %-8q %s\n", p.Name, p.Default, p.Doc)
+		}
+		for _, p := range gpu.Params() {
+			fmt.Printf("%-28s default %-8q %s\n", p.Name, p.Default, p.Doc)
+		}
+		return 0
+	}
+	if *topo {
+		if err := gpu.WriteTopology(os.Stdout, gpu.TopoOptions{Probe: *probe}); err != nil {
+			fmt.Fprintf(os.Stderr, "gorun: --topo: %v\n", err)
+			return 1
 		}
 		return 0
 	}
