@@ -257,3 +257,15 @@ func TestProgramErrors(t *testing.T) {
 		t.Errorf("non-MPI program: exit %d, %s", r.code, r.stderr)
 	}
 }
+
+// TestTopo: gorun --topo answers on any machine: the matrix where there
+// are GPUs, "no GPU" with the reason where there are none.
+func TestTopo(t *testing.T) {
+	out, err := execOut(gorunBin, nil, "--topo")
+	if err != nil {
+		t.Fatalf("gorun --topo: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "no GPU: ") && !strings.Contains(out, "GPU0") {
+		t.Fatalf("gorun --topo printed neither GPUs nor the reason there are none:\n%s", out)
+	}
+}
