@@ -1,13 +1,18 @@
 package coll
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/gorun/gorun/p2p"
 )
 
-// Comm is a communicator as the algorithms see it.
+// Comm is a communicator as the algorithms see it: this rank, the members'
+// world ranks and nodes, and the collective context id. The value made by
+// NewComm describes the communicator; Begin returns a per-call copy that
+// also carries the call's tag, and algorithms receive that copy.
 type Comm struct {
+	// E is this process's point-to-point engine.
 	E *p2p.Engine
 	// Ctx is the communicator's collective context id.
 	Ctx uint32
@@ -15,6 +20,68 @@ type Comm struct {
 	World []int
 	// Me is this process's rank in the communicator.
 	Me int
+	// Node maps a rank to its node (0..Nodes-1, numbered in order of first
+	// appearance); ranks of one node share a host.
+	Node []int
+	// Nodes is the number of distinct nodes.
+	Nodes int
+
+	sh      *shared
+	seq     uint32 // this call's sequence number (0: not begun)
+	tag     int    // this call's tag base: seq's low bits << subBits
+	queried bool   // this call asked the others about a stall (notice.go)
+}
+
+// Tags on a collective context: every call gets a fresh sequence number,
+// so that calls in flight at once (nonblocking collectives) never match
+// each other's messages, and its tag is that number shifted left by
+// subBits; the low bits name a sub-channel (the phases of a hierarchical
+// algorithm, the completion notice of a nonblocking call). Tag 0 carries
+// the notices of notice.go.
+const (
+	subBits   = 5
+	seqBits   = 31 - subBits
+	seqMask   = 1<<seqBits - 1
+	tagNotice = 0
+	// subNotify is the sub-channel of a nonblocking call's completion
+	// notice to itself (see Notify).
+	subNotify = 1<<subBits - 1
+)
+
+// NewComm describes a communicator: engine, collective context id, the
+// members' world ranks, this process's rank, and each member's host id
+// (nil: all on one host), from which the algorithms learn the nodes.
+func NewComm(e *p2p.Engine, ctx uint32, world []int, me int, hosts []string) Comm {
+	c := Comm{E: e, Ctx: ctx, World: world, Me: me}
+	c.sh = &shared{e: e, ctx: ctx, world: world, me: me}
+	c.Node, c.Nodes = nodesOf(hosts, len(world))
+	if n := pFakeNodes(); n > 1 {
+		// Test knob: pretend world rank w lives on node w mod n.
+		hs := make([]string, len(world))
+		for i, w := range world {
+			hs[i] = fmt.Sprint(w % n)
+		}
+		c.Node, c.Nodes = nodesOf(hs, len(world))
+	}
+	return c
+}
+
+// nodesOf numbers the distinct hosts in order of first appearance.
+func nodesOf(hosts []string, n int) ([]int, int) {
+	node := make([]int, n)
+	if len(hosts) != n {
+		return node, 1
+	}
+	idx := map[string]int{}
+	for i, h := range hosts {
+		k, ok := idx[h]
+		if !ok {
+			k = len(idx)
+			idx[h] = k
+		}
+		node[i] = k
+	}
+	return node, len(idx)
 }
 
 // Rank is this process's rank in the communicator.
@@ -23,69 +90,192 @@ func (c *Comm) Rank() int { return c.Me }
 // Size is the communicator's size.
 func (c *Comm) Size() int { return len(c.World) }
 
-func (c *Comm) isend(buf []byte, dst, tag int) (*p2p.Request, error) {
-	return c.E.Isend(c.Ctx, c.World[dst], tag, buf, false)
-}
-
-func (c *Comm) irecv(buf []byte, src, tag int) (*p2p.Request, error) {
-	return c.E.Irecv(c.Ctx, c.World[src], tag, buf)
-}
-
-func (c *Comm) send(buf []byte, dst, tag int) error {
-	r, err := c.isend(buf, dst, tag)
-	if err != nil {
-		return err
+// Begin starts a call: it takes the communicator's next sequence number
+// and returns the view the call's algorithm uses. Every rank must begin
+// the same calls in the same order (MPI's rule for collectives); the
+// sequence number is what lets calls overlap.
+func (c *Comm) Begin() Comm {
+	v := *c
+	s := c.sh.seq.Add(1)
+	for s&seqMask == 0 {
+		s = c.sh.seq.Add(1)
 	}
-	_, err = r.Wait()
+	v.seq = s
+	v.tag = int(s&seqMask) << subBits
+	return v
+}
+
+// sub returns a communicator of the given ranks of c (in that order) for
+// one phase of an algorithm, on sub-channel ch of c's call. ranks must
+// include c.Me.
+func (c *Comm) sub(ranks []int, ch int) *Comm {
+	v := *c
+	v.World = make([]int, len(ranks))
+	v.Node = make([]int, len(ranks))
+	v.Me = -1
+	for i, r := range ranks {
+		v.World[i] = c.World[r]
+		v.Node[i] = c.Node[r]
+		if r == c.Me {
+			v.Me = i
+		}
+	}
+	v.tag = c.tag&^(1<<subBits-1) | ch
+	return &v
+}
+
+func (c *Comm) isend(buf []byte, dst int) (*p2p.Request, error) {
+	r, err := c.E.Isend(c.Ctx, c.World[dst], c.tag, buf, false)
+	if err != nil {
+		return nil, fmt.Errorf("send to rank %d: %w", dst, err)
+	}
+	return r, nil
+}
+
+func (c *Comm) irecv(buf []byte, src int) (*p2p.Request, error) {
+	r, err := c.E.Irecv(c.Ctx, c.World[src], c.tag, buf)
+	if err != nil {
+		return nil, fmt.Errorf("receive from rank %d: %w", src, err)
+	}
+	return r, nil
+}
+
+// await blocks until r completes, or until another rank reports that this
+// call failed (notice.go).
+func (c *Comm) await(r *p2p.Request) error {
+	if !r.Done() {
+		if c.sh == nil || len(c.World) == 1 {
+			r.Wait()
+		} else if err := c.sh.wait(c, r); err != nil {
+			return err
+		}
+	}
+	_, err := r.Result()
 	return err
 }
 
-func (c *Comm) recv(buf []byte, src, tag int) error {
-	r, err := c.irecv(buf, src, tag)
+// waitSend completes a send to rank dst.
+func (c *Comm) waitSend(r *p2p.Request, dst int) error {
+	if err := c.await(r); err != nil {
+		if isAborted(err) {
+			return err
+		}
+		return fmt.Errorf("send to rank %d: %w", dst, err)
+	}
+	return nil
+}
+
+// waitRecv completes a receive of exactly want bytes from rank src.
+func (c *Comm) waitRecv(r *p2p.Request, src, want int) error {
+	if err := c.await(r); err != nil {
+		if isAborted(err) {
+			return err
+		}
+		return fmt.Errorf("receive from rank %d: %w", src, err)
+	}
+	st, _ := r.Result()
+	if st.Bytes != want {
+		return fmt.Errorf("receive from rank %d: %d bytes where %d were expected (%w)", src, st.Bytes, want, ErrCount)
+	}
+	return nil
+}
+
+// ErrCount is the cause of an error when a rank received fewer bytes than
+// its arguments call for: the ranks passed mismatched counts.
+var ErrCount = errors.New("mismatched counts between ranks")
+
+func (c *Comm) send(buf []byte, dst int) error {
+	r, err := c.isend(buf, dst)
 	if err != nil {
 		return err
 	}
-	st, err := r.Wait()
-	if err == nil && st.Bytes != len(buf) {
-		return fmt.Errorf("coll: from rank %d: %d bytes where %d were expected (mismatched counts?)", src, st.Bytes, len(buf))
+	return c.waitSend(r, dst)
+}
+
+func (c *Comm) recv(buf []byte, src int) error {
+	r, err := c.irecv(buf, src)
+	if err != nil {
+		return err
 	}
+	return c.waitRecv(r, src, len(buf))
+}
+
+// sendrecv sends sbuf to dst and receives rbuf from src at once (no
+// deadlock whatever the sizes).
+func (c *Comm) sendrecv(sbuf []byte, dst int, rbuf []byte, src int) error {
+	rr, err := c.irecv(rbuf, src)
+	if err != nil {
+		return err
+	}
+	sr, err := c.isend(sbuf, dst)
+	if err != nil {
+		return err
+	}
+	if err := c.waitRecv(rr, src, len(rbuf)); err != nil {
+		return err
+	}
+	return c.waitSend(sr, dst)
+}
+
+// pending is a set of requests in flight, completed together.
+type pending struct {
+	rs   []*p2p.Request
+	peer []int
+	want []int // bytes expected for a receive; -1 for a send
+}
+
+func (p *pending) send(c *Comm, buf []byte, dst int) error {
+	r, err := c.isend(buf, dst)
+	if err != nil {
+		return err
+	}
+	p.rs, p.peer, p.want = append(p.rs, r), append(p.peer, dst), append(p.want, -1)
+	return nil
+}
+
+func (p *pending) recv(c *Comm, buf []byte, src int) error {
+	r, err := c.irecv(buf, src)
+	if err != nil {
+		return err
+	}
+	p.rs, p.peer, p.want = append(p.rs, r), append(p.peer, src), append(p.want, len(buf))
+	return nil
+}
+
+// wait completes every request; the first failure ends the wait.
+func (p *pending) wait(c *Comm) error {
+	for i, r := range p.rs {
+		var err error
+		if p.want[i] < 0 {
+			err = c.waitSend(r, p.peer[i])
+		} else {
+			err = c.waitRecv(r, p.peer[i], p.want[i])
+		}
+		if err != nil {
+			return err
+		}
+	}
+	p.rs, p.peer, p.want = p.rs[:0], p.peer[:0], p.want[:0]
+	return nil
+}
+
+// PostNotify posts the receive that reports a nonblocking call's end:
+// Notify's zero-byte send to this rank itself completes it, so that the
+// call is an ordinary p2p request (it works with Wait, Test, Waitall).
+func (c *Comm) PostNotify() (*p2p.Request, error) {
+	return c.E.Irecv(c.Ctx, c.World[c.Me], c.tag|subNotify, nil)
+}
+
+// Notify completes the receive of PostNotify.
+func (c *Comm) Notify() error {
+	_, err := c.E.Isend(c.Ctx, c.World[c.Me], c.tag|subNotify, nil, false)
 	return err
 }
 
-// sendrecv exchanges with two peers at once (no deadlock whatever the
-// message sizes).
-func (c *Comm) sendrecv(sbuf []byte, dst int, rbuf []byte, src, tag int) error {
-	rr, err := c.irecv(rbuf, src, tag)
-	if err != nil {
-		return err
-	}
-	sr, err := c.isend(sbuf, dst, tag)
-	if err != nil {
-		return err
-	}
-	if _, err := sr.Wait(); err != nil {
-		return err
-	}
-	st, err := rr.Wait()
-	if err == nil && st.Bytes != len(rbuf) {
-		return fmt.Errorf("coll: from rank %d: %d bytes where %d were expected (mismatched counts?)", src, st.Bytes, len(rbuf))
-	}
-	return err
+func putU32(b []byte, v uint32) {
+	b[0], b[1], b[2], b[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
 }
 
-// Op is a reduction operation on bytes.
-type Op interface {
-	// Apply sets inout = in ⊕ inout elementwise; in holds the lower ranks'
-	// contribution.
-	Apply(in, inout []byte)
-	// Commutative reports whether operands may be reordered.
-	Commutative() bool
+func getU32(b []byte) uint32 {
+	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
 }
-
-// Tags of the collectives on a communicator's collective context.
-const (
-	tagBarrier = 1 + iota
-	tagBcast
-	tagReduce
-	tagAllreduce
-)

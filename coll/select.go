@@ -1,45 +1,215 @@
 package coll
 
-// This first slice chooses by correctness alone: binomial trees for
-// commutative reductions, a linear reduce otherwise. Measured selection
-// tables come with the collectives issue.
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
 
-// Barrier blocks until every rank of c has entered it.
-func Barrier(c *Comm) error {
-	if c.Size() == 1 {
-		return nil
-	}
-	return barrierDissemination(c)
+	"github.com/gorun/gorun/internal/params"
+)
+
+// algorithm is one way to run a collective, with what it requires of the
+// call.
+type algorithm struct {
+	name string
+	run  func(*Comm, *Args) error
+	// commutative: the operation must be commutative; pow2: the size must
+	// be a power of two; hier: the communicator must span several nodes.
+	commutative, pow2, hier bool
 }
 
-// Bcast copies root's buf into every rank's buf.
-func Bcast(c *Comm, buf []byte, root int) error {
-	if c.Size() == 1 {
-		return nil
-	}
-	return bcastBinomial(c, buf, root)
+func (al *algorithm) applies(c *Comm, a *Args) bool {
+	n := c.Size()
+	return (!al.commutative || a.commutative()) &&
+		(!al.pow2 || n&(n-1) == 0) &&
+		(!al.hier || c.multiNode())
 }
 
-// Reduce combines every rank's buf with op into root's buf. Other ranks'
-// buf is left as scratch (its content is unspecified afterwards).
-func Reduce(c *Comm, buf []byte, op Op, root int) error {
-	if c.Size() == 1 {
-		return nil
-	}
-	tmp := make([]byte, len(buf))
-	if op.Commutative() {
-		return reduceBinomial(c, buf, tmp, op, root)
-	}
-	return reduceLinear(c, buf, tmp, op, root)
+// collective is one MPI collective: its algorithms, its selection table
+// and its override.
+type collective struct {
+	name string
+	algs []algorithm
+	// table picks the flat (single-level) algorithm for a call; size is
+	// the call's message size as entry.go defines it per collective.
+	table func(n, size int, commutative bool) string
+	// size is the message size the table looks at.
+	size func(c *Comm, a *Args) int
+	// varSize: the ranks' sizes legitimately differ (the v forms), so a
+	// stall query compares algorithms only.
+	varSize bool
+	param   func() string
+	id      uint16 // index in collList
+
+	once   sync.Once
+	forced atomic.Int32 // 1 + index into algs; 0: none
 }
 
-// Allreduce combines every rank's buf with op into every rank's buf.
-func Allreduce(c *Comm, buf []byte, op Op) error {
-	if c.Size() == 1 {
-		return nil
+// collectives by name (lower case, as in GORUN_COLL_<NAME>), and in
+// registration order.
+var (
+	collectives = map[string]*collective{}
+	collList    []*collective
+)
+
+// algName names algorithm r.alg of collective r.coll, for messages.
+func algName(r callRec) string {
+	if int(r.coll) < len(collList) {
+		k := collList[r.coll]
+		if int(r.alg) < len(k.algs) {
+			return k.name + "/" + k.algs[r.alg].name
+		}
 	}
-	if err := Reduce(c, buf, op, 0); err != nil {
+	return fmt.Sprintf("collective %d/algorithm %d", r.coll, r.alg)
+}
+
+func register(k *collective) *collective {
+	k.id = uint16(len(collList))
+	collList = append(collList, k)
+	var names []string
+	for _, a := range k.algs {
+		names = append(names, a.name)
+	}
+	env := "GORUN_COLL_" + strings.ToUpper(k.name)
+	k.param = params.String(env, "",
+		fmt.Sprintf("force the %s algorithm: %s (empty: the measured table; an algorithm that does not apply to a call falls back to it)", k.name, strings.Join(names, ", ")))
+	collectives[k.name] = k
+	return k
+}
+
+func (k *collective) find(name string) int {
+	return slices.IndexFunc(k.algs, func(a algorithm) bool { return a.name == name })
+}
+
+// load reads the override from the environment once.
+func (k *collective) load() {
+	k.once.Do(func() {
+		v := strings.TrimSpace(strings.ToLower(k.param()))
+		if v == "" {
+			return
+		}
+		i := k.find(v)
+		if i < 0 {
+			fmt.Fprintf(os.Stderr, "gorun: ignoring GORUN_COLL_%s=%q: not one of %v\n", strings.ToUpper(k.name), v, Algorithms(k.name))
+			return
+		}
+		k.forced.Store(int32(i + 1))
+	})
+}
+
+// pick chooses the algorithm of a call (its index in k.algs): the
+// override if it applies, else the hierarchical algorithm when the
+// communicator spans several nodes, else the table's.
+func (k *collective) pick(c *Comm, a *Args) int {
+	k.load()
+	if i := int(k.forced.Load()) - 1; i >= 0 && k.algs[i].applies(c, a) {
+		return i
+	}
+	if c.multiNode() {
+		for i := range k.algs {
+			if k.algs[i].hier && k.algs[i].applies(c, a) {
+				return i
+			}
+		}
+	}
+	return k.flat(c, a)
+}
+
+// flat is the table's choice, never hierarchical.
+func (k *collective) flat(c *Comm, a *Args) int {
+	name := k.table(c.Size(), k.size(c, a), a.commutative())
+	if i := k.find(name); i >= 0 && k.algs[i].applies(c, a) {
+		return i
+	}
+	// A table entry must apply; the first algorithm of every collective
+	// applies to every call.
+	return 0
+}
+
+// call runs a collective on the begun view c.
+func (k *collective) call(c *Comm, a *Args, local func()) error {
+	if err := c.Poll(); err != nil {
 		return err
 	}
-	return Bcast(c, buf, 0)
+	if c.Size() == 1 {
+		if local != nil {
+			local()
+		}
+		return nil
+	}
+	i := k.pick(c, a)
+	al := &k.algs[i]
+	rec := callRec{coll: k.id, alg: uint16(i), size: int64(k.size(c, a))}
+	if k.varSize {
+		rec.size = -1
+	}
+	if err := c.sh.record(c, rec); err != nil {
+		return fmt.Errorf("%s (%s): %w", k.name, al.name, err)
+	}
+	if err := al.run(c, a); err != nil {
+		if isAborted(err) {
+			return err
+		}
+		return fmt.Errorf("%s (%s): %w", k.name, al.name, err)
+	}
+	return nil
+}
+
+// runFlat runs the table's flat choice (a level of a hierarchical
+// algorithm).
+func (k *collective) runFlat(c *Comm, a *Args, local func()) error {
+	if c.Size() == 1 {
+		if local != nil {
+			local()
+		}
+		return nil
+	}
+	return k.algs[k.flat(c, a)].run(c, a)
+}
+
+// SetAlgorithm forces algorithm alg for collective name in this process
+// ("" restores the table), as GORUN_COLL_<NAME> does at start-up. Every
+// rank must make the same choice before the calls it affects.
+func SetAlgorithm(name, alg string) error {
+	k := collectives[strings.ToLower(name)]
+	if k == nil {
+		return fmt.Errorf("coll: no collective %q", name)
+	}
+	k.load()
+	if alg == "" {
+		k.forced.Store(0)
+		return nil
+	}
+	i := k.find(strings.ToLower(alg))
+	if i < 0 {
+		return fmt.Errorf("coll: %s has no algorithm %q (known: %v)", name, alg, Algorithms(name))
+	}
+	k.forced.Store(int32(i + 1))
+	return nil
+}
+
+// Algorithms lists the algorithms of collective name.
+func Algorithms(name string) []string {
+	k := collectives[strings.ToLower(name)]
+	if k == nil {
+		return nil
+	}
+	var out []string
+	for _, a := range k.algs {
+		out = append(out, a.name)
+	}
+	return out
+}
+
+// Collectives lists the collectives by name, sorted.
+func Collectives() []string {
+	var out []string
+	for n := range collectives {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
 }

@@ -1,8 +1,108 @@
 package mpi
 
 import (
+	"errors"
+	"sync"
+
 	"github.com/gorun/gorun/coll"
 )
+
+// Collectives.
+//
+// Counts come from slice lengths: a rank's contribution is its whole send
+// buffer, and receive buffers must be at least as long as the call needs
+// (extra elements are left alone). The v forms take counts and
+// displacements in elements.
+//
+// In place (MPI_IN_PLACE) is spelled by aliasing: pass the receive buffer
+// itself as the send buffer (Allreduce(c, buf, buf, op); likewise Reduce at
+// the root, Alltoall(v), ReduceScatter(Block), Scan, Exscan), or, for
+// Gather(v) and Allgather(v), this rank's own block of the receive buffer
+// as the send buffer, and for Scatter(v) at the root its own block of the
+// send buffer as the receive buffer. Any other overlap of the two buffers
+// fails with ErrBuffer.
+//
+// Every rank of the communicator must make the same collective calls in
+// the same order. A rank whose call fails (bad arguments, mismatched
+// counts, a dead peer) tells the others, whose pending calls then fail too
+// instead of waiting forever; when mismatched counts make the ranks run
+// different algorithms, the rank left waiting finds out after
+// GORUN_COLL_STALL (2 s) and the call fails with ErrCount everywhere it is
+// still pending. Ranks whose part of a failed call did not involve the
+// failing rank may complete it normally. The communicator stays usable
+// for later calls. Algorithms are chosen per call by a measured table;
+// GORUN_COLL_<NAME>=<algorithm> or SetCollAlgorithm force one.
+
+// call is a validated collective call: the algorithm entry point and its
+// byte arguments.
+type call struct {
+	fn   func(*coll.Comm, *coll.Args) error
+	args coll.Args
+}
+
+// begin checks c and starts a call on it.
+func (c *Comm) begin(op string) (coll.Comm, error) {
+	if err := c.check(op); err != nil {
+		return coll.Comm{}, err
+	}
+	return c.cc.Begin(), nil
+}
+
+// classOf is err's class (ErrOther when it has none).
+func classOf(err error) Class {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Class
+	}
+	return ErrOther
+}
+
+// wrapColl maps an error of package coll to its class: a call aborted by
+// another rank takes the class that rank reported.
+func wrapColl(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ae *coll.AbortedError
+	if errors.As(err, &ae) {
+		cl := Class(ae.Class)
+		if _, ok := classNames[cl]; !ok {
+			cl = ErrOther
+		}
+		return &Error{Class: cl, Op: op, Err: err}
+	}
+	if errors.Is(err, coll.ErrCount) {
+		return &Error{Class: ErrCount, Op: op, Err: err}
+	}
+	return wrap(op, err)
+}
+
+// running is a call's state while its algorithm runs. The algorithms are
+// called through function values, which makes everything they are handed
+// escape to the heap; running comes from a pool instead, so that a small
+// blocking collective allocates nothing here.
+type running struct {
+	v    coll.Comm
+	args coll.Args
+}
+
+var runPool = sync.Pool{New: func() any { return new(running) }}
+
+// finish runs a prepared call (or reports why it could not be prepared)
+// and tells the other ranks if it failed.
+func finish(op string, v *coll.Comm, cl *call, err error) error {
+	if err == nil {
+		r := runPool.Get().(*running)
+		r.v, r.args = *v, cl.args
+		err = wrapColl(op, cl.fn(&r.v, &r.args))
+		*r = running{}
+		runPool.Put(r)
+	}
+	if err != nil {
+		v.Abort(int(classOf(err)), err)
+	}
+	return err
+}
 
 func (c *Comm) checkRoot(op string, root int) error {
 	if root < 0 || root >= len(c.world) {
@@ -11,67 +111,508 @@ func (c *Comm) checkRoot(op string, root int) error {
 	return nil
 }
 
+// inPlace reports whether send and recv are the same memory (in place),
+// and fails with ErrBuffer when they overlap otherwise.
+func inPlace(op string, send, recv []byte) (bool, error) {
+	switch aliasing(send, recv) {
+	case same:
+		return true, nil
+	case partial:
+		return false, errorf(ErrBuffer, op, "send and receive buffers overlap")
+	}
+	return false, nil
+}
+
+// ownBlock reports whether send is exactly recv[off:off+len(send)] (in
+// place for the gather family), and fails with ErrBuffer on any other
+// overlap.
+func ownBlock(op string, send, recv []byte, off int) (bool, error) {
+	if within(send, recv, off) {
+		return true, nil
+	}
+	if aliasing(send, recv) != disjoint {
+		return false, errorf(ErrBuffer, op, "send buffer overlaps the receive buffer other than at this rank's block")
+	}
+	return false, nil
+}
+
+// layout checks n counts and displacements (elements) against a buffer of
+// size elements and returns them in bytes.
+func layout(op, what string, n int, counts, displs []int, size, elem int) ([]int, []int, error) {
+	if len(counts) != n || len(displs) != n {
+		return nil, nil, errorf(ErrCount, op, "%s: %d counts and %d displacements for %d ranks", what, len(counts), len(displs), n)
+	}
+	bc, bd := make([]int, n), make([]int, n)
+	for r := range n {
+		if counts[r] < 0 || displs[r] < 0 {
+			return nil, nil, errorf(ErrCount, op, "%s: negative count or displacement for rank %d", what, r)
+		}
+		if displs[r]+counts[r] > size {
+			return nil, nil, errorf(ErrCount, op, "%s: rank %d's block [%d, %d) is outside the buffer of %d elements", what, r, displs[r], displs[r]+counts[r], size)
+		}
+		bc[r], bd[r] = counts[r]*elem, displs[r]*elem
+	}
+	return bc, bd, nil
+}
+
 // Barrier blocks until every rank of c has called it.
 func Barrier(c *Comm) error {
-	if err := c.check("Barrier"); err != nil {
+	v, err := c.begin("Barrier")
+	if err != nil {
 		return err
 	}
-	return wrap("Barrier", coll.Barrier(&c.cc))
+	return finish("Barrier", &v, &call{fn: barrierFn}, nil)
 }
+
+func barrierFn(v *coll.Comm, _ *coll.Args) error { return coll.Barrier(v) }
 
 // Bcast copies root's buf into buf at every rank of c. Every rank passes a
 // buffer of the same length.
-func Bcast[T Numeric](c *Comm, buf []T, root int) error {
-	if err := c.check("Bcast"); err != nil {
+func Bcast[T Element](c *Comm, buf []T, root int) error {
+	v, err := c.begin("Bcast")
+	if err != nil {
 		return err
 	}
-	if err := c.checkRoot("Bcast", root); err != nil {
-		return err
+	cl, err := bcastCall("Bcast", c, buf, root)
+	return finish("Bcast", &v, &cl, err)
+}
+
+func bcastCall[T Element](op string, c *Comm, buf []T, root int) (call, error) {
+	if err := c.checkRoot(op, root); err != nil {
+		return call{}, err
 	}
-	return wrap("Bcast", coll.Bcast(&c.cc, asBytes(buf), root))
+	return call{fn: coll.Bcast, args: coll.Args{Recv: elemBytes(buf), Root: root}}, nil
 }
 
 // Reduce combines sendbuf of every rank with op into recvbuf at root.
-// recvbuf matters at root only (other ranks may pass nil). sendbuf and
-// recvbuf may be the same slice (in place).
-func Reduce[T Numeric](c *Comm, sendbuf, recvbuf []T, op Op, root int) error {
-	if err := c.check("Reduce"); err != nil {
-		return err
-	}
-	if err := c.checkRoot("Reduce", root); err != nil {
-		return err
-	}
-	o, err := bind[T]("Reduce", op)
+// recvbuf matters at root only (other ranks may pass nil). At root,
+// sendbuf may be recvbuf itself (in place).
+func Reduce[T Element](c *Comm, sendbuf, recvbuf []T, op Op, root int) error {
+	v, err := c.begin("Reduce")
 	if err != nil {
 		return err
 	}
-	var work []T
+	cl, err := reduceCall("Reduce", c, sendbuf, recvbuf, op, root)
+	return finish("Reduce", &v, &cl, err)
+}
+
+func reduceCall[T Element](name string, c *Comm, sendbuf, recvbuf []T, op Op, root int) (call, error) {
+	if err := c.checkRoot(name, root); err != nil {
+		return call{}, err
+	}
+	o, err := bind[T](name, op)
+	if err != nil {
+		return call{}, err
+	}
+	a := coll.Args{Send: elemBytes(sendbuf), Op: o, Elem: elemSize[T](), Root: root}
 	if c.rank == root {
 		if len(recvbuf) < len(sendbuf) {
-			return errorf(ErrCount, "Reduce", "receive buffer of %d elements for %d", len(recvbuf), len(sendbuf))
+			return call{}, errorf(ErrCount, name, "receive buffer of %d elements for %d", len(recvbuf), len(sendbuf))
 		}
-		work = recvbuf[:len(sendbuf)]
-		copy(work, sendbuf)
-	} else {
-		work = append([]T(nil), sendbuf...)
+		a.Recv = elemBytes(recvbuf[:len(sendbuf)])
+		in, err := inPlace(name, a.Send, a.Recv)
+		if err != nil {
+			return call{}, err
+		}
+		if in {
+			a.Send = nil
+		}
 	}
-	return wrap("Reduce", coll.Reduce(&c.cc, asBytes(work), o, root))
+	return call{fn: coll.Reduce, args: a}, nil
 }
 
 // Allreduce combines sendbuf of every rank with op into recvbuf at every
-// rank. sendbuf and recvbuf may be the same slice (in place).
-func Allreduce[T Numeric](c *Comm, sendbuf, recvbuf []T, op Op) error {
-	if err := c.check("Allreduce"); err != nil {
-		return err
-	}
-	o, err := bind[T]("Allreduce", op)
+// rank. sendbuf may be recvbuf itself (in place).
+func Allreduce[T Element](c *Comm, sendbuf, recvbuf []T, op Op) error {
+	v, err := c.begin("Allreduce")
 	if err != nil {
 		return err
 	}
-	if len(recvbuf) < len(sendbuf) {
-		return errorf(ErrCount, "Allreduce", "receive buffer of %d elements for %d", len(recvbuf), len(sendbuf))
+	cl, err := reductionCall("Allreduce", coll.Allreduce, sendbuf, recvbuf, op)
+	return finish("Allreduce", &v, &cl, err)
+}
+
+// reductionCall prepares Allreduce, Scan and Exscan: the count is
+// len(sendbuf), recvbuf must hold as many, and sendbuf may be recvbuf.
+func reductionCall[T Element](name string, fn func(*coll.Comm, *coll.Args) error, sendbuf, recvbuf []T, op Op) (call, error) {
+	o, err := bind[T](name, op)
+	if err != nil {
+		return call{}, err
 	}
-	work := recvbuf[:len(sendbuf)]
-	copy(work, sendbuf)
-	return wrap("Allreduce", coll.Allreduce(&c.cc, asBytes(work), o))
+	if len(recvbuf) < len(sendbuf) {
+		return call{}, errorf(ErrCount, name, "receive buffer of %d elements for %d", len(recvbuf), len(sendbuf))
+	}
+	a := coll.Args{Send: elemBytes(sendbuf), Recv: elemBytes(recvbuf[:len(sendbuf)]), Op: o, Elem: elemSize[T]()}
+	in, err := inPlace(name, a.Send, a.Recv)
+	if err != nil {
+		return call{}, err
+	}
+	if in {
+		a.Send = nil
+	}
+	return call{fn: fn, args: a}, nil
+}
+
+// Scan leaves sendbuf(0) ⊕ sendbuf(1) ⊕ ... ⊕ sendbuf(r) in recvbuf at
+// rank r (MPI_Scan). sendbuf may be recvbuf itself (in place).
+func Scan[T Element](c *Comm, sendbuf, recvbuf []T, op Op) error {
+	v, err := c.begin("Scan")
+	if err != nil {
+		return err
+	}
+	cl, err := reductionCall("Scan", coll.Scan, sendbuf, recvbuf, op)
+	return finish("Scan", &v, &cl, err)
+}
+
+// Exscan leaves sendbuf(0) ⊕ ... ⊕ sendbuf(r-1) in recvbuf at rank r > 0
+// (MPI_Exscan); rank 0's recvbuf is not written. sendbuf may be recvbuf
+// itself (in place).
+func Exscan[T Element](c *Comm, sendbuf, recvbuf []T, op Op) error {
+	v, err := c.begin("Exscan")
+	if err != nil {
+		return err
+	}
+	cl, err := reductionCall("Exscan", coll.Exscan, sendbuf, recvbuf, op)
+	return finish("Exscan", &v, &cl, err)
+}
+
+// Gather collects every rank's sendbuf (all of the same length k) into
+// recvbuf at root, rank r's at recvbuf[r*k:(r+1)*k]. recvbuf matters at
+// root only. In place: root passes its own block of recvbuf as sendbuf.
+func Gather[T Element](c *Comm, sendbuf, recvbuf []T, root int) error {
+	v, err := c.begin("Gather")
+	if err != nil {
+		return err
+	}
+	cl, err := gatherCall("Gather", c, sendbuf, recvbuf, root)
+	return finish("Gather", &v, &cl, err)
+}
+
+func gatherCall[T Element](name string, c *Comm, sendbuf, recvbuf []T, root int) (call, error) {
+	if err := c.checkRoot(name, root); err != nil {
+		return call{}, err
+	}
+	a := coll.Args{Send: elemBytes(sendbuf), Root: root}
+	if c.rank == root {
+		k, n := len(sendbuf), c.Size()
+		if len(recvbuf) < n*k {
+			return call{}, errorf(ErrCount, name, "receive buffer of %d elements for %d ranks of %d", len(recvbuf), n, k)
+		}
+		a.Recv = elemBytes(recvbuf[:n*k])
+		in, err := ownBlock(name, a.Send, a.Recv, root*len(a.Send))
+		if err != nil {
+			return call{}, err
+		}
+		if in {
+			a.Send = nil
+		}
+	}
+	return call{fn: coll.Gather, args: a}, nil
+}
+
+// Gatherv collects every rank's sendbuf into recvbuf at root, rank r's
+// counts[r] elements at displs[r]; counts, displs and recvbuf matter at
+// root only. In place: root passes recvbuf[displs[root]:][:counts[root]]
+// as sendbuf.
+func Gatherv[T Element](c *Comm, sendbuf, recvbuf []T, counts, displs []int, root int) error {
+	v, err := c.begin("Gatherv")
+	if err != nil {
+		return err
+	}
+	cl, err := gathervCall("Gatherv", c, sendbuf, recvbuf, counts, displs, root)
+	return finish("Gatherv", &v, &cl, err)
+}
+
+func gathervCall[T Element](name string, c *Comm, sendbuf, recvbuf []T, counts, displs []int, root int) (call, error) {
+	if err := c.checkRoot(name, root); err != nil {
+		return call{}, err
+	}
+	a := coll.Args{Send: elemBytes(sendbuf), Root: root}
+	if c.rank == root {
+		var err error
+		es := elemSize[T]()
+		if a.Counts, a.Displs, err = layout(name, "receive", c.Size(), counts, displs, len(recvbuf), es); err != nil {
+			return call{}, err
+		}
+		a.Recv = elemBytes(recvbuf)
+		in, err := ownBlock(name, a.Send, a.Recv, a.Displs[root])
+		if err != nil {
+			return call{}, err
+		}
+		switch {
+		case in && len(a.Send) == a.Counts[root]:
+			a.Send = nil
+		case len(sendbuf) != counts[root]:
+			return call{}, errorf(ErrCount, name, "root sends %d elements where counts[%d] is %d", len(sendbuf), root, counts[root])
+		}
+	}
+	return call{fn: coll.Gatherv, args: a}, nil
+}
+
+// Scatter sends block r of root's sendbuf (recvbuf's length k each) to
+// rank r's recvbuf. sendbuf matters at root only. In place: root passes
+// its own block of sendbuf as recvbuf.
+func Scatter[T Element](c *Comm, sendbuf, recvbuf []T, root int) error {
+	v, err := c.begin("Scatter")
+	if err != nil {
+		return err
+	}
+	cl, err := scatterCall("Scatter", c, sendbuf, recvbuf, root)
+	return finish("Scatter", &v, &cl, err)
+}
+
+func scatterCall[T Element](name string, c *Comm, sendbuf, recvbuf []T, root int) (call, error) {
+	if err := c.checkRoot(name, root); err != nil {
+		return call{}, err
+	}
+	a := coll.Args{Recv: elemBytes(recvbuf), Root: root}
+	if c.rank == root {
+		k, n := len(recvbuf), c.Size()
+		if len(sendbuf) < n*k {
+			return call{}, errorf(ErrCount, name, "send buffer of %d elements for %d ranks of %d", len(sendbuf), n, k)
+		}
+		a.Send = elemBytes(sendbuf[:n*k])
+		in, err := ownBlock(name, a.Recv, a.Send, root*len(a.Recv))
+		if err != nil {
+			return call{}, err
+		}
+		if in {
+			a.Recv = nil
+		}
+	}
+	return call{fn: coll.Scatter, args: a}, nil
+}
+
+// Scatterv sends counts[r] elements at displs[r] of root's sendbuf to rank
+// r's recvbuf, which must be exactly that long. sendbuf, counts and
+// displs matter at root only. In place: root passes its own block of
+// sendbuf as recvbuf.
+func Scatterv[T Element](c *Comm, sendbuf []T, counts, displs []int, recvbuf []T, root int) error {
+	v, err := c.begin("Scatterv")
+	if err != nil {
+		return err
+	}
+	cl, err := scattervCall("Scatterv", c, sendbuf, counts, displs, recvbuf, root)
+	return finish("Scatterv", &v, &cl, err)
+}
+
+func scattervCall[T Element](name string, c *Comm, sendbuf []T, counts, displs []int, recvbuf []T, root int) (call, error) {
+	if err := c.checkRoot(name, root); err != nil {
+		return call{}, err
+	}
+	a := coll.Args{Recv: elemBytes(recvbuf), Root: root}
+	if c.rank == root {
+		var err error
+		if a.Counts, a.Displs, err = layout(name, "send", c.Size(), counts, displs, len(sendbuf), elemSize[T]()); err != nil {
+			return call{}, err
+		}
+		a.Send = elemBytes(sendbuf)
+		in, err := ownBlock(name, a.Recv, a.Send, a.Displs[root])
+		if err != nil {
+			return call{}, err
+		}
+		switch {
+		case in && len(a.Recv) == a.Counts[root]:
+			a.Recv = nil
+		case len(recvbuf) != counts[root]:
+			return call{}, errorf(ErrCount, name, "root receives %d elements where counts[%d] is %d", len(recvbuf), root, counts[root])
+		}
+	}
+	return call{fn: coll.Scatterv, args: a}, nil
+}
+
+// Allgather collects every rank's sendbuf (all of length k) into recvbuf
+// at every rank, rank r's at recvbuf[r*k:(r+1)*k]. In place: pass this
+// rank's own block of recvbuf as sendbuf.
+func Allgather[T Element](c *Comm, sendbuf, recvbuf []T) error {
+	v, err := c.begin("Allgather")
+	if err != nil {
+		return err
+	}
+	cl, err := allgatherCall("Allgather", c, sendbuf, recvbuf)
+	return finish("Allgather", &v, &cl, err)
+}
+
+func allgatherCall[T Element](name string, c *Comm, sendbuf, recvbuf []T) (call, error) {
+	k, n := len(sendbuf), c.Size()
+	if len(recvbuf) < n*k {
+		return call{}, errorf(ErrCount, name, "receive buffer of %d elements for %d ranks of %d", len(recvbuf), n, k)
+	}
+	a := coll.Args{Send: elemBytes(sendbuf), Recv: elemBytes(recvbuf[:n*k])}
+	in, err := ownBlock(name, a.Send, a.Recv, c.rank*len(a.Send))
+	if err != nil {
+		return call{}, err
+	}
+	if in {
+		a.Send = nil
+	}
+	return call{fn: coll.Allgather, args: a}, nil
+}
+
+// Allgatherv collects every rank's sendbuf into recvbuf at every rank,
+// rank r's counts[r] elements at displs[r] (the same counts and displs at
+// every rank). In place: pass recvbuf[displs[r]:][:counts[r]] as sendbuf.
+func Allgatherv[T Element](c *Comm, sendbuf, recvbuf []T, counts, displs []int) error {
+	v, err := c.begin("Allgatherv")
+	if err != nil {
+		return err
+	}
+	cl, err := allgathervCall("Allgatherv", c, sendbuf, recvbuf, counts, displs)
+	return finish("Allgatherv", &v, &cl, err)
+}
+
+func allgathervCall[T Element](name string, c *Comm, sendbuf, recvbuf []T, counts, displs []int) (call, error) {
+	a := coll.Args{Send: elemBytes(sendbuf), Recv: elemBytes(recvbuf)}
+	var err error
+	if a.Counts, a.Displs, err = layout(name, "receive", c.Size(), counts, displs, len(recvbuf), elemSize[T]()); err != nil {
+		return call{}, err
+	}
+	in, err := ownBlock(name, a.Send, a.Recv, a.Displs[c.rank])
+	if err != nil {
+		return call{}, err
+	}
+	switch {
+	case in && len(a.Send) == a.Counts[c.rank]:
+		a.Send = nil
+	case len(sendbuf) != counts[c.rank]:
+		return call{}, errorf(ErrCount, name, "rank %d sends %d elements where counts[%d] is %d", c.rank, len(sendbuf), c.rank, counts[c.rank])
+	}
+	return call{fn: coll.Allgatherv, args: a}, nil
+}
+
+// Alltoall sends block r of every rank's sendbuf to rank r, which stores
+// it at block (sender) of its recvbuf; blocks are len(sendbuf)/size
+// elements. In place: pass recvbuf as sendbuf.
+func Alltoall[T Element](c *Comm, sendbuf, recvbuf []T) error {
+	v, err := c.begin("Alltoall")
+	if err != nil {
+		return err
+	}
+	cl, err := alltoallCall("Alltoall", c, sendbuf, recvbuf)
+	return finish("Alltoall", &v, &cl, err)
+}
+
+func alltoallCall[T Element](name string, c *Comm, sendbuf, recvbuf []T) (call, error) {
+	n := c.Size()
+	if len(sendbuf)%n != 0 {
+		return call{}, errorf(ErrCount, name, "send buffer of %d elements is not %d equal blocks", len(sendbuf), n)
+	}
+	if len(recvbuf) < len(sendbuf) {
+		return call{}, errorf(ErrCount, name, "receive buffer of %d elements for %d", len(recvbuf), len(sendbuf))
+	}
+	a := coll.Args{Send: elemBytes(sendbuf), Recv: elemBytes(recvbuf[:len(sendbuf)])}
+	in, err := inPlace(name, a.Send, a.Recv)
+	if err != nil {
+		return call{}, err
+	}
+	if in {
+		a.Send = nil
+	}
+	return call{fn: coll.Alltoall, args: a}, nil
+}
+
+// Alltoallv sends sendcounts[r] elements at sdispls[r] of sendbuf to rank
+// r and receives recvcounts[r] elements from rank r at rdispls[r] of
+// recvbuf. In place: pass recvbuf as sendbuf (recvcounts and rdispls
+// then describe both sides).
+func Alltoallv[T Element](c *Comm, sendbuf []T, sendcounts, sdispls []int, recvbuf []T, recvcounts, rdispls []int) error {
+	v, err := c.begin("Alltoallv")
+	if err != nil {
+		return err
+	}
+	cl, err := alltoallvCall("Alltoallv", c, sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls)
+	return finish("Alltoallv", &v, &cl, err)
+}
+
+func alltoallvCall[T Element](name string, c *Comm, sendbuf []T, sendcounts, sdispls []int, recvbuf []T, recvcounts, rdispls []int) (call, error) {
+	n, es := c.Size(), elemSize[T]()
+	a := coll.Args{Send: elemBytes(sendbuf), Recv: elemBytes(recvbuf)}
+	var err error
+	if a.Counts, a.Displs, err = layout(name, "receive", n, recvcounts, rdispls, len(recvbuf), es); err != nil {
+		return call{}, err
+	}
+	in, err := inPlace(name, a.Send, a.Recv)
+	if err != nil {
+		return call{}, err
+	}
+	if in {
+		a.Send, a.SendCounts, a.SendDispls = nil, a.Counts, a.Displs
+	} else if a.SendCounts, a.SendDispls, err = layout(name, "send", n, sendcounts, sdispls, len(sendbuf), es); err != nil {
+		return call{}, err
+	}
+	return call{fn: coll.Alltoallv, args: a}, nil
+}
+
+// ReduceScatter reduces every rank's sendbuf with op and leaves block r
+// (recvcounts[r] elements, the blocks laid end to end in sendbuf) in
+// recvbuf at rank r. In place: pass recvbuf as sendbuf; the result is then
+// at its start.
+func ReduceScatter[T Element](c *Comm, sendbuf, recvbuf []T, recvcounts []int, op Op) error {
+	v, err := c.begin("ReduceScatter")
+	if err != nil {
+		return err
+	}
+	cl, err := reduceScatterCall("ReduceScatter", c, sendbuf, recvbuf, recvcounts, op)
+	return finish("ReduceScatter", &v, &cl, err)
+}
+
+func reduceScatterCall[T Element](name string, c *Comm, sendbuf, recvbuf []T, recvcounts []int, op Op) (call, error) {
+	o, err := bind[T](name, op)
+	if err != nil {
+		return call{}, err
+	}
+	n, es := c.Size(), elemSize[T]()
+	if len(recvcounts) != n {
+		return call{}, errorf(ErrCount, name, "%d counts for %d ranks", len(recvcounts), n)
+	}
+	total := 0
+	counts := make([]int, n)
+	for r, k := range recvcounts {
+		if k < 0 {
+			return call{}, errorf(ErrCount, name, "negative count for rank %d", r)
+		}
+		total += k
+		counts[r] = k * es
+	}
+	if len(sendbuf) < total {
+		return call{}, errorf(ErrCount, name, "send buffer of %d elements for %d", len(sendbuf), total)
+	}
+	a := coll.Args{Send: elemBytes(sendbuf[:total]), Recv: elemBytes(recvbuf), Counts: counts, Op: o, Elem: es}
+	in, err := inPlace(name, elemBytes(sendbuf), a.Recv)
+	if err != nil {
+		return call{}, err
+	}
+	if in {
+		a.Send = nil
+	} else if len(recvbuf) < recvcounts[c.rank] {
+		return call{}, errorf(ErrCount, name, "receive buffer of %d elements for %d", len(recvbuf), recvcounts[c.rank])
+	}
+	return call{fn: coll.ReduceScatter, args: a}, nil
+}
+
+// ReduceScatterBlock reduces every rank's sendbuf (size blocks of
+// len(sendbuf)/size elements) with op and leaves block r in recvbuf at
+// rank r. In place: pass recvbuf as sendbuf; the result is then at its
+// start.
+func ReduceScatterBlock[T Element](c *Comm, sendbuf, recvbuf []T, op Op) error {
+	v, err := c.begin("ReduceScatterBlock")
+	if err != nil {
+		return err
+	}
+	cl, err := reduceScatterBlockCall("ReduceScatterBlock", c, sendbuf, recvbuf, op)
+	return finish("ReduceScatterBlock", &v, &cl, err)
+}
+
+func reduceScatterBlockCall[T Element](name string, c *Comm, sendbuf, recvbuf []T, op Op) (call, error) {
+	n := c.Size()
+	if len(sendbuf)%n != 0 {
+		return call{}, errorf(ErrCount, name, "send buffer of %d elements is not %d equal blocks", len(sendbuf), n)
+	}
+	counts := make([]int, n)
+	for r := range counts {
+		counts[r] = len(sendbuf) / n
+	}
+	cl, err := reduceScatterCall(name, c, sendbuf, recvbuf, counts, op)
+	cl.fn = coll.ReduceScatterBlock
+	return cl, err
 }

@@ -17,6 +17,9 @@ type Comm struct {
 	index map[int]int // world rank -> rank in the communicator
 	cc    coll.Comm
 	freed atomic.Bool
+	// cart is the Cartesian topology of a communicator made by
+	// CartCreate or CartSub; nil otherwise.
+	cart *cartTopo
 }
 
 func newComm(name string, s *rt, ctx uint32, world []int, rank int) *Comm {
@@ -24,8 +27,24 @@ func newComm(name string, s *rt, ctx uint32, world []int, rank int) *Comm {
 	for i, w := range world {
 		c.index[w] = i
 	}
-	c.cc = coll.Comm{E: s.eng, Ctx: ctx + 1, World: world, Me: rank}
+	c.cc = coll.NewComm(s.eng, ctx+1, world, rank, hostsOf(s, world))
 	return c
+}
+
+// hostsOf returns the host id of each of the given world ranks, from the
+// roster gorun pushed at Init.
+func hostsOf(s *rt, world []int) []string {
+	if s.sess == nil {
+		return nil
+	}
+	cards := s.sess.Roster().Cards
+	hosts := make([]string, len(world))
+	for i, w := range world {
+		if w >= 0 && w < len(cards) {
+			hosts[i] = cards[w].HostID
+		}
+	}
+	return hosts
 }
 
 // Rank is this process's rank in c.

@@ -1,7 +1,9 @@
 package mpi
 
 import (
-	"fmt"
+	"reflect"
+	"sync"
+	"unsafe"
 
 	"github.com/gorun/gorun/coll"
 )
@@ -19,11 +21,14 @@ const (
 	opBand
 	opBor
 	opBxor
+	opMinLoc
+	opMaxLoc
 	opUser
 )
 
 // Op is a reduction operation. The predefined ones are Sum, Prod, Min, Max,
-// Land, Lor, Lxor, Band, Bor and Bxor; NewOp makes user-defined ones.
+// Land, Lor, Lxor, Band, Bor, Bxor, MinLoc and MaxLoc; NewOp makes
+// user-defined ones.
 type Op struct {
 	name        string
 	kind        opKind
@@ -31,8 +36,10 @@ type Op struct {
 	user        any // func(in, inout []T) for a user op on T
 }
 
-// Predefined operations. Min and Max need an ordered type (not complex);
-// the logical and bitwise ones an integer type.
+// Predefined operations. Sum and Prod apply to every numeric type; Min and
+// Max to the ordered ones (not complex); the logical (Land, Lor, Lxor: 0
+// is false, anything else true, results are 0 or 1) and bitwise ones to
+// the integers; MinLoc and MaxLoc to ValueIndex pairs.
 var (
 	Sum  = Op{name: "sum", kind: opSum, commutative: true}
 	Prod = Op{name: "prod", kind: opProd, commutative: true}
@@ -44,179 +51,360 @@ var (
 	Band = Op{name: "band", kind: opBand, commutative: true}
 	Bor  = Op{name: "bor", kind: opBor, commutative: true}
 	Bxor = Op{name: "bxor", kind: opBxor, commutative: true}
+	// MinLoc keeps the smaller Value of two ValueIndex pairs, and the
+	// smaller Index when the values are equal (MPI_MINLOC).
+	MinLoc = Op{name: "minloc", kind: opMinLoc, commutative: true}
+	// MaxLoc keeps the larger Value, and the smaller Index on a tie
+	// (MPI_MAXLOC).
+	MaxLoc = Op{name: "maxloc", kind: opMaxLoc, commutative: true}
 )
 
 // NewOp makes a user-defined operation on elements of T: f sets
-// inout[i] = in[i] ⊕ inout[i], where in holds lower ranks' data. A
-// non-commutative op is applied in rank order.
-func NewOp[T Numeric](name string, f func(in, inout []T), commutative bool) Op {
+// inout[i] = in[i] ⊕ inout[i], where in holds lower ranks' data. f must be
+// associative. A non-commutative op is applied in rank order: the result
+// is x0 ⊕ x1 ⊕ ... ⊕ x(n-1) with that grouping left to the algorithm.
+// f may be called with any sub-range of the buffer, on scratch memory,
+// from any goroutine.
+func NewOp[T Element](name string, f func(in, inout []T), commutative bool) Op {
 	return Op{name: name, kind: opUser, commutative: commutative, user: f}
 }
 
 // String is the operation's name.
 func (o Op) String() string { return o.name }
 
-// typedOp adapts an Op on T to coll's byte interface.
-type typedOp[T Numeric] struct {
-	f    func(in, inout []T)
+// Commutative reports whether the operation may be applied in any order.
+func (o Op) Commutative() bool { return o.commutative }
+
+// byteOp adapts an elementwise function on bytes to coll.Op.
+type byteOp struct {
+	f    func(in, inout []byte)
 	comm bool
 }
 
-func (t typedOp[T]) Apply(in, inout []byte) { t.f(fromBytes[T](in), fromBytes[T](inout)) }
-func (t typedOp[T]) Commutative() bool      { return t.comm }
+func (b *byteOp) Apply(in, inout []byte) { b.f(in, inout) }
+func (b *byteOp) Commutative() bool      { return b.comm }
 
-// bind returns o as a coll.Op on T, or an ErrOp error when o is not defined
-// on T.
-func bind[T Numeric](op string, o Op) (coll.Op, error) {
-	var f func(in, inout []T)
+// byteOp3 is a byteOp with a three-operand kernel (coll.Op3).
+type byteOp3 struct {
+	byteOp
+	f3 func(in, inout, out []byte)
+}
+
+func (b *byteOp3) Apply3(in, inout, out []byte) { b.f3(in, inout, out) }
+
+var _ coll.Op3 = (*byteOp3)(nil)
+
+// opKey names a predefined operation on a type, for bound's cache.
+type opKey struct {
+	kind opKind
+	t    reflect.Type
+}
+
+// bound caches the predefined operations bound to a type (opKey ->
+// coll.Op), so that a reduction allocates nothing to find its kernel.
+var bound sync.Map
+
+// bind returns o as a coll.Op on elements of T, or an ErrOp error when o
+// is not defined on T.
+func bind[T Element](op string, o Op) (coll.Op, error) {
+	var key opKey
+	if o.kind != opUser {
+		key = opKey{o.kind, reflect.TypeFor[T]()}
+		if b, ok := bound.Load(key); ok {
+			return b.(coll.Op), nil
+		}
+	}
+	var f func(in, inout []byte)
+	var f3 func(in, inout, out []byte)
 	if o.kind == opUser {
 		uf, ok := o.user.(func(in, inout []T))
 		if !ok {
 			var z T
 			return nil, errorf(ErrOp, op, "user op %q is not defined on %T", o.name, z)
 		}
-		f = uf
+		f = func(in, inout []byte) { uf(bytesAs[T](in), bytesAs[T](inout)) }
 	} else {
-		f = builtin[T](o.kind)
+		f, f3 = kernel[T](o.kind)
 	}
 	if f == nil {
 		var z T
 		return nil, errorf(ErrOp, op, "operation %q is not defined on %T", o.name, z)
 	}
-	return typedOp[T]{f: f, comm: o.commutative}, nil
+	b := coll.Op(&byteOp{f: f, comm: o.commutative})
+	if f3 != nil {
+		b = &byteOp3{byteOp{f: f, comm: o.commutative}, f3}
+	}
+	if o.kind != opUser {
+		bound.Store(key, b)
+	}
+	return b, nil
 }
 
-// builtin returns the elementwise function of a predefined operation on T,
-// or nil when it does not apply to T.
-func builtin[T Numeric](k opKind) func(in, inout []T) {
-	switch k {
-	case opSum:
-		return func(in, io []T) {
-			for i := range io {
-				io[i] = in[i] + io[i]
+// kernel returns the byte-level function of predefined operation k on T,
+// and a three-operand one where there is a faster one (the vector sums),
+// or nil when k does not apply to T. Named types (type Celsius float64)
+// use their underlying type's kernel.
+func kernel[T Element](k opKind) (func(in, inout []byte), func(in, inout, out []byte)) {
+	if k == opSum {
+		switch reflect.TypeFor[T]().Kind() {
+		case reflect.Float32, reflect.Float64:
+			if f, f3 := fastSum(elemSize[T](), true); f != nil {
+				return f, f3
 			}
-		}
-	case opProd:
-		return func(in, io []T) {
-			for i := range io {
-				io[i] = in[i] * io[i]
+		case reflect.Int, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+			if f, f3 := fastSum(elemSize[T](), false); f != nil {
+				return f, f3
 			}
 		}
 	}
+	return kernel2[T](k), nil
+}
+
+// kernel2 is kernel's portable two-operand function.
+func kernel2[T Element](k opKind) func(in, inout []byte) {
 	var z T
 	switch any(z).(type) {
-	case int:
-		return ordered[int](k).(func(in, io []T))
-	case int8:
-		return ordered[int8](k).(func(in, io []T))
-	case int16:
-		return ordered[int16](k).(func(in, io []T))
-	case int32:
-		return ordered[int32](k).(func(in, io []T))
-	case int64:
-		return ordered[int64](k).(func(in, io []T))
-	case uint:
-		return ordered[uint](k).(func(in, io []T))
-	case uint8:
-		return ordered[uint8](k).(func(in, io []T))
-	case uint16:
-		return ordered[uint16](k).(func(in, io []T))
-	case uint32:
-		return ordered[uint32](k).(func(in, io []T))
-	case uint64:
-		return ordered[uint64](k).(func(in, io []T))
-	case uintptr:
-		return ordered[uintptr](k).(func(in, io []T))
-	case float32:
-		if f, ok := floatOp[float32](k).(func(in, io []T)); ok {
-			return f
-		}
-	case float64:
-		if f, ok := floatOp[float64](k).(func(in, io []T)); ok {
-			return f
-		}
+	case ValueIndex[int]:
+		return loc[int](k)
+	case ValueIndex[int8]:
+		return loc[int8](k)
+	case ValueIndex[int16]:
+		return loc[int16](k)
+	case ValueIndex[int32]:
+		return loc[int32](k)
+	case ValueIndex[int64]:
+		return loc[int64](k)
+	case ValueIndex[uint]:
+		return loc[uint](k)
+	case ValueIndex[uint8]:
+		return loc[uint8](k)
+	case ValueIndex[uint16]:
+		return loc[uint16](k)
+	case ValueIndex[uint32]:
+		return loc[uint32](k)
+	case ValueIndex[uint64]:
+		return loc[uint64](k)
+	case ValueIndex[uintptr]:
+		return loc[uintptr](k)
+	case ValueIndex[float32]:
+		return loc[float32](k)
+	case ValueIndex[float64]:
+		return loc[float64](k)
+	}
+	switch reflect.TypeFor[T]().Kind() {
+	case reflect.Int:
+		return integer[int](k)
+	case reflect.Int8:
+		return integer[int8](k)
+	case reflect.Int16:
+		return integer[int16](k)
+	case reflect.Int32:
+		return integer[int32](k)
+	case reflect.Int64:
+		return integer[int64](k)
+	case reflect.Uint:
+		return integer[uint](k)
+	case reflect.Uint8:
+		return integer[uint8](k)
+	case reflect.Uint16:
+		return integer[uint16](k)
+	case reflect.Uint32:
+		return integer[uint32](k)
+	case reflect.Uint64:
+		return integer[uint64](k)
+	case reflect.Uintptr:
+		return integer[uintptr](k)
+	case reflect.Float32:
+		return float[float32](k)
+	case reflect.Float64:
+		return float[float64](k)
+	case reflect.Complex64:
+		return cplx[complex64](k)
+	case reflect.Complex128:
+		return cplx[complex128](k)
 	}
 	return nil
 }
 
-type integer interface {
-	~int | ~int8 | ~int16 | ~int32 | ~int64 | ~uint | ~uint8 | ~uint16 | ~uint32 | ~uint64 | ~uintptr
+// view reinterprets b as elements of E (len(b) a multiple of E's size).
+func view[E any](b []byte) []E {
+	var z E
+	n := len(b) / int(unsafe.Sizeof(z))
+	if n == 0 {
+		return nil
+	}
+	return unsafe.Slice((*E)(unsafe.Pointer(unsafe.SliceData(b))), n)
 }
 
-func floatOp[T ~float32 | ~float64](k opKind) any {
-	switch k {
-	case opMin:
-		return func(in, io []T) {
-			for i := range io {
-				io[i] = min(in[i], io[i])
-			}
+type intType interface {
+	int | int8 | int16 | int32 | int64 | uint | uint8 | uint16 | uint32 | uint64 | uintptr
+}
+
+type floatType interface{ float32 | float64 }
+
+type complexType interface{ complex64 | complex128 }
+
+// wrapKernel turns an elementwise function on []E into one on bytes.
+func wrapKernel[E any](f func(in, io []E)) func(in, inout []byte) {
+	return func(in, inout []byte) {
+		io := view[E](inout)
+		f(view[E](in)[:len(io)], io)
+	}
+}
+
+func sumOf[E intType | floatType | complexType]() func(in, io []E) {
+	return func(in, io []E) {
+		in = in[:len(io)]
+		i := 0
+		for ; i+4 <= len(io); i += 4 {
+			io[i] += in[i]
+			io[i+1] += in[i+1]
+			io[i+2] += in[i+2]
+			io[i+3] += in[i+3]
 		}
-	case opMax:
-		return func(in, io []T) {
-			for i := range io {
-				io[i] = max(in[i], io[i])
+		for ; i < len(io); i++ {
+			io[i] = in[i] + io[i]
+		}
+	}
+}
+
+func prodOf[E intType | floatType | complexType]() func(in, io []E) {
+	return func(in, io []E) {
+		in = in[:len(io)]
+		for i := range io {
+			io[i] = in[i] * io[i]
+		}
+	}
+}
+
+// minOf and maxOf compute inout = (inout < in) ? inout : in, and the
+// reverse, as Open MPI's kernels do, so that NaNs and signed zeros come
+// out the same.
+func minOf[E intType | floatType]() func(in, io []E) {
+	return func(in, io []E) {
+		in = in[:len(io)]
+		for i := range io {
+			if !(io[i] < in[i]) {
+				io[i] = in[i]
 			}
 		}
 	}
-	return nil
 }
 
-func ordered[T integer](k opKind) any {
-	b := func(v bool) T {
+func maxOf[E intType | floatType]() func(in, io []E) {
+	return func(in, io []E) {
+		in = in[:len(io)]
+		for i := range io {
+			if !(io[i] > in[i]) {
+				io[i] = in[i]
+			}
+		}
+	}
+}
+
+func integer[E intType](k opKind) func(in, inout []byte) {
+	b := func(v bool) E {
 		if v {
 			return 1
 		}
 		return 0
 	}
+	var f func(in, io []E)
 	switch k {
+	case opSum:
+		f = sumOf[E]()
+	case opProd:
+		f = prodOf[E]()
 	case opMin:
-		return func(in, io []T) {
-			for i := range io {
-				io[i] = min(in[i], io[i])
-			}
-		}
+		f = minOf[E]()
 	case opMax:
-		return func(in, io []T) {
-			for i := range io {
-				io[i] = max(in[i], io[i])
-			}
-		}
+		f = maxOf[E]()
 	case opLand:
-		return func(in, io []T) {
+		f = func(in, io []E) {
 			for i := range io {
 				io[i] = b(in[i] != 0 && io[i] != 0)
 			}
 		}
 	case opLor:
-		return func(in, io []T) {
+		f = func(in, io []E) {
 			for i := range io {
 				io[i] = b(in[i] != 0 || io[i] != 0)
 			}
 		}
 	case opLxor:
-		return func(in, io []T) {
+		f = func(in, io []E) {
 			for i := range io {
 				io[i] = b((in[i] != 0) != (io[i] != 0))
 			}
 		}
 	case opBand:
-		return func(in, io []T) {
+		f = func(in, io []E) {
 			for i := range io {
-				io[i] = in[i] & io[i]
+				io[i] &= in[i]
 			}
 		}
 	case opBor:
-		return func(in, io []T) {
+		f = func(in, io []E) {
 			for i := range io {
-				io[i] = in[i] | io[i]
+				io[i] |= in[i]
 			}
 		}
 	case opBxor:
-		return func(in, io []T) {
+		f = func(in, io []E) {
 			for i := range io {
-				io[i] = in[i] ^ io[i]
+				io[i] ^= in[i]
 			}
 		}
+	default:
+		return nil
 	}
-	panic(fmt.Sprintf("mpi: unknown op kind %d", k))
+	return wrapKernel(f)
+}
+
+func float[E floatType](k opKind) func(in, inout []byte) {
+	switch k {
+	case opSum:
+		return wrapKernel(sumOf[E]())
+	case opProd:
+		return wrapKernel(prodOf[E]())
+	case opMin:
+		return wrapKernel(minOf[E]())
+	case opMax:
+		return wrapKernel(maxOf[E]())
+	}
+	return nil
+}
+
+func cplx[E complexType](k opKind) func(in, inout []byte) {
+	switch k {
+	case opSum:
+		return wrapKernel(sumOf[E]())
+	case opProd:
+		return wrapKernel(prodOf[E]())
+	}
+	return nil
+}
+
+func loc[V intType | floatType](k opKind) func(in, inout []byte) {
+	switch k {
+	case opMinLoc:
+		return wrapKernel(func(in, io []ValueIndex[V]) {
+			for i := range io {
+				a, b := in[i], io[i]
+				if a.Value < b.Value || (a.Value == b.Value && a.Index < b.Index) {
+					io[i] = a
+				}
+			}
+		})
+	case opMaxLoc:
+		return wrapKernel(func(in, io []ValueIndex[V]) {
+			for i := range io {
+				a, b := in[i], io[i]
+				if a.Value > b.Value || (a.Value == b.Value && a.Index < b.Index) {
+					io[i] = a
+				}
+			}
+		})
+	}
+	return nil
 }

@@ -1,0 +1,134 @@
+package coll
+
+// Alltoall: a.Send holds the block for rank r at r*blk (nil: in place,
+// the blocks are in a.Recv), a.Recv receives rank r's block at r*blk.
+// Alltoallv: a.SendCounts/a.SendDispls place the outgoing blocks in
+// a.Send, a.Counts/a.Displs the incoming ones in a.Recv (bytes).
+
+// alltoallInPlace gives an in-place call a copy of its outgoing blocks;
+// the caller releases it with putBuf.
+func alltoallInPlace(a *Args) (send []byte, scratch bool) {
+	if a.Send != nil {
+		return a.Send, false
+	}
+	s := getBuf(len(a.Recv))
+	copy(s, a.Recv)
+	return s, true
+}
+
+// alltoallLinear: every send and receive posted at once; one round.
+func alltoallLinear(c *Comm, a *Args) error {
+	n := c.Size()
+	blk := len(a.Recv) / n
+	counts, displs := make([]int, n), make([]int, n)
+	for r := range n {
+		counts[r], displs[r] = blk, r*blk
+	}
+	b := *a
+	b.SendCounts, b.SendDispls, b.Counts, b.Displs = counts, displs, counts, displs
+	return alltoallvLinear(c, &b)
+}
+
+// alltoallPairwise: n-1 steps; in step k rank r sends to r+k and receives
+// from r-k, one exchange at a time (no burst of n messages).
+func alltoallPairwise(c *Comm, a *Args) error {
+	n := c.Size()
+	blk := len(a.Recv) / n
+	counts, displs := make([]int, n), make([]int, n)
+	for r := range n {
+		counts[r], displs[r] = blk, r*blk
+	}
+	b := *a
+	b.SendCounts, b.SendDispls, b.Counts, b.Displs = counts, displs, counts, displs
+	return alltoallvPairwise(c, &b)
+}
+
+// alltoallBruck: ceil(log2 n) rounds; in round k every rank sends, in one
+// message, the blocks whose rotated index has bit k set to rank+2^k.
+// Fewer messages than pairwise at the price of log2(n)/2 times the bytes:
+// for small blocks.
+func alltoallBruck(c *Comm, a *Args) error {
+	n, me := c.Size(), c.Rank()
+	blk := len(a.Recv) / n
+	send, scratch := alltoallInPlace(a)
+	if scratch {
+		defer putBuf(send)
+	}
+	tmp := getBuf(n * blk)
+	defer putBuf(tmp)
+	for i := range n {
+		r := (me + i) % n
+		copy(tmp[i*blk:(i+1)*blk], send[r*blk:(r+1)*blk])
+	}
+	pack := getBuf((n/2 + 1) * blk)
+	defer putBuf(pack)
+	unpack := getBuf((n/2 + 1) * blk)
+	defer putBuf(unpack)
+	for d := 1; d < n; d <<= 1 {
+		k := 0
+		for i := range n {
+			if i&d != 0 {
+				copy(pack[k*blk:], tmp[i*blk:(i+1)*blk])
+				k++
+			}
+		}
+		if err := c.sendrecv(pack[:k*blk], (me+d)%n, unpack[:k*blk], mod(me-d, n)); err != nil {
+			return err
+		}
+		k = 0
+		for i := range n {
+			if i&d != 0 {
+				copy(tmp[i*blk:(i+1)*blk], unpack[k*blk:])
+				k++
+			}
+		}
+	}
+	for i := range n {
+		r := mod(me-i, n)
+		copy(a.Recv[r*blk:(r+1)*blk], tmp[i*blk:(i+1)*blk])
+	}
+	return nil
+}
+
+// alltoallvLinear: every send and receive posted at once.
+func alltoallvLinear(c *Comm, a *Args) error {
+	n, me := c.Size(), c.Rank()
+	send, scratch := alltoallInPlace(a)
+	if scratch {
+		defer putBuf(send)
+	}
+	var p pending
+	for k := 1; k < n; k++ {
+		src := mod(me-k, n)
+		if err := p.recv(c, a.Recv[a.Displs[src]:a.Displs[src]+a.Counts[src]], src); err != nil {
+			return err
+		}
+	}
+	for k := 1; k < n; k++ {
+		dst := (me + k) % n
+		if err := p.send(c, send[a.SendDispls[dst]:a.SendDispls[dst]+a.SendCounts[dst]], dst); err != nil {
+			return err
+		}
+	}
+	copy(a.Recv[a.Displs[me]:a.Displs[me]+a.Counts[me]], send[a.SendDispls[me]:a.SendDispls[me]+a.SendCounts[me]])
+	return p.wait(c)
+}
+
+// alltoallvPairwise: n-1 exchange steps with r+k and r-k.
+func alltoallvPairwise(c *Comm, a *Args) error {
+	n, me := c.Size(), c.Rank()
+	send, scratch := alltoallInPlace(a)
+	if scratch {
+		defer putBuf(send)
+	}
+	copy(a.Recv[a.Displs[me]:a.Displs[me]+a.Counts[me]], send[a.SendDispls[me]:a.SendDispls[me]+a.SendCounts[me]])
+	to, from := pairwise(me, n)
+	for k := range to {
+		d, s := to[k], from[k]
+		if err := c.sendrecv(send[a.SendDispls[d]:a.SendDispls[d]+a.SendCounts[d]], d,
+			a.Recv[a.Displs[s]:a.Displs[s]+a.Counts[s]], s); err != nil {
+			return err
+		}
+	}
+	return nil
+}

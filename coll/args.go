@@ -1,0 +1,105 @@
+package coll
+
+import "sync"
+
+// Op is a reduction operation on bytes.
+type Op interface {
+	// Apply sets inout = in ⊕ inout elementwise; in holds the lower ranks'
+	// contribution. Both have the same length, a multiple of the element
+	// size.
+	Apply(in, inout []byte)
+	// Commutative reports whether operands may be reordered.
+	Commutative() bool
+}
+
+// Op3 is implemented by operations that can also write their result to a
+// third buffer (the vector Sum kernels): Apply3 sets out = in ⊕ inout
+// elementwise, and out may be in or inout. The algorithms use it, through
+// fold3 and foldInto, to skip a copy of the buffer.
+type Op3 interface {
+	Op
+	Apply3(in, inout, out []byte)
+}
+
+// fold3 sets out = in ⊕ inout and leaves in and inout as they were; out
+// must not overlap in (it may be inout).
+func fold3(op Op, in, inout, out []byte) {
+	if o, ok := op.(Op3); ok {
+		o.Apply3(in, inout, out)
+		return
+	}
+	copy(out, inout)
+	op.Apply(in, out)
+}
+
+// foldInto sets acc = acc ⊕ scratch, where acc holds the lower ranks'
+// part; scratch's content is lost.
+func foldInto(op Op, acc, scratch []byte) {
+	if o, ok := op.(Op3); ok {
+		o.Apply3(acc, scratch, acc)
+		return
+	}
+	op.Apply(acc, scratch)
+	copy(acc, scratch)
+}
+
+// Args are a collective's arguments, in bytes. Each collective's entry
+// point (select.go) says which fields it reads; a nil Send means "in
+// place" where MPI has an in-place form.
+type Args struct {
+	// Send is this rank's contribution.
+	Send []byte
+	// Recv receives the result.
+	Recv []byte
+	// Counts and Displs are the byte count and offset of each rank's block
+	// in Recv (Gatherv, Allgatherv, Alltoallv) or in Send (Scatterv), and
+	// the block each rank receives (Reduce_scatter).
+	Counts, Displs []int
+	// SendCounts and SendDispls are Alltoallv's send side.
+	SendCounts, SendDispls []int
+	// Op and Elem (the element size in bytes) are a reduction's.
+	Op   Op
+	Elem int
+	// Root is a rooted collective's root.
+	Root int
+}
+
+// commutative reports whether a's operation (if any) may be reordered.
+func (a *Args) commutative() bool { return a.Op == nil || a.Op.Commutative() }
+
+// bufPool keeps scratch buffers by power-of-two size class, so that large
+// collectives do not allocate (and zero) their scratch on every call.
+var bufPool [48]sync.Pool
+
+// getBuf returns a scratch slice of n bytes (its content is undefined).
+func getBuf(n int) []byte {
+	if n == 0 {
+		return nil
+	}
+	k := sizeClass(n)
+	if p, ok := bufPool[k].Get().(*[]byte); ok {
+		return (*p)[:n]
+	}
+	return make([]byte, n, 1<<k)
+}
+
+// putBuf returns a slice from getBuf to the pool.
+func putBuf(b []byte) {
+	if cap(b) == 0 {
+		return
+	}
+	k := sizeClass(cap(b))
+	if 1<<k != cap(b) {
+		return
+	}
+	b = b[:cap(b)]
+	bufPool[k].Put(&b)
+}
+
+func sizeClass(n int) int {
+	k := 0
+	for 1<<k < n {
+		k++
+	}
+	return k
+}

@@ -1,0 +1,406 @@
+package coll
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorun/gorun/internal/params"
+	"github.com/gorun/gorun/p2p"
+)
+
+// Notices: small messages on tag 0 of a communicator's collective context
+// that keep a failed or mismatched call from leaving any rank waiting
+// forever. Every rank keeps one receive of them posted (AnySource) and
+// every wait inside a call waits for it as well as for its own message.
+//
+//	abort  a rank's call failed (Comm.Abort): the others' pending waits in
+//	       that call fail with an *AbortedError, and a rank that begins the
+//	       call later fails at once. Later calls are unaffected (their tags
+//	       are new).
+//	query  a rank has waited in a call for GORUN_COLL_STALL: it asks the
+//	       others which algorithm and message size they ran the call with.
+//	       A rank whose answer differs (mismatched counts made the ranks
+//	       pick different algorithms, or different segment counts) aborts
+//	       the call for everyone with a count error; agreeing ranks stay
+//	       silent.
+//	tick   a process-wide watchdog sends one to itself on each
+//	       communicator with a waiting call every GORUN_COLL_STALL/3, which
+//	       is how a wait learns that time passes.
+//
+// Layout: kind (1 byte) and 3 spare, call sequence, sender's rank, then
+// for abort the error class and the start of the message, for query the
+// collective and algorithm and the size.
+
+var pStall = params.Duration("GORUN_COLL_STALL", 2*time.Second,
+	"how long a collective call waits before it asks the other ranks whether they run the same algorithm on the same size (mismatched counts can make them pick different ones and wait for each other forever); 0 turns the check off")
+
+const (
+	noticeAbort = 'A'
+	noticeQuery = 'Q'
+	noticeTick  = 'T'
+	noticeHdr   = 16
+	noticeMax   = noticeHdr + 120
+)
+
+// AbortedError is what a call fails with when another rank of the
+// communicator failed in the same call and said so (Comm.Abort).
+type AbortedError struct {
+	// Rank is the reporting rank in the communicator.
+	Rank int
+	// Class is the error class the reporting rank gave (see Abort).
+	Class int
+	// Reason is the start of the reporting rank's error message.
+	Reason string
+}
+
+func (e *AbortedError) Error() string {
+	return fmt.Sprintf("rank %d failed in this call: %s", e.Rank, e.Reason)
+}
+
+func isAborted(err error) bool {
+	var ae *AbortedError
+	return errors.As(err, &ae)
+}
+
+// ClassCount is the error class (MPI_ERR_COUNT, as package mpi numbers
+// them) of the aborts that follow a query showing mismatched calls.
+const ClassCount = 2
+
+// callRec is what a rank ran a call with, for answering queries.
+type callRec struct {
+	seq       uint32
+	coll, alg uint16
+	size      int64 // -1: sizes legitimately differ between ranks
+	from      int   // for a query: the asking rank
+}
+
+// shared is the state all calls on one communicator share.
+type shared struct {
+	seq atomic.Uint32
+
+	// The communicator as a whole (a hierarchical algorithm's phases run
+	// on views of parts of it): where notices go.
+	e     *p2p.Engine
+	ctx   uint32
+	world []int
+	me    int
+
+	mu      sync.Mutex
+	ab      atomic.Pointer[p2p.Request] // posted receive of notices
+	abBuf   []byte
+	aborted map[uint32]*AbortedError // by call sequence
+	nAbort  atomic.Int32             // len(aborted), read without the lock
+	queries map[uint32]callRec       // queries about calls not begun here
+	closed  bool
+
+	hist    [64]callRec // recent calls, by seq mod 64 (under mu)
+	waiters atomic.Int32
+	tick    atomic.Uint64 // ticks received
+}
+
+// send sends a notice to every other rank of the communicator; fire and
+// forget (it is small, hence eager; a peer that cannot be reached has its
+// own error).
+func (s *shared) send(msg []byte) {
+	for r, w := range s.world {
+		if r != s.me {
+			s.e.Isend(s.ctx, w, tagNotice, msg, false)
+		}
+	}
+}
+
+func notice(kind byte, seq uint32, rank int) []byte {
+	b := make([]byte, noticeHdr, noticeMax)
+	b[0] = kind
+	putU32(b[4:], seq)
+	putU32(b[8:], uint32(rank))
+	return b
+}
+
+// Abort tells every other rank of c that this call failed here with err,
+// of error class class (the mpi package's), so that none of them waits
+// forever for this rank: their pending waits in the call, and the call if
+// they have not begun it yet, fail with an *AbortedError. The entry points
+// do not call it themselves; their caller must when a call fails, whether
+// in an algorithm or in checking its arguments after Begin. An error that
+// is itself an AbortedError is not passed on.
+func (c *Comm) Abort(class int, err error) {
+	if isAborted(err) || len(c.World) == 1 || c.sh == nil {
+		return
+	}
+	c.sh.abort(c.seq, class, err.Error())
+}
+
+func (s *shared) abort(seq uint32, class int, reason string) {
+	msg := notice(noticeAbort, seq, s.me)
+	putU32(msg[12:], uint32(class))
+	if len(reason) > noticeMax-noticeHdr {
+		reason = reason[:noticeMax-noticeHdr]
+	}
+	s.send(append(msg, reason...))
+}
+
+// abortRecv returns the posted receive of notices, posting it on first
+// use.
+func (s *shared) abortRecv() *p2p.Request {
+	if r := s.ab.Load(); r != nil {
+		return r
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r := s.ab.Load(); r != nil {
+		return r
+	}
+	s.post()
+	return s.ab.Load()
+}
+
+// post posts the receive of the next notice; s.mu is held.
+func (s *shared) post() {
+	if s.closed {
+		return
+	}
+	s.abBuf = make([]byte, noticeMax)
+	r, err := s.e.Irecv(s.ctx, p2p.AnySource, tagNotice, s.abBuf)
+	if err != nil {
+		return // the engine is closed: every wait fails on its own
+	}
+	s.ab.Store(r)
+	watch(s)
+}
+
+// wait blocks until r completes or c's call is aborted; it asks the other
+// ranks about the call once it has waited GORUN_COLL_STALL.
+func (s *shared) wait(c *Comm, r *p2p.Request) error {
+	s.waiters.Add(1)
+	defer s.waiters.Add(-1)
+	t0 := s.tick.Load()
+	for !r.Done() {
+		rs := [2]*p2p.Request{r, s.abortRecv()}
+		if c.E.WaitAny(rs[:]) != 1 {
+			continue
+		}
+		if err := s.check(c); err != nil {
+			return err
+		}
+		// Three ticks are at least one stall period.
+		if !c.queried && s.tick.Load()-t0 >= 3 {
+			c.queried = true
+			s.query(c)
+		}
+	}
+	return nil
+}
+
+// check takes in a completed notice, if any, and reports whether c's call
+// was aborted.
+func (s *shared) check(c *Comm) error {
+	if r := s.ab.Load(); r != nil && r.Done() {
+		s.mu.Lock()
+		if r == s.ab.Load() {
+			st, err := r.Result()
+			ok := err == nil || errors.Is(err, p2p.ErrTruncate)
+			if ok && st.Bytes >= noticeHdr {
+				s.take(s.abBuf[:min(st.Bytes, len(s.abBuf))])
+			}
+			s.ab.Store(nil)
+			if ok {
+				s.post()
+			}
+		}
+		s.mu.Unlock()
+	}
+	if s.nAbort.Load() == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ae, ok := s.aborted[c.seq]; ok {
+		return ae
+	}
+	return nil
+}
+
+// take handles one notice; s.mu is held.
+func (s *shared) take(b []byte) {
+	seq, rank := getU32(b[4:]), int(getU32(b[8:]))
+	switch b[0] {
+	case noticeAbort:
+		s.markAborted(seq, &AbortedError{Rank: rank, Class: int(getU32(b[12:])), Reason: string(b[noticeHdr:])})
+	case noticeTick:
+		s.tick.Add(1)
+	case noticeQuery:
+		if len(b) < noticeHdr+8 {
+			return
+		}
+		q := callRec{seq: seq, coll: uint16(getU32(b[12:]) >> 16), alg: uint16(getU32(b[12:])), size: int64(getU64(b[noticeHdr:])), from: rank}
+		if h := s.hist[seq%uint32(len(s.hist))]; h.seq == seq {
+			if why := mismatch(h, q, s.me, rank); why != "" {
+				s.markAborted(seq, &AbortedError{Rank: s.me, Class: ClassCount, Reason: why})
+				s.abort(seq, ClassCount, why)
+			}
+			return
+		}
+		if s.queries == nil {
+			s.queries = map[uint32]callRec{}
+		}
+		s.queries[seq] = q
+		if len(s.queries) > 64 {
+			for k := range s.queries {
+				if seq-k > 1<<16 {
+					delete(s.queries, k)
+				}
+			}
+		}
+	}
+}
+
+// markAborted records that call seq was aborted; s.mu is held.
+func (s *shared) markAborted(seq uint32, ae *AbortedError) {
+	if s.aborted == nil {
+		s.aborted = map[uint32]*AbortedError{}
+	}
+	s.aborted[seq] = ae
+	if len(s.aborted) >= 64 {
+		for k := range s.aborted {
+			if seq-k > 1<<20 {
+				delete(s.aborted, k)
+			}
+		}
+	}
+	s.nAbort.Store(int32(len(s.aborted)))
+}
+
+// mismatch says how a query shows that two ranks ran call q.seq
+// differently, or "".
+func mismatch(mine, q callRec, me, them int) string {
+	if mine.coll == q.coll && mine.alg == q.alg && (mine.size < 0 || q.size < 0 || mine.size == q.size) {
+		return ""
+	}
+	return fmt.Sprintf("rank %d ran %s on %d bytes where rank %d ran %s on %d bytes (%v)",
+		them, algName(q), q.size, me, algName(mine), mine.size, ErrCount)
+}
+
+// record notes what this rank runs call c with, and fails the call if a
+// query about it arrived from a rank that runs it differently.
+func (s *shared) record(c *Comm, rec callRec) error {
+	rec.seq = c.seq
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hist[rec.seq%uint32(len(s.hist))] = rec
+	q, ok := s.queries[rec.seq]
+	if !ok {
+		return nil
+	}
+	delete(s.queries, rec.seq)
+	if why := mismatch(rec, q, s.me, q.from); why != "" {
+		return errors.New(why)
+	}
+	return nil
+}
+
+// query asks the other ranks how they run c's call.
+func (s *shared) query(c *Comm) {
+	s.mu.Lock()
+	h := s.hist[c.seq%uint32(len(s.hist))]
+	s.mu.Unlock()
+	if h.seq != c.seq {
+		return
+	}
+	msg := notice(noticeQuery, c.seq, s.me)
+	putU32(msg[12:], uint32(h.coll)<<16|uint32(h.alg))
+	msg = msg[:noticeHdr+8]
+	putU64(msg[noticeHdr:], uint64(h.size))
+	s.send(msg)
+}
+
+// Poll takes in notices that have arrived and reports whether this call
+// was aborted before it began here. Entry points call it first.
+func (c *Comm) Poll() error {
+	if c.sh == nil || len(c.World) == 1 {
+		return nil
+	}
+	if r := c.sh.ab.Load(); r == nil || !r.Done() {
+		if c.sh.nAbort.Load() == 0 {
+			return nil
+		}
+	}
+	return c.sh.check(c)
+}
+
+// Close retires the communicator's posted receive of notices (MPI's
+// Comm_free): a notice to itself completes it.
+func (c *Comm) Close() {
+	s := c.sh
+	if s == nil {
+		return
+	}
+	unwatch(s)
+	s.mu.Lock()
+	s.closed = true
+	r := s.ab.Load()
+	s.mu.Unlock()
+	if r != nil && !r.Done() {
+		if q, err := s.e.Isend(s.ctx, s.world[s.me], tagNotice, nil, false); err == nil {
+			q.Wait()
+		}
+		r.Wait()
+	}
+}
+
+// The watchdog: one goroutine per process, started with the first
+// communicator that posts its notice receive, which every
+// GORUN_COLL_STALL/3 sends a tick to itself on each communicator where a
+// call is waiting.
+var (
+	watchMu   sync.Mutex
+	watched   = map[*shared]bool{}
+	watchOnce sync.Once
+)
+
+func watch(s *shared) {
+	period := pStall() / 3
+	if period <= 0 || len(s.world) < 2 {
+		return
+	}
+	watchMu.Lock()
+	watched[s] = true
+	watchMu.Unlock()
+	watchOnce.Do(func() { go watchdog(period) })
+}
+
+func unwatch(s *shared) {
+	watchMu.Lock()
+	delete(watched, s)
+	watchMu.Unlock()
+}
+
+func watchdog(period time.Duration) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for range t.C {
+		watchMu.Lock()
+		var due []*shared
+		for s := range watched {
+			if s.waiters.Load() > 0 {
+				due = append(due, s)
+			}
+		}
+		watchMu.Unlock()
+		for _, s := range due {
+			if _, err := s.e.Isend(s.ctx, s.world[s.me], tagNotice, notice(noticeTick, 0, s.me), false); err != nil {
+				unwatch(s) // the engine is closed
+			}
+		}
+	}
+}
+
+func putU64(b []byte, v uint64) {
+	putU32(b, uint32(v))
+	putU32(b[4:], uint32(v>>32))
+}
+
+func getU64(b []byte) uint64 { return uint64(getU32(b)) | uint64(getU32(b[4:]))<<32 }

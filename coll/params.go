@@ -1,0 +1,31 @@
+package coll
+
+import "github.com/gorun/gorun/internal/params"
+
+// Tunables of the collectives. GORUN_COLL_<NAME> (one per collective,
+// declared in select.go with the algorithms it accepts) forces an
+// algorithm; these are the others.
+var (
+	pSegSize = params.Int("GORUN_COLL_SEGSIZE", 0,
+		"testing: segment size in bytes of the pipelined algorithms (bcast pipeline, reduce pipeline, ring allreduce); 0 uses each algorithm's measured default. Small values make tests cross many segments")
+	pFakeNodes = params.Int("GORUN_COLL_FAKE_NODES", 0,
+		"testing: pretend world rank r runs on node r mod N (N > 1), so that the hierarchical algorithms run on one host")
+)
+
+// segSize returns the segment size for a pipelined algorithm whose
+// measured default is def, rounded down to whole elements of elem bytes
+// (at least one element).
+func segSize(def, elem int) int {
+	s := def
+	if v := pSegSize(); v > 0 {
+		s = v
+	}
+	if elem < 1 {
+		elem = 1
+	}
+	s -= s % elem
+	if s < elem {
+		s = elem
+	}
+	return s
+}

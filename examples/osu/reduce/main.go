@@ -1,0 +1,69 @@
+// Reduce is the OSU collective latency method applied to mpi.Reduce (root
+// 0), as tests/openmpi/osu_reduce.c does it for Open MPI: SIZE bytes of
+// float32 (count SIZE/4) summed over the world; for each size a barrier,
+// then every call timed alone and followed by an untimed barrier; the
+// figure is the per-rank average over the timed calls, in microseconds,
+// the maximum over ranks. Sizes 4 B..1 MiB (a smaller -m MIN is raised to
+// 4); 1000 iterations + 200 warm-up up to 8 KiB, 100 + 10 above.
+package main
+
+import (
+	"log"
+
+	"github.com/gorun/gorun/examples/osu/internal/osu"
+	"github.com/gorun/gorun/mpi"
+)
+
+func main() {
+	o := osu.Parse("reduce", 4, 1<<20, 1000, 200, 100, 10, 8192)
+	o.Min = max(o.Min, 4)
+	if err := mpi.Init(); err != nil {
+		log.Fatal(err)
+	}
+	defer mpi.Finalize()
+	w := mpi.World()
+	send := make([]float32, o.Max/4)
+	recv := make([]float32, o.Max/4)
+	for i := range send {
+		send[i] = 1
+	}
+	if w.Rank() == 0 {
+		osu.Header("Reduce Latency Test", "Avg Latency(us)")
+	}
+	run(w, o, func(size int) error {
+		return mpi.Reduce(w, send[:size/4], recv[:size/4], mpi.Sum, 0)
+	})
+}
+
+// run is osu_coll_run of tests/openmpi/osu_common.h.
+func run(w *mpi.Comm, o *osu.Options, op func(size int) error) {
+	for _, size := range o.Sizes() {
+		if size < o.Min {
+			continue
+		}
+		iters, warm := o.Counts(size)
+		must(mpi.Barrier(w))
+		timer := 0.0
+		for i := 0; i < iters+warm; i++ {
+			t0 := mpi.Wtime()
+			must(op(size))
+			t1 := mpi.Wtime()
+			if i >= warm {
+				timer += t1 - t0
+			}
+			must(mpi.Barrier(w))
+		}
+		avg := []float64{timer * 1e6 / float64(iters)}
+		maxv := []float64{0}
+		must(mpi.Reduce(w, avg, maxv, mpi.Max, 0))
+		if w.Rank() == 0 {
+			osu.Line(size, maxv[0])
+		}
+	}
+}
+
+func must(err error) {
+	if err != nil {
+		log.Fatal(err)
+	}
+}

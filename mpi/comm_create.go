@@ -1,0 +1,209 @@
+package mpi
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+)
+
+// Context ids. Every communicator has two: ctx for point-to-point traffic
+// and ctx+1 for its collectives (MPI_COMM_WORLD uses 0 and 1,
+// MPI_COMM_SELF 2 and 3). A new communicator's pair is agreed by every
+// process of the parent: each proposes the lowest id it has never used,
+// the parent takes the maximum (an Allreduce, or carried in the Allgather
+// of Split), and every process then marks everything up to the pair's end
+// used. The agreed id is therefore fresh at every member, so traffic of
+// different communicators never mixes; ids are not reused after Free.
+//
+// Communicator constructors are collective over the parent. Like MPI
+// implementations without a context-id lock, gorun requires that a
+// process not run two of them at once from different goroutines on
+// overlapping parents: the proposals could then collide.
+var (
+	ctxMu   sync.Mutex
+	nextCtx uint32 = 4
+)
+
+func proposeCtx() int64 {
+	ctxMu.Lock()
+	defer ctxMu.Unlock()
+	return int64(nextCtx)
+}
+
+func takeCtx(agreed int64) uint32 {
+	ctxMu.Lock()
+	defer ctxMu.Unlock()
+	if uint32(agreed)+2 > nextCtx {
+		nextCtx = uint32(agreed) + 2
+	}
+	return uint32(agreed)
+}
+
+// agreeCtx runs the Allreduce-max of the proposals over c.
+func (c *Comm) agreeCtx(op string) (uint32, error) {
+	p := []int64{proposeCtx()}
+	if err := Allreduce(c, p, p, Max); err != nil {
+		return 0, reop(op, err)
+	}
+	return takeCtx(p[0]), nil
+}
+
+// reop renames the operation of an error from a nested call.
+func reop(op string, err error) error {
+	if e, ok := err.(*Error); ok {
+		return &Error{Class: e.Class, Op: op, Err: e}
+	}
+	return wrap(op, err)
+}
+
+// SetName sets c's name, as reported by Name.
+func (c *Comm) SetName(name string) { c.name = name }
+
+// Dup returns a new communicator with c's members in c's order and a
+// context of its own (MPI_Comm_dup). Collective over c.
+func (c *Comm) Dup() (*Comm, error) {
+	if err := c.check("Comm.Dup"); err != nil {
+		return nil, err
+	}
+	ctx, err := c.agreeCtx("Comm.Dup")
+	if err != nil {
+		return nil, err
+	}
+	d := newComm(c.name+" dup", c.rt, ctx, slices.Clone(c.world), c.rank)
+	if c.cart != nil {
+		d.cart = c.cart.clone()
+	}
+	return d, nil
+}
+
+// Split partitions c by color: the processes that pass the same color get
+// a new communicator together, ranked by key and then by their rank in c
+// (MPI_Comm_split). A process that passes Undefined gets nil. Collective
+// over c.
+func (c *Comm) Split(color, key int) (*Comm, error) {
+	if err := c.check("Comm.Split"); err != nil {
+		return nil, err
+	}
+	if color < 0 && color != Undefined {
+		return nil, errorf(ErrArg, "Comm.Split", "color %d: colors are non-negative or Undefined", color)
+	}
+	return c.split("Comm.Split", color, key)
+}
+
+func (c *Comm) split(op string, color, key int) (*Comm, error) {
+	n := c.Size()
+	mine := []int64{int64(color), int64(key), proposeCtx()}
+	all := make([]int64, 3*n)
+	if err := Allgather(c, mine, all); err != nil {
+		return nil, reop(op, err)
+	}
+	var agreed int64
+	type member struct{ key, rank int }
+	var ms []member
+	for r := range n {
+		agreed = max(agreed, all[3*r+2])
+		if int(all[3*r]) == color && color != Undefined {
+			ms = append(ms, member{int(all[3*r+1]), r})
+		}
+	}
+	ctx := takeCtx(agreed)
+	if color == Undefined {
+		return nil, nil
+	}
+	slices.SortStableFunc(ms, func(a, b member) int {
+		if a.key != b.key {
+			return a.key - b.key
+		}
+		return a.rank - b.rank
+	})
+	world := make([]int, len(ms))
+	me := -1
+	for i, m := range ms {
+		world[i] = c.world[m.rank]
+		if m.rank == c.rank {
+			me = i
+		}
+	}
+	return newComm(fmt.Sprintf("%s split %d", c.name, color), c.rt, ctx, world, me), nil
+}
+
+// SplitKind is the kind of SplitType.
+type SplitKind int
+
+// SplitShared groups the processes that share memory, that is, run on the
+// same host (MPI_COMM_TYPE_SHARED).
+const SplitShared SplitKind = 1
+
+// SplitType partitions c by kind: with SplitShared, the processes of each
+// host get a communicator together, ranked by key and then by rank in c
+// (MPI_Comm_split_type). Collective over c.
+func (c *Comm) SplitType(kind SplitKind, key int) (*Comm, error) {
+	if err := c.check("Comm.SplitType"); err != nil {
+		return nil, err
+	}
+	if kind != SplitShared {
+		return nil, errorf(ErrArg, "Comm.SplitType", "unknown split kind %d", kind)
+	}
+	hosts := hostsOf(c.rt, c.world)
+	color := c.rank
+	if hosts != nil {
+		color = slices.Index(hosts, hosts[c.rank])
+	}
+	return c.split("Comm.SplitType", color, key)
+}
+
+// Create returns a communicator of the members of g, which must be a
+// subset of c's, in g's order (MPI_Comm_create); processes outside g get
+// nil. Collective over c: every process of c calls it with the same group.
+func (c *Comm) Create(g *Group) (*Comm, error) {
+	if err := c.check("Comm.Create"); err != nil {
+		return nil, err
+	}
+	if err := checkGroup("Comm.Create", g); err != nil {
+		return nil, err
+	}
+	for _, w := range g.world {
+		if c.fromWorld(w) < 0 {
+			return nil, errorf(ErrGroup, "Comm.Create", "world rank %d of the group is not in %s", w, c.name)
+		}
+	}
+	ctx, err := c.agreeCtx("Comm.Create")
+	if err != nil {
+		return nil, err
+	}
+	me := slices.Index(g.world, c.world[c.rank])
+	if me < 0 {
+		return nil, nil
+	}
+	return newComm(c.name+" create", c.rt, ctx, slices.Clone(g.world), me), nil
+}
+
+// Free releases c (MPI_Comm_free): any later use fails with ErrComm.
+// MPI_COMM_WORLD and MPI_COMM_SELF cannot be freed. Collective over c in
+// MPI's terms, though it communicates with no one.
+func (c *Comm) Free() error {
+	if err := c.check("Comm.Free"); err != nil {
+		return err
+	}
+	if c == c.rt.world || c == c.rt.self {
+		return errorf(ErrComm, "Comm.Free", "%s cannot be freed", c.name)
+	}
+	if !c.freed.CompareAndSwap(false, true) {
+		return errorf(ErrComm, "Comm.Free", "communicator %s was freed", c.name)
+	}
+	c.cc.Close()
+	return nil
+}
+
+// CommCompare reports Ident (the same communicator), Congruent (same
+// members in the same order), Similar (same members) or Unequal
+// (MPI_Comm_compare).
+func CommCompare(a, b *Comm) (Comparison, error) {
+	if a == nil || b == nil {
+		return Unequal, errorf(ErrComm, "CommCompare", "nil communicator")
+	}
+	if a == b {
+		return Ident, nil
+	}
+	return compareMembers(a.world, b.world, Congruent), nil
+}

@@ -1,0 +1,237 @@
+package mpi
+
+import (
+	"sync"
+
+	"github.com/gorun/gorun/coll"
+)
+
+// Nonblocking collectives.
+//
+// Each returns a Request at once; Wait, Test, Waitall and the rest complete
+// it as they do point-to-point requests. Until then the buffers belong to
+// the call. Calls on one communicator (blocking or not) must be made in
+// the same order at every rank, but any number may be in flight at once:
+// each call has its own sequence number and tag, so their messages never
+// match each other's.
+//
+// How they progress: each call runs its algorithm (the same schedule the
+// blocking call would run) in a goroutine of its own, which polls the
+// transports as any blocking call does; at its end the goroutine sends a
+// zero-byte notice to this rank itself, which completes the Request's
+// receive. The call therefore progresses while the caller computes,
+// without a progress thread, and an MPI program that relies on
+// nonblocking collectives progressing independently (Ibarrier, then a
+// synchronous send) cannot deadlock. The price is a goroutine start and a
+// self-message per call (about a microsecond).
+
+// start runs a prepared call in a goroutine and returns its request.
+func start(c *Comm, op string, v coll.Comm, cl call, err error) (*Request, error) {
+	if err != nil {
+		v.Abort(int(classOf(err)), err)
+		return nil, err
+	}
+	done, perr := v.PostNotify()
+	if perr != nil {
+		return nil, wrap(op, perr)
+	}
+	var res collResult
+	q := &Request{r: done, c: c, op: op, elem: 1}
+	q.post = func(_ Status, err error) error {
+		if e := res.get(); e != nil {
+			return e
+		}
+		return err
+	}
+	go func() {
+		e := wrapColl(op, cl.fn(&v, &cl.args))
+		if e != nil {
+			v.Abort(int(classOf(e)), e)
+			res.set(e)
+		}
+		if nerr := v.Notify(); nerr != nil {
+			res.set(wrap(op, nerr))
+		}
+	}()
+	return q, nil
+}
+
+// collResult is the outcome of a call's goroutine.
+type collResult struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (r *collResult) set(err error) {
+	r.mu.Lock()
+	if r.err == nil {
+		r.err = err
+	}
+	r.mu.Unlock()
+}
+
+func (r *collResult) get() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.err
+}
+
+// Ibarrier starts a barrier: the request completes once every rank of c
+// has started its Ibarrier (or Barrier).
+func Ibarrier(c *Comm) (*Request, error) {
+	v, err := c.begin("Ibarrier")
+	if err != nil {
+		return nil, err
+	}
+	return start(c, "Ibarrier", v, call{fn: barrierFn}, nil)
+}
+
+// Ibcast is the nonblocking Bcast.
+func Ibcast[T Element](c *Comm, buf []T, root int) (*Request, error) {
+	v, err := c.begin("Ibcast")
+	if err != nil {
+		return nil, err
+	}
+	cl, err := bcastCall("Ibcast", c, buf, root)
+	return start(c, "Ibcast", v, cl, err)
+}
+
+// Ireduce is the nonblocking Reduce.
+func Ireduce[T Element](c *Comm, sendbuf, recvbuf []T, op Op, root int) (*Request, error) {
+	v, err := c.begin("Ireduce")
+	if err != nil {
+		return nil, err
+	}
+	cl, err := reduceCall("Ireduce", c, sendbuf, recvbuf, op, root)
+	return start(c, "Ireduce", v, cl, err)
+}
+
+// Iallreduce is the nonblocking Allreduce.
+func Iallreduce[T Element](c *Comm, sendbuf, recvbuf []T, op Op) (*Request, error) {
+	v, err := c.begin("Iallreduce")
+	if err != nil {
+		return nil, err
+	}
+	cl, err := reductionCall("Iallreduce", coll.Allreduce, sendbuf, recvbuf, op)
+	return start(c, "Iallreduce", v, cl, err)
+}
+
+// Iscan is the nonblocking Scan.
+func Iscan[T Element](c *Comm, sendbuf, recvbuf []T, op Op) (*Request, error) {
+	v, err := c.begin("Iscan")
+	if err != nil {
+		return nil, err
+	}
+	cl, err := reductionCall("Iscan", coll.Scan, sendbuf, recvbuf, op)
+	return start(c, "Iscan", v, cl, err)
+}
+
+// Iexscan is the nonblocking Exscan.
+func Iexscan[T Element](c *Comm, sendbuf, recvbuf []T, op Op) (*Request, error) {
+	v, err := c.begin("Iexscan")
+	if err != nil {
+		return nil, err
+	}
+	cl, err := reductionCall("Iexscan", coll.Exscan, sendbuf, recvbuf, op)
+	return start(c, "Iexscan", v, cl, err)
+}
+
+// Igather is the nonblocking Gather.
+func Igather[T Element](c *Comm, sendbuf, recvbuf []T, root int) (*Request, error) {
+	v, err := c.begin("Igather")
+	if err != nil {
+		return nil, err
+	}
+	cl, err := gatherCall("Igather", c, sendbuf, recvbuf, root)
+	return start(c, "Igather", v, cl, err)
+}
+
+// Igatherv is the nonblocking Gatherv.
+func Igatherv[T Element](c *Comm, sendbuf, recvbuf []T, counts, displs []int, root int) (*Request, error) {
+	v, err := c.begin("Igatherv")
+	if err != nil {
+		return nil, err
+	}
+	cl, err := gathervCall("Igatherv", c, sendbuf, recvbuf, counts, displs, root)
+	return start(c, "Igatherv", v, cl, err)
+}
+
+// Iscatter is the nonblocking Scatter.
+func Iscatter[T Element](c *Comm, sendbuf, recvbuf []T, root int) (*Request, error) {
+	v, err := c.begin("Iscatter")
+	if err != nil {
+		return nil, err
+	}
+	cl, err := scatterCall("Iscatter", c, sendbuf, recvbuf, root)
+	return start(c, "Iscatter", v, cl, err)
+}
+
+// Iscatterv is the nonblocking Scatterv.
+func Iscatterv[T Element](c *Comm, sendbuf []T, counts, displs []int, recvbuf []T, root int) (*Request, error) {
+	v, err := c.begin("Iscatterv")
+	if err != nil {
+		return nil, err
+	}
+	cl, err := scattervCall("Iscatterv", c, sendbuf, counts, displs, recvbuf, root)
+	return start(c, "Iscatterv", v, cl, err)
+}
+
+// Iallgather is the nonblocking Allgather.
+func Iallgather[T Element](c *Comm, sendbuf, recvbuf []T) (*Request, error) {
+	v, err := c.begin("Iallgather")
+	if err != nil {
+		return nil, err
+	}
+	cl, err := allgatherCall("Iallgather", c, sendbuf, recvbuf)
+	return start(c, "Iallgather", v, cl, err)
+}
+
+// Iallgatherv is the nonblocking Allgatherv.
+func Iallgatherv[T Element](c *Comm, sendbuf, recvbuf []T, counts, displs []int) (*Request, error) {
+	v, err := c.begin("Iallgatherv")
+	if err != nil {
+		return nil, err
+	}
+	cl, err := allgathervCall("Iallgatherv", c, sendbuf, recvbuf, counts, displs)
+	return start(c, "Iallgatherv", v, cl, err)
+}
+
+// Ialltoall is the nonblocking Alltoall.
+func Ialltoall[T Element](c *Comm, sendbuf, recvbuf []T) (*Request, error) {
+	v, err := c.begin("Ialltoall")
+	if err != nil {
+		return nil, err
+	}
+	cl, err := alltoallCall("Ialltoall", c, sendbuf, recvbuf)
+	return start(c, "Ialltoall", v, cl, err)
+}
+
+// Ialltoallv is the nonblocking Alltoallv.
+func Ialltoallv[T Element](c *Comm, sendbuf []T, sendcounts, sdispls []int, recvbuf []T, recvcounts, rdispls []int) (*Request, error) {
+	v, err := c.begin("Ialltoallv")
+	if err != nil {
+		return nil, err
+	}
+	cl, err := alltoallvCall("Ialltoallv", c, sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls)
+	return start(c, "Ialltoallv", v, cl, err)
+}
+
+// IreduceScatter is the nonblocking ReduceScatter.
+func IreduceScatter[T Element](c *Comm, sendbuf, recvbuf []T, recvcounts []int, op Op) (*Request, error) {
+	v, err := c.begin("IreduceScatter")
+	if err != nil {
+		return nil, err
+	}
+	cl, err := reduceScatterCall("IreduceScatter", c, sendbuf, recvbuf, recvcounts, op)
+	return start(c, "IreduceScatter", v, cl, err)
+}
+
+// IreduceScatterBlock is the nonblocking ReduceScatterBlock.
+func IreduceScatterBlock[T Element](c *Comm, sendbuf, recvbuf []T, op Op) (*Request, error) {
+	v, err := c.begin("IreduceScatterBlock")
+	if err != nil {
+		return nil, err
+	}
+	cl, err := reduceScatterBlockCall("IreduceScatterBlock", c, sendbuf, recvbuf, op)
+	return start(c, "IreduceScatterBlock", v, cl, err)
+}
