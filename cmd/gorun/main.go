@@ -14,6 +14,7 @@ import (
 
 	_ "github.com/gorun/gorun/btl/self" // their tunables appear in --help-params
 	_ "github.com/gorun/gorun/btl/tcp"
+	_ "github.com/gorun/gorun/coll"
 	"github.com/gorun/gorun/gpu"
 	"github.com/gorun/gorun/internal/params"
 	"github.com/gorun/gorun/launcher"
