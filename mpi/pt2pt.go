@@ -12,9 +12,18 @@ func checkTag(op string, tag int, allowAny bool) error {
 	return nil
 }
 
+// nullRequest is the request of an operation with ProcNull: complete at
+// once, with MPI's status for it (source ProcNull, tag AnyTag, count 0).
+func nullRequest(c *Comm, op string) *Request {
+	return &Request{c: c, op: op, fin: true, st: Status{Source: ProcNull, Tag: AnyTag}}
+}
+
 func isend[T Numeric](op string, c *Comm, buf []T, dest, tag int, sync bool) (*Request, error) {
 	if err := c.check(op); err != nil {
 		return nil, err
+	}
+	if dest == ProcNull {
+		return nullRequest(c, op), nil
 	}
 	w, err := c.peerRank(op, dest, false)
 	if err != nil {
@@ -34,6 +43,9 @@ func irecvBytes(op string, c *Comm, b []byte, elem, source, tag int) (*Request, 
 	if err := c.check(op); err != nil {
 		return nil, err
 	}
+	if source == ProcNull {
+		return nullRequest(c, op), nil
+	}
 	w, err := c.peerRank(op, source, true)
 	if err != nil {
 		return nil, err
@@ -49,7 +61,8 @@ func irecvBytes(op string, c *Comm, b []byte, elem, source, tag int) (*Request, 
 }
 
 // Isend starts sending buf to rank dest of c with tag. buf must stay
-// untouched until the request completes.
+// untouched until the request completes. Every point-to-point call accepts
+// ProcNull as a peer: the operation completes at once and moves nothing.
 func Isend[T Numeric](c *Comm, buf []T, dest, tag int) (*Request, error) {
 	return isend("Isend", c, buf, dest, tag, false)
 }

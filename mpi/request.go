@@ -40,15 +40,18 @@ func (q *Request) Wait() (Status, error) {
 	if q == nil {
 		return Status{}, nil
 	}
-	q.r.Wait()
+	if !q.fin {
+		q.r.Wait()
+	}
 	return q.finish()
 }
 
 // Test reports whether the request has completed, progressing the
 // transports once.
 func (q *Request) Test() (bool, Status, error) {
-	if q == nil {
-		return true, Status{}, nil
+	if q == nil || q.fin {
+		st, err := q.finish2()
+		return true, st, err
 	}
 	ok, _, _ := q.r.Test()
 	if !ok {
@@ -58,9 +61,17 @@ func (q *Request) Test() (bool, Status, error) {
 	return true, st, err
 }
 
+// finish2 is finish for a request that may be nil.
+func (q *Request) finish2() (Status, error) {
+	if q == nil {
+		return Status{}, nil
+	}
+	return q.finish()
+}
+
 func engineOf(reqs []*Request) *p2p.Engine {
 	for _, q := range reqs {
-		if q != nil {
+		if q != nil && q.r != nil {
 			return q.c.rt.eng
 		}
 	}
@@ -70,7 +81,7 @@ func engineOf(reqs []*Request) *p2p.Engine {
 func raw(reqs []*Request) []*p2p.Request {
 	rs := make([]*p2p.Request, len(reqs))
 	for i, q := range reqs {
-		if q != nil {
+		if q != nil && q.r != nil {
 			rs[i] = q.r
 		}
 	}
@@ -103,6 +114,13 @@ func Waitall(reqs []*Request) ([]Status, error) {
 // (like MPI_REQUEST_NULL) and returns its index and outcome. With no
 // non-nil request it returns index -1 at once.
 func Waitany(reqs []*Request) (int, Status, error) {
+	for i, q := range reqs {
+		if q != nil && q.r == nil { // ProcNull: complete from the start
+			st, err := q.finish()
+			reqs[i] = nil
+			return i, st, err
+		}
+	}
 	e := engineOf(reqs)
 	if e == nil {
 		return -1, Status{}, nil
@@ -120,7 +138,7 @@ func Testall(reqs []*Request) (bool, []Status, error) {
 		e.Progress()
 	}
 	for _, q := range reqs {
-		if q != nil && !q.r.Done() {
+		if q != nil && q.r != nil && !q.r.Done() {
 			return false, nil, nil
 		}
 	}

@@ -513,3 +513,27 @@ func TestSizesNP(t *testing.T) {
 func TestTCPOnly(t *testing.T) {
 	job{np: 3, cas: "outstanding", env: []string{"GORUN_BTL=tcp,self"}}.ok(t)
 }
+
+func init() {
+	rankCases["procnull"] = func(w *mpi.Comm) error {
+		if err := mpi.Send(w, []int{1}, mpi.ProcNull, 0); err != nil {
+			return err
+		}
+		st, err := mpi.Recv(w, make([]int, 3), mpi.ProcNull, 5)
+		if err != nil || st.Source != mpi.ProcNull || st.Tag != mpi.AnyTag || st.Count() != 0 {
+			return fmt.Errorf("Recv from ProcNull: %+v %v", st, err)
+		}
+		r1, _ := mpi.Irecv(w, make([]int, 1), mpi.ProcNull, 0)
+		r2, _ := mpi.Isend(w, []int{1}, mpi.ProcNull, 0)
+		if i, _, err := mpi.Waitany([]*mpi.Request{nil, r1}); i != 1 || err != nil {
+			return fmt.Errorf("Waitany on a ProcNull request: %d %v", i, err)
+		}
+		if ok, _, err := mpi.Testall([]*mpi.Request{r2}); !ok || err != nil {
+			return fmt.Errorf("Testall on a ProcNull request: %v %v", ok, err)
+		}
+		_, err = mpi.Sendrecv(w, []int{1}, mpi.ProcNull, 0, make([]int, 1), mpi.ProcNull, 0)
+		return err
+	}
+}
+
+func TestProcNull(t *testing.T) { job{np: 2, cas: "procnull"}.ok(t) }
