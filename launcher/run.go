@@ -452,7 +452,24 @@ func (j *job) rankEnv(r int, base []string) []string {
 	if ln > len(hs.cpus) {
 		set("GORUN_OVERSUBSCRIBED", 1)
 	}
+	if !hasVar(env, "GOMAXPROCS") && !hasVar(j.spec.Env, "GOMAXPROCS") {
+		// A Go rank otherwise runs as many Ps (and a quarter as many GC
+		// workers) as the host has cores: 32 ranks on 64 cores then fight
+		// over the CPUs while they wait, and small collectives took 2-10x
+		// longer from run to run. Share the host's cores among its ranks.
+		set("GOMAXPROCS", max(2, len(hs.cpus)/max(ln, 1)))
+	}
 	return append(env, j.spec.Env...)
+}
+
+// hasVar reports whether env sets name.
+func hasVar(env []string, name string) bool {
+	for _, kv := range env {
+		if strings.HasPrefix(kv, name+"=") {
+			return true
+		}
+	}
+	return false
 }
 
 // forwardedEnv is what a remote rank inherits from gorun's environment:

@@ -65,7 +65,8 @@ by SHA-256) starts that host's ranks and relays their output; it kills them
 if gorun or the connection goes away.
 
 Every rank gets OMPI_COMM_WORLD_{RANK,SIZE,LOCAL_RANK,LOCAL_SIZE}, RANK,
-WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE and gorun's own GORUN_* variables.
+WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE and gorun's own GORUN_* variables, and
+GOMAXPROCS = max(2, host cores / ranks on the host) unless you set it.
 Stdout and stderr of every rank are forwarded line by line; stdin goes to
 rank 0.
 
