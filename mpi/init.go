@@ -8,6 +8,7 @@ import (
 
 	"github.com/gorun/gorun/btl"
 	_ "github.com/gorun/gorun/btl/self" // transports register from init
+	_ "github.com/gorun/gorun/btl/sm"
 	_ "github.com/gorun/gorun/btl/tcp"
 	"github.com/gorun/gorun/internal/params"
 	"github.com/gorun/gorun/launcher/boot"

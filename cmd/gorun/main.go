@@ -13,6 +13,7 @@ import (
 	"time"
 
 	_ "github.com/gorun/gorun/btl/self" // their tunables appear in --help-params
+	_ "github.com/gorun/gorun/btl/sm"
 	_ "github.com/gorun/gorun/btl/tcp"
 	_ "github.com/gorun/gorun/coll"
 	"github.com/gorun/gorun/gpu"

@@ -1,0 +1,145 @@
+package sm
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"unsafe"
+
+	"github.com/gorun/gorun/btl"
+	"golang.org/x/sys/unix"
+)
+
+// singleCopyInit decides whether single copy is on for this module: off
+// by GORUN_SM_SINGLE_COPY=none, or when the kernel refuses
+// process_vm_readv even on this process itself (seccomp filters in some
+// containers answer ENOSYS or EPERM). Refusals that depend on the peer
+// (Yama ptrace_scope, other credentials) are found per peer by probe.
+func (m *module) singleCopyInit() {
+	switch v := pSingleCopy(); v {
+	case "none":
+		m.noCopy = "GORUN_SM_SINGLE_COPY=none"
+		return
+	case "cma", "":
+	default:
+		fmt.Fprintf(os.Stderr, "gorun: sm: rank %d: GORUN_SM_SINGLE_COPY=%q: want cma or none; using cma\n", m.env.Rank, v)
+	}
+	var probe [8]byte
+	if err := vmRead(os.Getpid(), uintptr(unsafe.Pointer(&m.own.ctl[0])), probe[:]); err != nil {
+		m.noCopy = fmt.Sprintf("process_vm_readv: %v", err)
+		return
+	}
+	if binary.LittleEndian.Uint64(probe[:]) != segMagic {
+		m.noCopy = "process_vm_readv returned wrong bytes"
+	}
+}
+
+// SingleCopy reports whether ReadRemote and WriteRemote work with peer:
+// single copy is on, peer is a local rank whose segment this module can
+// open, and reading 8 bytes of that segment's header from the peer's
+// memory returns its magic (probed once per peer).
+func (m *module) SingleCopy(peer int) bool {
+	p := m.copyPeer(peer)
+	return p != nil && p.cma > 0
+}
+
+func (m *module) copyPeer(rank int) *peer {
+	if m.closed || m.noCopy != "" || rank < 0 || rank >= m.env.Size || rank == m.env.Rank {
+		return nil
+	}
+	p := m.peer(rank)
+	if p.cma == 0 {
+		p.cma = -1
+		if p.seg == nil && m.open(p, segName(m.env.JobID, rank)) != nil {
+			p.cma = 0 // not local, or not yet there: ask again later
+			return nil
+		}
+		var probe [8]byte
+		if vmRead(p.seg.pid, uintptr(p.seg.addr), probe[:]) == nil && binary.LittleEndian.Uint64(probe[:]) == segMagic {
+			p.cma = 1
+		}
+	}
+	return p
+}
+
+// ReadRemote copies len(dst) bytes at addr in peer's memory into dst with
+// process_vm_readv. It blocks until done.
+func (m *module) ReadRemote(peer int, addr uintptr, dst []byte) error {
+	p, err := m.copyCheck(peer, "read from")
+	if err != nil {
+		return err
+	}
+	if err := vmRead(p.seg.pid, addr, dst); err != nil {
+		return m.copyErr(p, "read from", err)
+	}
+	return nil
+}
+
+// WriteRemote copies src to addr in peer's memory with process_vm_writev.
+// It blocks until done.
+func (m *module) WriteRemote(peer int, addr uintptr, src []byte) error {
+	p, err := m.copyCheck(peer, "write to")
+	if err != nil {
+		return err
+	}
+	if err := vmWrite(p.seg.pid, addr, src); err != nil {
+		return m.copyErr(p, "write to", err)
+	}
+	return nil
+}
+
+func (m *module) copyCheck(peer int, op string) (*peer, error) {
+	p := m.copyPeer(peer)
+	if p == nil || p.cma <= 0 {
+		why := m.noCopy
+		if why == "" {
+			why = "the kernel refused the probe, or the peer is not local"
+		}
+		return nil, fmt.Errorf("sm: rank %d: %s rank %d: %w (%s)", m.env.Rank, op, peer, btl.ErrNoSingleCopy, why)
+	}
+	return p, nil
+}
+
+// copyErr turns a refusal into ErrNoSingleCopy (and stops trying with
+// that peer); other errors (EFAULT: a bad address; ESRCH: the peer is
+// gone) are returned as they are.
+func (m *module) copyErr(p *peer, op string, err error) error {
+	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EACCES) {
+		p.cma = -1
+		return fmt.Errorf("sm: rank %d: %s rank %d: %w (%v)", m.env.Rank, op, p.rank, btl.ErrNoSingleCopy, err)
+	}
+	return fmt.Errorf("sm: rank %d: %s rank %d (pid %d): %w", m.env.Rank, op, p.rank, p.seg.pid, err)
+}
+
+// vmRead and vmWrite loop over partial transfers.
+func vmRead(pid int, addr uintptr, b []byte) error { return vmCopy(pid, addr, b, false) }
+
+func vmWrite(pid int, addr uintptr, b []byte) error { return vmCopy(pid, addr, b, true) }
+
+func vmCopy(pid int, addr uintptr, b []byte, write bool) error {
+	for len(b) > 0 {
+		local := []unix.Iovec{{Base: &b[0]}}
+		local[0].SetLen(len(b))
+		remote := []unix.RemoteIovec{{Base: addr, Len: len(b)}}
+		var n int
+		var err error
+		if write {
+			n, err = unix.ProcessVMWritev(pid, local, remote, 0)
+		} else {
+			n, err = unix.ProcessVMReadv(pid, local, remote, 0)
+		}
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if n <= 0 {
+			return fmt.Errorf("no progress after %d bytes: %w", len(b), unix.EFAULT)
+		}
+		b = b[n:]
+		addr += uintptr(n)
+	}
+	return nil
+}

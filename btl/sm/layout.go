@@ -1,0 +1,109 @@
+package sm
+
+import (
+	"encoding/binary"
+	"os"
+	"unsafe"
+
+	"github.com/gorun/gorun/btl"
+)
+
+// Layout of a receive segment (doc.go explains who writes what). Every
+// atomic word is aligned to its size and lies inside one cache line: an
+// atomic that straddles a line takes a bus lock, measured at ~0.5 ms here
+// (BENCH.md). TestLayout checks this.
+const (
+	lineSize = 64
+
+	// segMagic ("gorunsm1" read as a little-endian word) opens the header;
+	// the owner stores it last, so a peer that sees it sees the rest.
+	segMagic      uint64 = 0x316d736e75726f67
+	layoutVersion        = 1
+
+	// Control area, line 0: written once by the owner at Open (closed at
+	// Close), read by peers.
+	offMagic    = 0  // u64
+	offVersion  = 8  // u32
+	offSize     = 12 // u32: world size, the registry's capacity
+	offSlots    = 16 // u32: slots per ring
+	offFrag     = 20 // u32: payload bytes per slot
+	offRingBase = 24 // u64: file offset of ring 0
+	offRingSize = 32 // u64: bytes per ring, page multiple
+	offPID      = 40 // u32: owner's pid
+	offClosed   = 44 // u32: 1 once the owner has closed its module
+	offAddr     = 48 // u64: address of this header in the owner's memory (single-copy probe)
+
+	// Waiting, each word on a line of its own, two lines apart so the
+	// adjacent-line prefetcher does not pair them.
+	offWaiters = 2 * lineSize // u32: how many of the owner's threads sleep on offSeq
+	offSeq     = 4 * lineSize // u32: futex word, bumped by whoever wakes the owner
+
+	// Attachment, written by peers.
+	offNReg   = 6 * lineSize // u32: registry entries claimed
+	offOpened = offNReg + 4  // u32: peers that have opened this segment
+	offList   = 8 * lineSize // [size]u32: registry, rank+1 of each sender
+
+	// Ring control page, at the start of each ring.
+	offHead       = 0            // u64: consumer: slots consumed (next ticket to read)
+	offProdPID    = 2 * lineSize // u32: producer's pid
+	offFull       = offProdPID + 4
+	offProdClosed = offProdPID + 8 // u32: 1 once the producer has closed its module
+	ringCtlSize   = 4096
+
+	// Slot: the seq word; in a frame's first fragment then its length, the
+	// significant leading bytes of its header (trailing zero bytes are left
+	// out: p2p's eager header has 32 of 48) and the payload right behind,
+	// so a payload of up to 16 bytes travels in the slot's first cache
+	// line. A continuation fragment's payload starts on the second line.
+	offSlotSeq  = 0        // u64: ticket+1, stored last by the producer
+	offSlotMeta = 8        // u64: first fragment: frame length | header bytes << metaHdrShift
+	offSlotHdr  = 16       // first fragment: the header's significant bytes
+	offSlotCont = lineSize // continuation fragment: the payload
+	// Slots start on 128-byte boundaries: a slot's first two lines are
+	// then the pair the adjacent-line prefetcher fetches together.
+	slotAlign    = 2 * lineSize
+	metaHdrShift = 56
+	metaLenMask  = 1<<metaHdrShift - 1
+)
+
+var pageSize = os.Getpagesize()
+
+func roundUp(n, to int) int { return (n + to - 1) / to * to }
+
+// slotStride is the size of a slot whose fragments carry at least frag
+// payload bytes.
+func slotStride(frag int) int { return roundUp(offSlotCont+frag, slotAlign) }
+
+// fragCap is the payload of a continuation fragment, and of a first
+// fragment with a full header: the Caps.MaxFrag of the ring.
+func fragCap(stride int) int { return stride - offSlotCont }
+
+// ctlBytes is the size of the control area for a world of size ranks.
+func ctlBytes(size int) int { return roundUp(offList+4*size, pageSize) }
+
+// ringBytes is the size of one ring.
+func ringBytes(slots, frag int) int { return roundUp(ringCtlSize+slots*slotStride(frag), pageSize) }
+
+// significant is the length of h without its trailing zero bytes.
+func significant(h *btl.Header) int {
+	n := len(h)
+	for n >= 8 && binary.LittleEndian.Uint64(h[n-8:n]) == 0 {
+		n -= 8
+	}
+	for n > 0 && h[n-1] == 0 {
+		n--
+	}
+	return n
+}
+
+// u32 and u64 point at a word of shared memory (bounds-checked: the whole
+// word lies inside b).
+func u32(b []byte, off int) *uint32 {
+	_ = b[off+3]
+	return (*uint32)(unsafe.Pointer(&b[off]))
+}
+
+func u64(b []byte, off int) *uint64 {
+	_ = b[off+7]
+	return (*uint64)(unsafe.Pointer(&b[off]))
+}

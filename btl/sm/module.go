@@ -1,0 +1,348 @@
+package sm
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/gorun/gorun/btl"
+	"golang.org/x/sys/unix"
+)
+
+func init() { btl.Register("sm", component{}) }
+
+type component struct{}
+
+func (component) Open(env btl.Env) (btl.Module, error) {
+	if !validJob(env.JobID) {
+		return nil, fmt.Errorf("sm: rank %d: job id %q cannot name a segment", env.Rank, env.JobID)
+	}
+	expect := -1
+	if os.Getenv("GORUN_JOBID") == env.JobID {
+		// Until btl.Env carries the local size, take gorun's variable for
+		// this very job.
+		if n, err := strconv.Atoi(os.Getenv("GORUN_LOCAL_SIZE")); err == nil && n >= 1 {
+			if n == 1 {
+				return nil, fmt.Errorf("sm: rank %d: no other rank on this host", env.Rank)
+			}
+			expect = n - 1
+		}
+	}
+	slots, frag := pSlots(), pFrag()
+	if slots < 2 || slots&(slots-1) != 0 || slots > 1<<16 {
+		return nil, fmt.Errorf("sm: rank %d: GORUN_SM_SLOTS=%d: want a power of two in [2, 65536]", env.Rank, slots)
+	}
+	if frag < lineSize || frag%lineSize != 0 || frag > 1<<30 {
+		return nil, fmt.Errorf("sm: rank %d: GORUN_SM_FRAG_SIZE=%d: want a multiple of %d up to 1 GiB", env.Rank, frag, lineSize)
+	}
+	eager := pEager()
+	if eager < 0 {
+		return nil, fmt.Errorf("sm: rank %d: GORUN_SM_EAGER_LIMIT=%d is negative", env.Rank, eager)
+	}
+	own, err := create(segName(env.JobID, env.Rank), env.Size, slots, frag)
+	if err != nil {
+		return nil, fmt.Errorf("sm: rank %d: %w", env.Rank, err)
+	}
+	m := &module{env: env, own: own, peers: make([]*peer, env.Size), expect: expect,
+		eager: eager, addr: []byte(own.path), frag: fragCap(slotStride(frag))}
+	m.singleCopyInit()
+	return m, nil
+}
+
+// module is one rank's shared-memory transport.
+type module struct {
+	env   btl.Env
+	own   *segment
+	addr  []byte
+	eager int
+	frag  int     // Caps.MaxFrag: payload of a full slot
+	peers []*peer // by world rank, created on first contact
+	in    []*inRing
+	busy  []*outRing // endpoints with queued frames
+	nseen uint32     // registry entries adopted
+	// expect is how many local peers will open own before it may be
+	// unlinked; -1 when unknown (then Close unlinks it).
+	expect   int
+	unlinked bool
+	deadIn   bool // some inRing of a failed peer awaits removal from in
+	closed   bool
+	noCopy   string // why single copy is off, "" if it is not
+}
+
+var (
+	_ btl.Module       = (*module)(nil)
+	_ btl.Waiter       = (*module)(nil)
+	_ btl.RemoteCopier = (*module)(nil)
+)
+
+// peer is what this module knows of another local rank.
+type peer struct {
+	rank  int
+	pid   int
+	seg   *segment // its receive segment, once opened
+	in    *inRing  // what it sends here
+	out   *outRing // where this rank sends to it
+	err   error    // set once it failed
+	pidfd int      // -1 until opened, -2 where pidfds are unavailable
+	next  int64    // next liveness check, monotonic ns
+	cma   int8     // single copy: 0 not probed, 1 works, -1 refused
+}
+
+func (m *module) Name() string    { return "sm" }
+func (m *module) Address() []byte { return m.addr }
+
+func (m *module) Caps() btl.Caps {
+	return btl.Caps{EagerLimit: m.eager, MaxFrag: m.frag, Exclusivity: btl.ExclusivitySM, Flags: btl.FlagSendInPlace}
+}
+
+func (m *module) peer(rank int) *peer {
+	p := m.peers[rank]
+	if p == nil {
+		p = &peer{rank: rank, pidfd: -1}
+		m.peers[rank] = p
+	}
+	return p
+}
+
+// open opens p's segment once; the descriptor serves every later mapping.
+// Each module that opens a segment counts itself in the segment's opened
+// word, which is how the owner knows when it may unlink.
+func (m *module) open(p *peer, path string) error {
+	if p.seg != nil {
+		return nil
+	}
+	s, err := attach(path, m.env.Size)
+	if err != nil {
+		return err
+	}
+	p.seg = s
+	if p.pid == 0 {
+		p.pid = s.pid
+	}
+	atomic.AddUint32(u32(s.ctl, offOpened), 1)
+	return nil
+}
+
+// Reach returns the ring into p's segment, creating it on first use: the
+// ring's memory is allocated (fallocate, so a full /dev/shm is an error
+// here rather than a SIGBUS later), this rank's pid written and its rank
+// registered for p to poll. Peers on other hosts, and peers whose segment
+// cannot be opened or backed, are not reached (nil, nil), so that the next
+// transport (tcp) takes them.
+func (m *module) Reach(bp btl.Peer) (btl.Endpoint, error) {
+	if m.closed {
+		return nil, btl.ErrClosed
+	}
+	if bp.Rank == m.env.Rank || bp.Rank < 0 || bp.Rank >= m.env.Size || bp.HostID != m.env.HostID {
+		return nil, nil
+	}
+	a := bp.Addrs["sm"]
+	if len(a) == 0 {
+		return nil, nil
+	}
+	p := m.peer(bp.Rank)
+	if p.out != nil {
+		return p.out, nil
+	}
+	if p.err != nil {
+		return nil, nil
+	}
+	// The name is derived, never taken from the card: it must be the
+	// peer's segment in this job.
+	path := segName(m.env.JobID, bp.Rank)
+	if string(a) != path {
+		return nil, fmt.Errorf("sm: reach rank %d: it publishes %q, expected %q", bp.Rank, a, path)
+	}
+	if p.seg == nil {
+		if err := m.open(p, path); err != nil {
+			// Same host id but no segment to be seen: not this host's
+			// memory after all.
+			return nil, nil
+		}
+	}
+	if bp.PID != 0 && p.seg.pid != bp.PID {
+		return nil, nil // somebody else's file under that name
+	}
+	if bp.PID != 0 {
+		p.pid = bp.PID
+	}
+	mem, err := p.seg.mapRing(m.env.Rank, true)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "gorun: sm: rank %d: reach rank %d: %v (using the next transport)\n", m.env.Rank, bp.Rank, err)
+		return nil, nil
+	}
+	atomic.StoreUint32(u32(mem, offProdPID), uint32(os.Getpid()))
+	idx := atomic.AddUint32(u32(p.seg.ctl, offNReg), 1) - 1
+	if int(idx) >= m.env.Size {
+		unix.Munmap(mem)
+		return nil, fmt.Errorf("sm: reach rank %d: its registry is full (%d entries)", bp.Rank, idx)
+	}
+	atomic.StoreUint32(u32(p.seg.ctl, offList+4*int(idx)), uint32(m.env.Rank+1))
+	p.out = newOutRing(m, p, mem, p.seg)
+	return p.out, nil
+}
+
+// adopt starts polling the rings of senders that registered since the
+// last call. An entry claimed but not yet written is picked up next time.
+func (m *module) adopt(n uint32) {
+	ctl := m.own.ctl
+	for m.nseen < n && int(m.nseen) < m.env.Size {
+		v := atomic.LoadUint32(u32(ctl, offList+4*int(m.nseen)))
+		if v == 0 {
+			return
+		}
+		m.nseen++
+		rank := int(v) - 1
+		if rank < 0 || rank >= m.env.Size || rank == m.env.Rank {
+			fmt.Fprintf(os.Stderr, "gorun: sm: rank %d: registry names rank %d: ignored\n", m.env.Rank, rank)
+			continue
+		}
+		p := m.peer(rank)
+		if p.in != nil || p.err != nil {
+			continue
+		}
+		mem, err := m.own.mapRing(rank, false)
+		if err != nil {
+			m.failPeer(p, fmt.Errorf("sm: from rank %d: %w", rank, err))
+			continue
+		}
+		if p.pid == 0 {
+			p.pid = int(atomic.LoadUint32(u32(mem, offProdPID)))
+		}
+		// Its segment is where it sleeps: needed to wake it when it waits
+		// for room in this ring. Without it (it has closed already), it
+		// finds room on its next poll.
+		if p.seg == nil {
+			m.open(p, segName(m.env.JobID, rank))
+		}
+		p.in = newInRing(p, mem, m.own.slots, m.own.frag)
+		m.in = append(m.in, p.in)
+	}
+}
+
+func (m *module) Progress() int {
+	if m.closed {
+		return 0
+	}
+	ctl := m.own.ctl
+	if n := atomic.LoadUint32(u32(ctl, offNReg)); n != m.nseen {
+		m.adopt(n)
+	}
+	if !m.unlinked && m.expect >= 0 && int(atomic.LoadUint32(u32(ctl, offOpened))) >= m.expect {
+		m.unlink()
+	}
+	ev := 0
+	for _, r := range m.in {
+		if r.p.err == nil {
+			ev += r.poll(m)
+		}
+	}
+	for i := 0; i < len(m.busy); {
+		o := m.busy[i]
+		if o.err == nil && len(o.queue) > 0 {
+			k := o.push()
+			ev += k
+			if k == 0 && len(o.queue) > 0 && o.err == nil {
+				m.stalled(o.p)
+			}
+		}
+		if o.err != nil || len(o.queue) == 0 {
+			o.busy = false
+			m.busy[i] = m.busy[len(m.busy)-1]
+			m.busy[len(m.busy)-1] = nil
+			m.busy = m.busy[:len(m.busy)-1]
+			continue
+		}
+		i++
+	}
+	if m.deadIn {
+		m.dropDead()
+	}
+	return ev
+}
+
+// failPeer ends every transfer with p: queued frames complete with err, a
+// half-received frame is dropped, its ring is no longer polled, and the
+// handler hears of it once.
+func (m *module) failPeer(p *peer, err error) {
+	if p.err != nil {
+		return
+	}
+	p.err = err
+	if p.in != nil {
+		p.in.inFrame, p.in.dst = false, nil
+		m.deadIn = true
+	}
+	if p.out != nil {
+		p.out.fail(err)
+	}
+	m.env.Handler.PeerFailed(p.rank, err)
+}
+
+func (m *module) dropDead() {
+	m.deadIn = false
+	keep := m.in[:0]
+	for _, r := range m.in {
+		if r.p.err == nil {
+			keep = append(keep, r)
+			continue
+		}
+		unix.Munmap(r.mem)
+		r.mem = nil
+		r.p.in = nil
+	}
+	clear(m.in[len(keep):])
+	m.in = keep
+}
+
+// unlink removes own's name once every local peer has opened it (their
+// descriptors keep it alive); the memory goes when the last one closes.
+func (m *module) unlink() {
+	m.unlinked = true
+	if err := unix.Unlink(m.own.path); err != nil && err != unix.ENOENT {
+		fmt.Fprintf(os.Stderr, "gorun: sm: rank %d: unlink %s: %v\n", m.env.Rank, m.own.path, err)
+	}
+}
+
+// Close fails queued frames with btl.ErrClosed, tells peers (the closed
+// words they check when a transfer with this rank stalls), unmaps and
+// closes everything and unlinks this rank's segment if not done yet.
+func (m *module) Close() error {
+	if m.closed {
+		return nil
+	}
+	m.closed = true
+	atomic.StoreUint32(u32(m.own.ctl, offClosed), 1)
+	for _, p := range m.peers {
+		if p == nil {
+			continue
+		}
+		if p.out != nil {
+			atomic.StoreUint32(u32(p.out.mem, offProdClosed), 1)
+			// A peer asleep on a stalled frame from here checks now.
+			wake(p.out.rctl)
+			p.out.fail(btl.ErrClosed)
+			unix.Munmap(p.out.mem)
+			p.out.mem = nil
+		}
+		if p.in != nil {
+			if p.in.mem != nil {
+				unix.Munmap(p.in.mem)
+			}
+			p.in = nil
+		}
+		if p.seg != nil {
+			p.seg.close()
+		}
+		if p.pidfd >= 0 {
+			unix.Close(p.pidfd)
+		}
+	}
+	m.in, m.busy = nil, nil
+	if !m.unlinked {
+		m.unlink()
+	}
+	m.own.close()
+	return nil
+}

@@ -1,0 +1,45 @@
+package sm
+
+import (
+	"time"
+
+	"github.com/gorun/gorun/internal/params"
+)
+
+var (
+	pSlots = params.Int("GORUN_SM_SLOTS", defaultSlots,
+		"slots per shared-memory ring (a power of two, >= 2); with GORUN_SM_FRAG_SIZE the ring a sender gets in each local peer's segment")
+	pFrag = params.Int("GORUN_SM_FRAG_SIZE", defaultFrag,
+		"payload bytes per shared-memory ring slot (a multiple of 64; rounded up so slots align on 128 bytes): the fragment large frames are streamed in")
+	pEager = params.Int("GORUN_SM_EAGER_LIMIT", defaultEager,
+		"largest message sent eagerly over shared memory; larger ones go by rendezvous")
+	pSingleCopy = params.String("GORUN_SM_SINGLE_COPY", "cma",
+		`single copy between local ranks for rendezvous: "cma" (process_vm_readv/writev) or "none" (always the ring)`)
+)
+
+// The ring's shape: 16 slots of 64 KiB was the best of the shapes probed on
+// this machine (BENCH.md, "ring fragments of 64 KB x 16 slots"): smaller
+// fragments pay a slot hand-off (one cache-line miss each way) more often,
+// larger rings fall out of the 2 MiB L2 through which sender and receiver
+// pass the data. A slot carries at least 64 KiB (65600 bytes: the stride is
+// rounded to 128) so that OSU's power-of-two sizes take whole slots.
+const (
+	defaultSlots = 16
+	defaultFrag  = 64 << 10
+)
+
+// defaultEager is the eager limit, measured (doc.go, "Eager limit").
+const defaultEager = 16 << 10
+
+// livenessEvery is how often a stalled transfer checks that its peer still
+// lives (a pidfd poll, ~1 µs): 10 ms costs nothing measurable and finds a
+// dead peer 50 times sooner than the membership's failure detector
+// (~0.5 s, DESIGN.md).
+const livenessEvery = 10 * time.Millisecond
+
+// maxFrame rejects first fragments claiming absurd lengths (corrupt memory).
+const maxFrame = 1 << 42
+
+// pollBudget bounds the slots one ring delivers per Progress call, in units
+// of its slot count, so a stream from one peer cannot starve the others.
+const pollBudget = 2

@@ -1,0 +1,430 @@
+package sm
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/gorun/gorun/btl"
+	"github.com/gorun/gorun/btl/btltest"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envCopyChild) != "" {
+		os.Exit(copyChild())
+	}
+	os.Exit(m.Run())
+}
+
+func TestConformance(t *testing.T) { btltest.Run(t, btltest.Transport{Name: "sm"}) }
+
+// TestConformanceSmallRing runs the suite again on a ring of 2 slots of
+// 4 KiB, so that every case wraps the ring many times and fragments most
+// frames (gloo's test-only segment-size knob).
+func TestConformanceSmallRing(t *testing.T) {
+	t.Setenv("GORUN_SM_SLOTS", "2")
+	t.Setenv("GORUN_SM_FRAG_SIZE", "4096")
+	t.Setenv("GORUN_SM_EAGER_LIMIT", "1024")
+	btltest.Run(t, btltest.Transport{Name: "sm"})
+}
+
+func BenchmarkSM(b *testing.B) { btltest.Bench(b, btltest.Transport{Name: "sm"}) }
+
+// TestLayout checks that every shared atomic word is aligned to its size
+// and inside one cache line (a straddling atomic takes a bus lock: ~0.5
+// ms here), and that the words different sides write are on different
+// lines.
+func TestLayout(t *testing.T) {
+	words := []struct {
+		name      string
+		off, size int
+	}{
+		{"magic", offMagic, 8}, {"closed", offClosed, 4}, {"waiters", offWaiters, 4},
+		{"seq", offSeq, 4}, {"nreg", offNReg, 4}, {"opened", offOpened, 4}, {"list[0]", offList, 4},
+		{"head", offHead, 8}, {"prodpid", offProdPID, 4}, {"full", offFull, 4}, {"prodclosed", offProdClosed, 4},
+		{"slot seq", offSlotSeq, 8},
+	}
+	for _, w := range words {
+		if w.off%w.size != 0 || w.off/lineSize != (w.off+w.size-1)/lineSize {
+			t.Errorf("%s at %d (%d bytes) is misaligned or straddles a line", w.name, w.off, w.size)
+		}
+	}
+	line := func(off int) int { return off / lineSize }
+	// Owner-written, sender-written and consumer-written words apart.
+	if line(offWaiters) == line(offSeq) || line(offSeq) == line(offNReg) || line(offMagic) == line(offWaiters) {
+		t.Error("control words written by different sides share a line")
+	}
+	if line(offHead) == line(offFull) {
+		t.Error("consumer's head shares a line with the producer's words")
+	}
+	for _, g := range [][2]int{{16, 64 << 10}, {2, 4096}, {4, 64}, {8, 192}} {
+		r := newRing(make([]byte, ringBytes(g[0], g[1])), g[0], g[1])
+		for i := range uint64(g[0]) {
+			s := r.slot(i)
+			o := uintptr(unsafe.Pointer(&s[0])) - uintptr(unsafe.Pointer(&r.mem[0]))
+			if o%slotAlign != 0 {
+				t.Errorf("%d slots of %d: slot %d at ring offset %d, not on a line pair", g[0], g[1], i, o)
+			}
+			if len(s) != r.stride || fragCap(r.stride) < g[1] {
+				t.Errorf("%d slots of %d: slot of %d bytes carries %d", g[0], g[1], len(s), fragCap(r.stride))
+			}
+		}
+	}
+	// A small eager frame (p2p's header has 32 significant bytes) with 16
+	// payload bytes is one line.
+	if offSlotHdr+32+16 > lineSize {
+		t.Error("a 16-byte eager frame does not fit the slot's first line")
+	}
+	if ringBytes(16, 64<<10)%pageSize != 0 || ctlBytes(3)%pageSize != 0 {
+		t.Error("ring or control area not a page multiple (mmap offsets)")
+	}
+}
+
+func TestSignificant(t *testing.T) {
+	for _, c := range []struct {
+		set  []int // bytes set to 1
+		want int
+	}{{nil, 0}, {[]int{0}, 1}, {[]int{7}, 8}, {[]int{8}, 9}, {[]int{3, 31}, 32}, {[]int{40}, 41}, {[]int{47}, 48}, {[]int{0, 47}, 48}} {
+		var h btl.Header
+		for _, i := range c.set {
+			h[i] = 1
+		}
+		if got := significant(&h); got != c.want {
+			t.Errorf("bytes %v set: significant %d, want %d", c.set, got, c.want)
+		}
+	}
+}
+
+// handler is a minimal btl.Handler for the tests below.
+type handler struct {
+	frames [][]byte
+	failed []error
+}
+
+func (h *handler) Begin(src int, hd *btl.Header, n int) []byte { return make([]byte, n) }
+func (h *handler) End(src int, hd *btl.Header, d []byte)       { h.frames = append(h.frames, d) }
+func (h *handler) PeerFailed(src int, err error)               { h.failed = append(h.failed, err) }
+
+type doneCount struct{ n, errs int }
+
+func (d *doneCount) FrameDone(f *btl.Frame, err error) {
+	d.n++
+	if err != nil {
+		d.errs++
+	}
+}
+
+var jobN atomic.Int32
+
+// pair opens ranks 0 and 1 of a fresh job in this process.
+func pair(t *testing.T) (job string, m [2]*module, h [2]*handler) {
+	t.Helper()
+	job = fmt.Sprintf("smtest%d-%d", os.Getpid(), jobN.Add(1))
+	for r := range m {
+		h[r] = &handler{}
+		mod, err := component{}.Open(btl.Env{Rank: r, Size: 2, JobID: job, HostID: "h", Handler: h[r]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m[r] = mod.(*module)
+	}
+	t.Cleanup(func() {
+		m[0].Close()
+		m[1].Close()
+		left, _ := filepath.Glob("/dev/shm/gorun-" + job + "-*")
+		if len(left) > 0 {
+			t.Errorf("left in /dev/shm: %v", left)
+		}
+		for _, f := range left {
+			os.Remove(f)
+		}
+	})
+	return job, m, h
+}
+
+func peerDesc(m *module) btl.Peer {
+	return btl.Peer{Rank: m.env.Rank, HostID: m.env.HostID, PID: os.Getpid(), Addrs: map[string][]byte{"sm": m.Address()}}
+}
+
+func reach(t *testing.T, from, to *module) btl.Endpoint {
+	t.Helper()
+	ep, err := from.Reach(peerDesc(to))
+	if err != nil || ep == nil {
+		t.Fatalf("rank %d: reach rank %d: %v %v", from.env.Rank, to.env.Rank, ep, err)
+	}
+	return ep
+}
+
+// TestWakeProtocol checks the waiting words: a sender bumps the futex
+// word only while the receiver counts itself as a waiter, and a consumer
+// that frees a full ring wakes its producer.
+func TestWakeProtocol(t *testing.T) {
+	t.Setenv("GORUN_SM_SLOTS", "2")
+	_, m, h := pair(t)
+	ep := reach(t, m[0], m[1])
+	seq := u32(m[1].own.ctl, offSeq)
+	d := &doneCount{}
+
+	ep.Send(&btl.Frame{Payload: []byte("a"), Owner: d})
+	if atomic.LoadUint32(seq) != 0 {
+		t.Fatal("sender bumped the futex word with nobody waiting")
+	}
+	atomic.AddUint32(u32(m[1].own.ctl, offWaiters), 1)
+	ep.Send(&btl.Frame{Payload: []byte("b"), Owner: d})
+	atomic.AddUint32(u32(m[1].own.ctl, offWaiters), ^uint32(0))
+	if atomic.LoadUint32(seq) != 1 {
+		t.Fatalf("futex word %d after a send to a waiting receiver, want 1", atomic.LoadUint32(seq))
+	}
+	// The ring (2 slots) is full: the next frame queues and raises the
+	// producer's flag; rank 1 consuming while rank 0 "sleeps" bumps rank
+	// 0's word.
+	ep.Send(&btl.Frame{Payload: []byte("c"), Owner: d})
+	if d.n != 2 {
+		t.Fatalf("%d frames done, want 2 (third queued)", d.n)
+	}
+	if atomic.LoadUint32(m[0].peers[1].out.fullp) != 1 || m[0].ready() {
+		t.Fatal("full ring: the producer's flag is not raised, or Wait would not sleep")
+	}
+	atomic.AddUint32(u32(m[0].own.ctl, offWaiters), 1)
+	m[1].Progress()
+	atomic.AddUint32(u32(m[0].own.ctl, offWaiters), ^uint32(0))
+	if atomic.LoadUint32(u32(m[0].own.ctl, offSeq)) != 1 {
+		t.Fatal("consumer freed a full ring without waking its producer")
+	}
+	if !m[0].ready() {
+		t.Fatal("producer with room and a queued frame is not ready")
+	}
+	m[0].Progress()
+	m[1].Progress()
+	if d.n != 3 || len(h[1].frames) != 3 || string(h[1].frames[2]) != "c" {
+		t.Fatalf("done %d, received %q", d.n, h[1].frames)
+	}
+	// Nothing to do: Wait sleeps about its timeout, then returns.
+	t0 := time.Now()
+	m[1].Wait(2 * time.Millisecond)
+	if el := time.Since(t0); el < time.Millisecond {
+		t.Errorf("Wait(2ms) with nothing pending returned after %v", el)
+	}
+}
+
+// TestUnlinkEarly: under gorun (GORUN_JOBID and GORUN_LOCAL_SIZE of this
+// job), a segment's name goes as soon as every local peer has opened it,
+// and traffic goes on.
+func TestUnlinkEarly(t *testing.T) {
+	job := fmt.Sprintf("smtest%d-%d", os.Getpid(), jobN.Add(1))
+	t.Setenv("GORUN_JOBID", job)
+	t.Setenv("GORUN_LOCAL_SIZE", "2")
+	var m [2]*module
+	var h [2]*handler
+	for r := range m {
+		h[r] = &handler{}
+		mod, err := component{}.Open(btl.Env{Rank: r, Size: 2, JobID: job, HostID: "h", Handler: h[r]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m[r] = mod.(*module)
+		defer mod.Close()
+	}
+	ep := reach(t, m[0], m[1]) // rank 0 opens rank 1's segment
+	d := &doneCount{}
+	ep.Send(&btl.Frame{Payload: []byte("x"), Owner: d})
+	m[1].Progress() // rank 1 adopts rank 0 and opens its segment
+	m[0].Progress()
+	for r := range m {
+		if _, err := os.Stat(segName(job, r)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("rank %d's segment still named after every local peer opened it: %v", r, err)
+		}
+	}
+	// The reverse direction maps its ring through the descriptor kept open.
+	ep1 := reach(t, m[1], m[0])
+	ep1.Send(&btl.Frame{Payload: []byte("y"), Owner: d})
+	m[0].Progress()
+	if len(h[0].frames) != 1 || len(h[1].frames) != 1 || d.n != 2 || d.errs != 0 {
+		t.Fatalf("after unlink: received %q / %q, %d done, %d errors", h[0].frames, h[1].frames, d.n, d.errs)
+	}
+
+	// Alone on its host, a rank does not open sm at all.
+	t.Setenv("GORUN_LOCAL_SIZE", "1")
+	if _, err := (component{}).Open(btl.Env{Rank: 0, Size: 2, JobID: job, HostID: "h", Handler: h[0]}); err == nil {
+		t.Error("sm opened for a rank alone on its host")
+	}
+}
+
+// TestReachRefusals: other hosts, missing or foreign segments and forged
+// addresses are not reached through sm.
+func TestReachRefusals(t *testing.T) {
+	_, m, _ := pair(t)
+	p := peerDesc(m[1])
+	p.HostID = "elsewhere"
+	if ep, err := m[0].Reach(p); ep != nil || err != nil {
+		t.Errorf("reached another host: %v %v", ep, err)
+	}
+	p = peerDesc(m[1])
+	p.PID = os.Getpid() + 1
+	if ep, err := m[0].Reach(p); ep != nil || err != nil {
+		t.Errorf("reached a segment whose owner is not the peer's pid: %v %v", ep, err)
+	}
+	p = peerDesc(m[1])
+	p.Addrs = map[string][]byte{"sm": []byte("/etc/passwd")}
+	if ep, err := m[0].Reach(p); ep != nil || err == nil {
+		t.Errorf("forged address accepted: %v %v", ep, err)
+	}
+	p = peerDesc(m[0])
+	if ep, err := m[0].Reach(p); ep != nil || err != nil {
+		t.Errorf("sm reached its own rank: %v %v", ep, err)
+	}
+	// A job whose peer never opened sm (its card has no sm address).
+	p = peerDesc(m[1])
+	p.Addrs = nil
+	if ep, err := m[0].Reach(p); ep != nil || err != nil {
+		t.Errorf("reached a peer without an sm address: %v %v", ep, err)
+	}
+}
+
+// TestSingleCopyInProcess exercises ReadRemote and WriteRemote between
+// two modules of this process (process_vm_readv on oneself), and the
+// GORUN_SM_SINGLE_COPY=none fallback.
+func TestSingleCopyInProcess(t *testing.T) {
+	_, m, _ := pair(t)
+	reach(t, m[0], m[1])
+	if !m[0].SingleCopy(1) {
+		t.Skipf("single copy refused here: %s", m[0].noCopy)
+	}
+	src := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
+	dst := make([]byte, len(src))
+	if err := m[0].ReadRemote(1, uintptr(unsafe.Pointer(&src[0])), dst); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(src, dst) {
+		t.Fatal("ReadRemote copied wrong bytes")
+	}
+	clear(dst)
+	if err := m[0].WriteRemote(1, uintptr(unsafe.Pointer(&dst[0])), src); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(src, dst) {
+		t.Fatal("WriteRemote copied wrong bytes")
+	}
+	if err := m[0].ReadRemote(1, 8, dst[:8]); err == nil || errors.Is(err, btl.ErrNoSingleCopy) {
+		t.Errorf("read at a bad address: %v, want an error other than ErrNoSingleCopy", err)
+	}
+	if m[0].SingleCopy(0) || m[0].SingleCopy(7) {
+		t.Error("single copy offered to itself or a rank outside the job")
+	}
+
+	t.Setenv("GORUN_SM_SINGLE_COPY", "none")
+	_, m2, _ := pair(t)
+	reach(t, m2[0], m2[1])
+	if m2[0].SingleCopy(1) {
+		t.Error("GORUN_SM_SINGLE_COPY=none: SingleCopy still true")
+	}
+	if err := m2[0].ReadRemote(1, uintptr(unsafe.Pointer(&src[0])), dst); !errors.Is(err, btl.ErrNoSingleCopy) {
+		t.Errorf("GORUN_SM_SINGLE_COPY=none: ReadRemote gave %v, want ErrNoSingleCopy", err)
+	}
+}
+
+const envCopyChild = "GORUN_SMTEST_COPY_CHILD"
+
+// copyChild is the other process of TestSingleCopyAcrossProcesses: it
+// opens rank 1, prints its segment, the address of a source buffer and of
+// a destination buffer, waits for "check", and says whether the
+// destination holds the source's bytes reversed.
+func copyChild() int {
+	job := os.Getenv(envCopyChild)
+	mod, err := component{}.Open(btl.Env{Rank: 1, Size: 2, JobID: job, HostID: "h", Handler: &handler{}})
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	defer mod.Close()
+	src := []byte(strings.Repeat("cross-process single copy ", 40000))
+	dst := make([]byte, len(src))
+	fmt.Printf("bufs %d %d %d\n", uintptr(unsafe.Pointer(&src[0])), uintptr(unsafe.Pointer(&dst[0])), len(src))
+	sc := bufio.NewScanner(os.Stdin)
+	for sc.Scan() && sc.Text() != "check" {
+	}
+	for i := range src {
+		if dst[i] != src[len(src)-1-i] {
+			fmt.Println("mismatch at", i)
+			return 1
+		}
+	}
+	fmt.Println("ok")
+	return 0
+}
+
+// TestSingleCopyAcrossProcesses reads a child's buffer with ReadRemote
+// and writes another with WriteRemote, and the child checks it.
+func TestSingleCopyAcrossProcesses(t *testing.T) {
+	job := fmt.Sprintf("smtest%d-%d", os.Getpid(), jobN.Add(1))
+	defer func() {
+		left, _ := filepath.Glob("/dev/shm/gorun-" + job + "-*")
+		for _, f := range left {
+			os.Remove(f)
+		}
+	}()
+	mod, err := component{}.Open(btl.Env{Rank: 0, Size: 2, JobID: job, HostID: "h", Handler: &handler{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := mod.(*module)
+	defer m.Close()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), envCopyChild+"="+job)
+	in, _ := cmd.StdinPipe()
+	outp, _ := cmd.StdoutPipe()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	timer := time.AfterFunc(20*time.Second, func() { cmd.Process.Kill() })
+	defer timer.Stop()
+	sc := bufio.NewScanner(outp)
+	if !sc.Scan() {
+		t.Fatalf("child said nothing: %s", stderr.String())
+	}
+	f := strings.Fields(sc.Text())
+	if len(f) != 4 || f[0] != "bufs" {
+		t.Fatalf("child: %q %s", sc.Text(), stderr.String())
+	}
+	srcAddr, _ := strconv.ParseUint(f[1], 10, 64)
+	dstAddr, _ := strconv.ParseUint(f[2], 10, 64)
+	n, _ := strconv.Atoi(f[3])
+
+	if _, err := m.Reach(btl.Peer{Rank: 1, HostID: "h", PID: cmd.Process.Pid, Addrs: map[string][]byte{"sm": []byte(segName(job, 1))}}); err != nil {
+		t.Fatal(err)
+	}
+	if !m.SingleCopy(1) {
+		t.Skipf("single copy refused here: %s", m.noCopy)
+	}
+	buf := make([]byte, n)
+	if err := m.ReadRemote(1, uintptr(srcAddr), buf); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(buf, []byte(strings.Repeat("cross-process single copy ", 40000))) {
+		t.Fatal("ReadRemote from the child copied wrong bytes")
+	}
+	for i, j := 0, len(buf)-1; i < j; i, j = i+1, j-1 {
+		buf[i], buf[j] = buf[j], buf[i]
+	}
+	if err := m.WriteRemote(1, uintptr(dstAddr), buf); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintln(in, "check")
+	if !sc.Scan() || sc.Text() != "ok" {
+		t.Fatalf("child after WriteRemote: %q %s", sc.Text(), stderr.String())
+	}
+}
