@@ -110,7 +110,8 @@ type Module interface {
 }
 
 // Waiter is implemented by modules that can block until input may be
-// available. p2p calls Wait, without holding the engine lock, when a request
+// available. p2p calls Wait, with the engine lock held (other goroutines' MPI
+// calls wait meanwhile; d is at most GORUN_WAIT_SLEEP), when a request
 // has waited long enough that spinning wastes the CPU.
 type Waiter interface {
 	Wait(d time.Duration)

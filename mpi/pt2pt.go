@@ -18,12 +18,14 @@ func nullRequest(c *Comm, op string) *Request {
 	return &Request{c: c, op: op, fin: true, st: Status{Source: ProcNull, Tag: AnyTag}}
 }
 
-func isend[T Numeric](op string, c *Comm, buf []T, dest, tag int, sync bool) (*Request, error) {
+// startSend validates a send and starts it; it returns a nil request for
+// ProcNull.
+func startSend(op string, c *Comm, b []byte, dest, tag int, sync bool) (*p2p.Request, error) {
 	if err := c.check(op); err != nil {
 		return nil, err
 	}
 	if dest == ProcNull {
-		return nullRequest(c, op), nil
+		return nil, nil
 	}
 	w, err := c.peerRank(op, dest, false)
 	if err != nil {
@@ -32,19 +34,21 @@ func isend[T Numeric](op string, c *Comm, buf []T, dest, tag int, sync bool) (*R
 	if err := checkTag(op, tag, false); err != nil {
 		return nil, err
 	}
-	r, err := c.rt.eng.Isend(c.ctx, w, tag, asBytes(buf), sync)
+	r, err := c.rt.eng.Isend(c.ctx, w, tag, b, sync)
 	if err != nil {
 		return nil, wrap(op, err)
 	}
-	return &Request{r: r, c: c, op: op, elem: sizeOf[T]()}, nil
+	return r, nil
 }
 
-func irecvBytes(op string, c *Comm, b []byte, elem, source, tag int) (*Request, error) {
+// startRecv validates a receive and posts it; it returns a nil request for
+// ProcNull.
+func startRecv(op string, c *Comm, b []byte, source, tag int) (*p2p.Request, error) {
 	if err := c.check(op); err != nil {
 		return nil, err
 	}
 	if source == ProcNull {
-		return nullRequest(c, op), nil
+		return nil, nil
 	}
 	w, err := c.peerRank(op, source, true)
 	if err != nil {
@@ -57,7 +61,42 @@ func irecvBytes(op string, c *Comm, b []byte, elem, source, tag int) (*Request, 
 	if err != nil {
 		return nil, wrap(op, err)
 	}
-	return &Request{r: r, c: c, op: op, elem: elem}, nil
+	return r, nil
+}
+
+// wrapReq makes the public request of a started operation.
+func wrapReq(op string, c *Comm, r *p2p.Request, elem int) *Request {
+	if r == nil {
+		return nullRequest(c, op)
+	}
+	return &Request{r: r, c: c, op: op, elem: elem}
+}
+
+// finishRaw waits for a request a blocking call owns, recycles it and
+// returns its outcome in the communicator's terms.
+func finishRaw(op string, c *Comm, r *p2p.Request, elem int) (Status, error) {
+	if r == nil {
+		return Status{Source: ProcNull, Tag: AnyTag}, nil
+	}
+	ps, err := r.Wait()
+	c.rt.eng.Release(r)
+	return Status{Source: c.fromWorld(ps.Source), Tag: ps.Tag, bytes: ps.Bytes, elem: elem}, wrap(op, err)
+}
+
+func isend[T Numeric](op string, c *Comm, buf []T, dest, tag int, sync bool) (*Request, error) {
+	r, err := startSend(op, c, asBytes(buf), dest, tag, sync)
+	if err != nil {
+		return nil, err
+	}
+	return wrapReq(op, c, r, sizeOf[T]()), nil
+}
+
+func irecvBytes(op string, c *Comm, b []byte, elem, source, tag int) (*Request, error) {
+	r, err := startRecv(op, c, b, source, tag)
+	if err != nil {
+		return nil, err
+	}
+	return wrapReq(op, c, r, elem), nil
 }
 
 // Isend starts sending buf to rank dest of c with tag. buf must stay
@@ -81,47 +120,60 @@ func Irecv[T Numeric](c *Comm, buf []T, source, tag int) (*Request, error) {
 // Send sends buf to rank dest of c with tag and returns once buf may be
 // reused.
 func Send[T Numeric](c *Comm, buf []T, dest, tag int) error {
-	q, err := isend("Send", c, buf, dest, tag, false)
+	r, err := startSend("Send", c, asBytes(buf), dest, tag, false)
 	if err != nil {
 		return err
 	}
-	_, err = q.Wait()
+	_, err = finishRaw("Send", c, r, 1)
 	return err
 }
 
 // Ssend sends synchronously: it returns once the receive has matched.
 func Ssend[T Numeric](c *Comm, buf []T, dest, tag int) error {
-	q, err := isend("Ssend", c, buf, dest, tag, true)
+	r, err := startSend("Ssend", c, asBytes(buf), dest, tag, true)
 	if err != nil {
 		return err
 	}
-	_, err = q.Wait()
+	_, err = finishRaw("Ssend", c, r, 1)
 	return err
 }
 
 // Recv receives into buf from rank source of c (or AnySource) with tag (or
 // AnyTag). A message longer than buf fills buf and fails with ErrTruncate.
 func Recv[T Numeric](c *Comm, buf []T, source, tag int) (Status, error) {
-	q, err := Irecv(c, buf, source, tag)
+	r, err := startRecv("Recv", c, asBytes(buf), source, tag)
 	if err != nil {
 		return Status{}, err
 	}
-	return q.Wait()
+	return finishRaw("Recv", c, r, sizeOf[T]())
 }
 
 // Sendrecv sends sendbuf to dest and receives into recvbuf from source at
 // once, so that exchanges in a ring cannot deadlock.
 func Sendrecv[S, R Numeric](c *Comm, sendbuf []S, dest, sendtag int, recvbuf []R, source, recvtag int) (Status, error) {
-	rq, err := irecvBytes("Sendrecv", c, asBytes(recvbuf), sizeOf[R](), source, recvtag)
+	// Validate the send first: once the receive is posted, a failing send
+	// could only leave it behind.
+	if err := c.check("Sendrecv"); err != nil {
+		return Status{}, err
+	}
+	if dest != ProcNull {
+		if _, err := c.peerRank("Sendrecv", dest, false); err != nil {
+			return Status{}, err
+		}
+		if err := checkTag("Sendrecv", sendtag, false); err != nil {
+			return Status{}, err
+		}
+	}
+	rr, err := startRecv("Sendrecv", c, asBytes(recvbuf), source, recvtag)
 	if err != nil {
 		return Status{}, err
 	}
-	sq, err := isend("Sendrecv", c, sendbuf, dest, sendtag, false)
+	sr, err := startSend("Sendrecv", c, asBytes(sendbuf), dest, sendtag, false)
 	if err != nil {
 		return Status{}, err
 	}
-	st, rerr := rq.Wait()
-	_, serr := sq.Wait()
+	st, rerr := finishRaw("Sendrecv", c, rr, sizeOf[R]())
+	_, serr := finishRaw("Sendrecv", c, sr, 1)
 	if rerr != nil {
 		return st, rerr
 	}

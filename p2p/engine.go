@@ -176,8 +176,8 @@ func (e *Engine) nid() uint64 {
 // Isend starts a send of buf to world rank dst. With sync the send completes
 // only once the receive has matched (MPI_Ssend).
 func (e *Engine) Isend(ctx uint32, dst, tag int, buf []byte, sync bool) (*Request, error) {
-	r := &Request{e: e, ctx: ctx, peer: dst, tag: tag}
-	r.ctl.Owner, r.data.Owner = r, r
+	r := newRequest(e)
+	r.ctx, r.peer, r.tag = ctx, dst, tag
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
@@ -196,7 +196,7 @@ func (e *Engine) Isend(ctx uint32, dst, tag int, buf []byte, sync bool) (*Reques
 		h.kind = kEager
 		h.encode(&r.data.Hdr)
 		r.data.Payload = buf
-		if err := rt.ep.Send(&r.data); err != nil {
+		if err := e.post(rt, r, &r.data); err != nil {
 			return nil, fmt.Errorf("send to rank %d: %w", dst, err)
 		}
 		return r, nil
@@ -212,7 +212,7 @@ func (e *Engine) Isend(ctx uint32, dst, tag int, buf []byte, sync bool) (*Reques
 	}
 	h.encode(&r.ctl.Hdr)
 	e.sends[r.id] = r
-	if err := rt.ep.Send(&r.ctl); err != nil {
+	if err := e.post(rt, r, &r.ctl); err != nil {
 		delete(e.sends, r.id)
 		return nil, fmt.Errorf("send to rank %d: %w", dst, err)
 	}
@@ -222,8 +222,8 @@ func (e *Engine) Isend(ctx uint32, dst, tag int, buf []byte, sync bool) (*Reques
 // Irecv posts a receive into buf from world rank src (or AnySource) with tag
 // (or AnyTag).
 func (e *Engine) Irecv(ctx uint32, src, tag int, buf []byte) (*Request, error) {
-	r := &Request{e: e, recv: true, ctx: ctx, peer: src, tag: tag, buf: buf}
-	r.ctl.Owner, r.data.Owner = r, r
+	r := newRequest(e)
+	r.recv, r.ctx, r.peer, r.tag, r.buf = true, ctx, src, tag, buf
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
@@ -303,7 +303,7 @@ func (e *Engine) startRendezvous(r *Request, src, length int, sreq uint64, singl
 		r.setAddr()
 	}
 	h.encode(&r.ctl.Hdr)
-	if err := e.sendCtl(src, &r.ctl); err != nil {
+	if err := e.sendCtl(src, r, &r.ctl); err != nil {
 		delete(e.recvs, r.id)
 		r.complete(err)
 		return
@@ -321,7 +321,7 @@ func (e *Engine) startRendezvous(r *Request, src, length int, sreq uint64, singl
 	}
 	fin := header{kind: kFinR, ctx: r.ctx, src: int32(e.rank), sreq: sreq}
 	fin.encode(&r.data.Hdr)
-	if err := e.sendCtl(src, &r.data); err != nil {
+	if err := e.sendCtl(src, r, &r.data); err != nil {
 		delete(e.recvs, r.id)
 		r.complete(err)
 		return
@@ -333,7 +333,7 @@ func (e *Engine) startRendezvous(r *Request, src, length int, sreq uint64, singl
 	}
 }
 
-func (e *Engine) sendCtl(peer int, f *btl.Frame) error {
+func (e *Engine) sendCtl(peer int, r *Request, f *btl.Frame) error {
 	rt, err := e.route(peer)
 	if err != nil {
 		return err
@@ -341,7 +341,34 @@ func (e *Engine) sendCtl(peer int, f *btl.Frame) error {
 	if err := e.failed[peer]; err != nil {
 		return fmt.Errorf("rank %d: %w", peer, err)
 	}
-	return rt.ep.Send(f)
+	return e.post(rt, r, f)
+}
+
+// post hands one of r's frames to the route, counting it in flight until
+// its FrameDone (which may come from inside Send).
+func (e *Engine) post(rt *route, r *Request, f *btl.Frame) error {
+	r.frames++
+	if err := rt.ep.Send(f); err != nil {
+		r.frames--
+		return err
+	}
+	return nil
+}
+
+// Release returns a completed request to the engine for reuse. The caller
+// must hold no reference to it afterwards; blocking calls, which own their
+// request from start to end, use it to send and receive without allocating.
+func (e *Engine) Release(r *Request) {
+	if r == nil || !r.done.Load() {
+		return
+	}
+	e.mu.Lock()
+	if r.frames == 0 {
+		r.reset()
+	} else {
+		r.pooled = true // FrameDone of the last frame recycles it
+	}
+	e.mu.Unlock()
 }
 
 // forget drops r from the engine's tables after a failure.

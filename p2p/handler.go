@@ -109,7 +109,7 @@ func (hd *handler) End(src int, bh *btl.Header, data []byte) {
 		d.encode(&r.data.Hdr)
 		r.data.Payload = r.buf[:h.length]
 		r.buf = nil
-		if err := e.sendCtl(src, &r.data); err != nil {
+		if err := e.sendCtl(src, r, &r.data); err != nil {
 			r.complete(err)
 		}
 	case kData:
@@ -164,7 +164,7 @@ func (e *Engine) singleSend(r *Request, dst int, cts header, raddr uintptr) {
 	fin := header{kind: kFinS, ctx: r.ctx, src: int32(e.rank), rreq: cts.rreq}
 	fin.encode(&r.ctl.Hdr)
 	r.ctl.Payload = nil
-	if err := e.sendCtl(dst, &r.ctl); err != nil {
+	if err := e.sendCtl(dst, r, &r.ctl); err != nil {
 		delete(e.sends, r.id)
 		r.complete(err)
 		return

@@ -2,6 +2,7 @@ package p2p
 
 import (
 	"encoding/binary"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -45,6 +46,26 @@ type Request struct {
 	accept int
 	mine   bool
 	theirs bool
+
+	// frames counts frames handed to a transport and not yet done; a
+	// released request is recycled only once it is zero.
+	frames int
+	pooled bool
+}
+
+var requestPool = sync.Pool{New: func() any { return new(Request) }}
+
+func newRequest(e *Engine) *Request {
+	r := requestPool.Get().(*Request)
+	r.e = e
+	r.ctl.Owner, r.data.Owner = r, r
+	return r
+}
+
+// reset clears r and puts it back in the pool; the engine lock is held.
+func (r *Request) reset() {
+	*r = Request{}
+	requestPool.Put(r)
 }
 
 // setAddr stores the address of r.buf as the RTS/CTS payload.
@@ -76,6 +97,13 @@ func (r *Request) complete(err error) {
 // FrameDone implements btl.Completer.
 func (r *Request) FrameDone(f *btl.Frame, err error) {
 	f.Payload = nil
+	r.frames--
+	if r.pooled {
+		if r.frames == 0 {
+			r.reset()
+		}
+		return
+	}
 	if err != nil {
 		r.e.forget(r)
 		r.complete(err)
