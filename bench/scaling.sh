@@ -11,10 +11,10 @@ BIN=.devbin
 case "${1:-}" in
 build)
 	mkdir -p $BIN
-	go build -o $BIN/gorun ./cmd/gorun
-	go build -o $BIN/hello ./examples/hello
-	for b in allreduce bcast allgather alltoall barrier; do
-		[ -d examples/osu/$b ] && go build -o $BIN/osu_$b ./examples/osu/$b
+	go build -ldflags="-s -w" -o $BIN/gorun ./cmd/gorun
+	go build -ldflags="-s -w" -o $BIN/hello ./examples/hello
+	for b in allreduce bcast allgather alltoall; do
+		[ -d examples/osu/$b ] && go build -ldflags="-s -w" -o $BIN/osu_$b ./examples/osu/$b
 	done
 	ls -la $BIN
 	;;
@@ -39,11 +39,11 @@ run)
 		done
 	} | tee "$out/launch.txt"
 	for np in 16 32 64; do
-		for b in allreduce bcast allgather alltoall barrier; do
+		for b in ${BENCHES:-allreduce bcast allgather alltoall}; do
 			[ -x $BIN/osu_$b ] || continue
 			for i in $(seq "$reps"); do
-				timeout 300 $BIN/gorun -np $np $BIN/osu_$b -m 8:1048576 -i 200 -x 20 >"$out/g-$b-np$np-$i.txt" 2>&1 || echo "gorun $b np=$np failed" >&2
-				timeout 300 bash -c "$MPIRUN --allow-run-as-root --oversubscribe --bind-to none -np $np $ref/osu_$b -m 8:1048576 -i 200 -x 20" >"$out/o-$b-np$np-$i.txt" 2>&1 || echo "ompi $b np=$np failed" >&2
+				timeout 120 $BIN/gorun -np $np $BIN/osu_$b -m ${SIZES:-8:65536} -i ${ITERS:-100} -x 10 >"$out/g-$b-np$np-$i.txt" 2>&1 || echo "gorun $b np=$np failed" >&2
+				timeout 120 bash -c "$MPIRUN --allow-run-as-root --oversubscribe --bind-to none -np $np $ref/osu_$b -m ${SIZES:-8:65536} -i ${ITERS:-100} -x 10" >"$out/o-$b-np$np-$i.txt" 2>&1 || echo "ompi $b np=$np failed" >&2
 			done
 		done
 	done
