@@ -30,38 +30,5 @@ func main() {
 	if w.Rank() == 0 {
 		osu.Header("All-to-All Latency Test", "Avg Latency(us)")
 	}
-	run(w, o, func(size int) error { return mpi.Alltoall(w, send[:size*n], recv[:size*n]) })
-}
-
-// run is osu_coll_run of tests/openmpi/osu_common.h.
-func run(w *mpi.Comm, o *osu.Options, op func(size int) error) {
-	for _, size := range o.Sizes() {
-		if size < o.Min {
-			continue
-		}
-		iters, warm := o.Counts(size)
-		must(mpi.Barrier(w))
-		timer := 0.0
-		for i := 0; i < iters+warm; i++ {
-			t0 := mpi.Wtime()
-			must(op(size))
-			t1 := mpi.Wtime()
-			if i >= warm {
-				timer += t1 - t0
-			}
-			must(mpi.Barrier(w))
-		}
-		avg := []float64{timer * 1e6 / float64(iters)}
-		maxv := []float64{0}
-		must(mpi.Reduce(w, avg, maxv, mpi.Max, 0))
-		if w.Rank() == 0 {
-			osu.Line(size, maxv[0])
-		}
-	}
-}
-
-func must(err error) {
-	if err != nil {
-		log.Fatal(err)
-	}
+	osu.RunCollective(w, o, func(size int) error { return mpi.Alltoall(w, send[:size*n], recv[:size*n]) })
 }

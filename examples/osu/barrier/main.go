@@ -23,11 +23,11 @@ func main() {
 		osu.Header("Barrier Latency Test", "Avg Latency(us)")
 	}
 	iters, warm := o.Counts(0)
-	must(mpi.Barrier(w))
+	osu.Must(mpi.Barrier(w))
 	timer := 0.0
 	for i := 0; i < iters+warm; i++ {
 		t0 := mpi.Wtime()
-		must(mpi.Barrier(w))
+		osu.Must(mpi.Barrier(w))
 		t1 := mpi.Wtime()
 		if i >= warm {
 			timer += t1 - t0
@@ -35,14 +35,8 @@ func main() {
 	}
 	avg := []float64{timer * 1e6 / float64(iters)}
 	maxv := []float64{0}
-	must(mpi.Reduce(w, avg, maxv, mpi.Max, 0))
+	osu.Must(mpi.Reduce(w, avg, maxv, mpi.Max, 0))
 	if w.Rank() == 0 {
 		osu.Line(0, maxv[0])
-	}
-}
-
-func must(err error) {
-	if err != nil {
-		log.Fatal(err)
 	}
 }

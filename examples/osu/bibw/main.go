@@ -40,25 +40,19 @@ func main() {
 				var err error
 				for k := 0; k < o.Window; k++ {
 					reqs[k], err = mpi.Irecv(w, rbuf[:size], peer, 10)
-					must(err)
+					osu.Must(err)
 				}
 				for k := 0; k < o.Window; k++ {
 					reqs[o.Window+k], err = mpi.Isend(w, sbuf[:size], peer, 10)
-					must(err)
+					osu.Must(err)
 				}
 				_, err = mpi.Waitall(reqs)
-				must(err)
+				osu.Must(err)
 			}
 		}
 		if me == 0 {
 			el := mpi.Wtime() - t0
 			osu.Line(size, 2*float64(size)*float64(o.Window)*float64(iters)/el/1e6)
 		}
-	}
-}
-
-func must(err error) {
-	if err != nil {
-		log.Fatal(err)
 	}
 }

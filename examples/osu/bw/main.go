@@ -44,27 +44,21 @@ func main() {
 					} else {
 						reqs[k], err = mpi.Irecv(w, b, 0, 100)
 					}
-					must(err)
+					osu.Must(err)
 				}
 				_, err = mpi.Waitall(reqs)
-				must(err)
+				osu.Must(err)
 				if me == 0 {
 					_, err = mpi.Recv(w, ack, 1, 101)
 				} else {
 					err = mpi.Send(w, ack, 0, 101)
 				}
-				must(err)
+				osu.Must(err)
 			}
 		}
 		if me == 0 {
 			el := mpi.Wtime() - t0
 			osu.Line(size, float64(size)*float64(o.Window)*float64(iters)/el/1e6)
 		}
-	}
-}
-
-func must(err error) {
-	if err != nil {
-		log.Fatal(err)
 	}
 }

@@ -39,13 +39,13 @@ func main() {
 					t0 = mpi.Wtime()
 				}
 				if me%2 == 0 {
-					must(mpi.Send(w, b, peer, 1))
+					osu.Must(mpi.Send(w, b, peer, 1))
 					_, err := mpi.Recv(w, b, peer, 1)
-					must(err)
+					osu.Must(err)
 				} else {
 					_, err := mpi.Recv(w, b, peer, 1)
-					must(err)
-					must(mpi.Send(w, b, peer, 1))
+					osu.Must(err)
+					osu.Must(mpi.Send(w, b, peer, 1))
 				}
 			}
 		}
@@ -54,15 +54,9 @@ func main() {
 			lat[0] = (mpi.Wtime() - t0) * 1e6 / float64(2*iters)
 		}
 		sum := []float64{0}
-		must(mpi.Reduce(w, lat, sum, mpi.Sum, 0))
+		osu.Must(mpi.Reduce(w, lat, sum, mpi.Sum, 0))
 		if me == 0 {
 			osu.Line(size, sum[0]/float64(pairs))
 		}
-	}
-}
-
-func must(err error) {
-	if err != nil {
-		log.Fatal(err)
 	}
 }

@@ -7,9 +7,12 @@ package osu
 import (
 	"flag"
 	"fmt"
+	"log"
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/gorun/gorun/mpi"
 )
 
 // Options are a benchmark's parsed flags.
@@ -101,4 +104,42 @@ func Header(title, column string) {
 // Line prints one result line in OSU's layout.
 func Line(size int, v float64) {
 	fmt.Printf("%-10d%18.2f\n", size, v)
+}
+
+// RunCollective is the collective method of tests/openmpi/osu_common.h
+// (osu_coll_run): for each size from the sweep (at least o.Min), a barrier,
+// then iters+warm calls of op, each timed alone and followed by an untimed
+// barrier; rank 0 prints the maximum over ranks of the per-rank average of
+// the timed calls, in microseconds.
+func RunCollective(w *mpi.Comm, o *Options, op func(size int) error) {
+	for _, size := range o.Sizes() {
+		if size < o.Min {
+			continue
+		}
+		iters, warm := o.Counts(size)
+		Must(mpi.Barrier(w))
+		timer := 0.0
+		for i := 0; i < iters+warm; i++ {
+			t0 := mpi.Wtime()
+			Must(op(size))
+			t1 := mpi.Wtime()
+			if i >= warm {
+				timer += t1 - t0
+			}
+			Must(mpi.Barrier(w))
+		}
+		avg := []float64{timer * 1e6 / float64(iters)}
+		maxv := []float64{0}
+		Must(mpi.Reduce(w, avg, maxv, mpi.Max, 0))
+		if w.Rank() == 0 {
+			Line(size, maxv[0])
+		}
+	}
+}
+
+// Must ends the benchmark on an error.
+func Must(err error) {
+	if err != nil {
+		log.Fatal(err)
+	}
 }
