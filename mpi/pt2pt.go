@@ -12,15 +12,9 @@ func checkTag(op string, tag int, allowAny bool) error {
 	return nil
 }
 
-// nullRequest is the request of an operation with ProcNull: complete at
-// once, with MPI's status for it (source ProcNull, tag AnyTag, count 0).
-func nullRequest(c *Comm, op string) *Request {
-	return &Request{c: c, op: op, fin: true, st: Status{Source: ProcNull, Tag: AnyTag}}
-}
-
 // startSend validates a send and starts it; it returns a nil request for
 // ProcNull.
-func startSend(op string, c *Comm, b []byte, dest, tag int, sync bool) (*p2p.Request, error) {
+func startSend(op string, c *Comm, b []byte, dest, tag int, sync bool, into *p2p.Request) (*p2p.Request, error) {
 	if err := c.check(op); err != nil {
 		return nil, err
 	}
@@ -34,6 +28,12 @@ func startSend(op string, c *Comm, b []byte, dest, tag int, sync bool) (*p2p.Req
 	if err := checkTag(op, tag, false); err != nil {
 		return nil, err
 	}
+	if into != nil {
+		if err := c.rt.eng.IsendInto(into, c.ctx, w, tag, b, sync); err != nil {
+			return nil, wrap(op, err)
+		}
+		return into, nil
+	}
 	r, err := c.rt.eng.Isend(c.ctx, w, tag, b, sync)
 	if err != nil {
 		return nil, wrap(op, err)
@@ -43,7 +43,7 @@ func startSend(op string, c *Comm, b []byte, dest, tag int, sync bool) (*p2p.Req
 
 // startRecv validates a receive and posts it; it returns a nil request for
 // ProcNull.
-func startRecv(op string, c *Comm, b []byte, source, tag int) (*p2p.Request, error) {
+func startRecv(op string, c *Comm, b []byte, source, tag int, into *p2p.Request) (*p2p.Request, error) {
 	if err := c.check(op); err != nil {
 		return nil, err
 	}
@@ -57,19 +57,17 @@ func startRecv(op string, c *Comm, b []byte, source, tag int) (*p2p.Request, err
 	if err := checkTag(op, tag, true); err != nil {
 		return nil, err
 	}
+	if into != nil {
+		if err := c.rt.eng.IrecvInto(into, c.ctx, w, tag, b); err != nil {
+			return nil, wrap(op, err)
+		}
+		return into, nil
+	}
 	r, err := c.rt.eng.Irecv(c.ctx, w, tag, b)
 	if err != nil {
 		return nil, wrap(op, err)
 	}
 	return r, nil
-}
-
-// wrapReq makes the public request of a started operation.
-func wrapReq(op string, c *Comm, r *p2p.Request, elem int) *Request {
-	if r == nil {
-		return nullRequest(c, op)
-	}
-	return &Request{r: r, c: c, op: op, elem: elem}
 }
 
 // finishRaw waits for a request a blocking call owns, recycles it and
@@ -83,20 +81,24 @@ func finishRaw(op string, c *Comm, r *p2p.Request, elem int) (Status, error) {
 	return Status{Source: c.fromWorld(ps.Source), Tag: ps.Tag, bytes: ps.Bytes, elem: elem}, wrap(op, err)
 }
 
+// isend and irecvBytes start the operation inside the public request, one
+// allocation for both.
 func isend[T Numeric](op string, c *Comm, buf []T, dest, tag int, sync bool) (*Request, error) {
-	r, err := startSend(op, c, asBytes(buf), dest, tag, sync)
+	q := &Request{c: c, op: op, elem: sizeOf[T]()}
+	r, err := startSend(op, c, asBytes(buf), dest, tag, sync, &q.raw)
 	if err != nil {
 		return nil, err
 	}
-	return wrapReq(op, c, r, sizeOf[T]()), nil
+	return q.started(r), nil
 }
 
 func irecvBytes(op string, c *Comm, b []byte, elem, source, tag int) (*Request, error) {
-	r, err := startRecv(op, c, b, source, tag)
+	q := &Request{c: c, op: op, elem: elem}
+	r, err := startRecv(op, c, b, source, tag, &q.raw)
 	if err != nil {
 		return nil, err
 	}
-	return wrapReq(op, c, r, elem), nil
+	return q.started(r), nil
 }
 
 // Isend starts sending buf to rank dest of c with tag. buf must stay
@@ -120,7 +122,7 @@ func Irecv[T Numeric](c *Comm, buf []T, source, tag int) (*Request, error) {
 // Send sends buf to rank dest of c with tag and returns once buf may be
 // reused.
 func Send[T Numeric](c *Comm, buf []T, dest, tag int) error {
-	r, err := startSend("Send", c, asBytes(buf), dest, tag, false)
+	r, err := startSend("Send", c, asBytes(buf), dest, tag, false, nil)
 	if err != nil {
 		return err
 	}
@@ -130,7 +132,7 @@ func Send[T Numeric](c *Comm, buf []T, dest, tag int) error {
 
 // Ssend sends synchronously: it returns once the receive has matched.
 func Ssend[T Numeric](c *Comm, buf []T, dest, tag int) error {
-	r, err := startSend("Ssend", c, asBytes(buf), dest, tag, true)
+	r, err := startSend("Ssend", c, asBytes(buf), dest, tag, true, nil)
 	if err != nil {
 		return err
 	}
@@ -141,7 +143,7 @@ func Ssend[T Numeric](c *Comm, buf []T, dest, tag int) error {
 // Recv receives into buf from rank source of c (or AnySource) with tag (or
 // AnyTag). A message longer than buf fills buf and fails with ErrTruncate.
 func Recv[T Numeric](c *Comm, buf []T, source, tag int) (Status, error) {
-	r, err := startRecv("Recv", c, asBytes(buf), source, tag)
+	r, err := startRecv("Recv", c, asBytes(buf), source, tag, nil)
 	if err != nil {
 		return Status{}, err
 	}
@@ -164,11 +166,11 @@ func Sendrecv[S, R Numeric](c *Comm, sendbuf []S, dest, sendtag int, recvbuf []R
 			return Status{}, err
 		}
 	}
-	rr, err := startRecv("Sendrecv", c, asBytes(recvbuf), source, recvtag)
+	rr, err := startRecv("Sendrecv", c, asBytes(recvbuf), source, recvtag, nil)
 	if err != nil {
 		return Status{}, err
 	}
-	sr, err := startSend("Sendrecv", c, asBytes(sendbuf), dest, sendtag, false)
+	sr, err := startSend("Sendrecv", c, asBytes(sendbuf), dest, sendtag, false, nil)
 	if err != nil {
 		return Status{}, err
 	}

@@ -8,7 +8,8 @@ import (
 // Test, Waitall, Waitany or Testall; until then its buffer must stay
 // untouched.
 type Request struct {
-	r    *p2p.Request
+	r    *p2p.Request // &raw, or nil for ProcNull
+	raw  p2p.Request
 	c    *Comm
 	op   string
 	elem int
@@ -18,6 +19,17 @@ type Request struct {
 	fin bool
 	// post runs once at completion (the object API decodes there).
 	post func(Status, error) error
+}
+
+// started records the p2p request of a started operation; nil means the
+// peer was ProcNull and the request is complete already.
+func (q *Request) started(r *p2p.Request) *Request {
+	if r == nil {
+		q.fin, q.st = true, Status{Source: ProcNull, Tag: AnyTag}
+		return q
+	}
+	q.r = r
+	return q
 }
 
 func (q *Request) finish() (Status, error) {

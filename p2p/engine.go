@@ -177,18 +177,31 @@ func (e *Engine) nid() uint64 {
 // only once the receive has matched (MPI_Ssend).
 func (e *Engine) Isend(ctx uint32, dst, tag int, buf []byte, sync bool) (*Request, error) {
 	r := newRequest(e)
+	if err := e.IsendInto(r, ctx, dst, tag, buf, sync); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// IsendInto is Isend into a request the caller provides (a zero Request,
+// for example a field of the caller's own request type, which saves an
+// allocation per operation). The caller must not Release it.
+func (e *Engine) IsendInto(r *Request, ctx uint32, dst, tag int, buf []byte, sync bool) error {
+	if r.e == nil {
+		initRequest(r, e)
+	}
 	r.ctx, r.peer, r.tag = ctx, dst, tag
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
-		return nil, ErrClosed
+		return ErrClosed
 	}
 	if err := e.failed[dst]; err != nil {
-		return nil, fmt.Errorf("send to rank %d: %w", dst, err)
+		return fmt.Errorf("send to rank %d: %w", dst, err)
 	}
 	rt, err := e.route(dst)
 	if err != nil {
-		return nil, fmt.Errorf("send to rank %d: %w", dst, err)
+		return fmt.Errorf("send to rank %d: %w", dst, err)
 	}
 	h := header{ctx: ctx, src: int32(e.rank), tag: int32(tag), seq: rt.seq, length: uint64(len(buf))}
 	rt.seq++
@@ -197,9 +210,9 @@ func (e *Engine) Isend(ctx uint32, dst, tag int, buf []byte, sync bool) (*Reques
 		h.encode(&r.data.Hdr)
 		r.data.Payload = buf
 		if err := e.post(rt, r, &r.data); err != nil {
-			return nil, fmt.Errorf("send to rank %d: %w", dst, err)
+			return fmt.Errorf("send to rank %d: %w", dst, err)
 		}
-		return r, nil
+		return nil
 	}
 	r.buf = buf
 	r.id = e.nid()
@@ -214,20 +227,31 @@ func (e *Engine) Isend(ctx uint32, dst, tag int, buf []byte, sync bool) (*Reques
 	e.sends[r.id] = r
 	if err := e.post(rt, r, &r.ctl); err != nil {
 		delete(e.sends, r.id)
-		return nil, fmt.Errorf("send to rank %d: %w", dst, err)
+		return fmt.Errorf("send to rank %d: %w", dst, err)
 	}
-	return r, nil
+	return nil
 }
 
 // Irecv posts a receive into buf from world rank src (or AnySource) with tag
 // (or AnyTag).
 func (e *Engine) Irecv(ctx uint32, src, tag int, buf []byte) (*Request, error) {
 	r := newRequest(e)
+	if err := e.IrecvInto(r, ctx, src, tag, buf); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// IrecvInto is Irecv into a request the caller provides, like IsendInto.
+func (e *Engine) IrecvInto(r *Request, ctx uint32, src, tag int, buf []byte) error {
+	if r.e == nil {
+		initRequest(r, e)
+	}
 	r.recv, r.ctx, r.peer, r.tag, r.buf = true, ctx, src, tag, buf
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
-		return nil, ErrClosed
+		return ErrClosed
 	}
 	for i, u := range e.unexp {
 		if !matches(r, u.ctx, u.src, u.tag) {
@@ -235,17 +259,17 @@ func (e *Engine) Irecv(ctx uint32, src, tag int, buf []byte) (*Request, error) {
 		}
 		e.unexp = append(e.unexp[:i], e.unexp[i+1:]...)
 		e.take(r, u)
-		return r, nil
+		return nil
 	}
 	// A message that arrived before the peer failed is still received
 	// (above); only then does its failure matter.
 	if src != AnySource {
 		if err := e.failed[src]; err != nil {
-			return nil, fmt.Errorf("receive from rank %d: %w", src, err)
+			return fmt.Errorf("receive from rank %d: %w", src, err)
 		}
 	}
 	e.posted = append(e.posted, r)
-	return r, nil
+	return nil
 }
 
 func matches(r *Request, ctx uint32, src, tag int) bool {

@@ -57,9 +57,13 @@ var requestPool = sync.Pool{New: func() any { return new(Request) }}
 
 func newRequest(e *Engine) *Request {
 	r := requestPool.Get().(*Request)
+	initRequest(r, e)
+	return r
+}
+
+func initRequest(r *Request, e *Engine) {
 	r.e = e
 	r.ctl.Owner, r.data.Owner = r, r
-	return r
 }
 
 // reset clears r and puts it back in the pool; the engine lock is held.

@@ -18,7 +18,7 @@ const (
 	// segMagic ("gorunsm1" read as a little-endian word) opens the header;
 	// the owner stores it last, so a peer that sees it sees the rest.
 	segMagic      uint64 = 0x316d736e75726f67
-	layoutVersion        = 1
+	layoutVersion        = 2
 
 	// Control area, line 0: written once by the owner at Open (closed at
 	// Close), read by peers.
@@ -32,6 +32,7 @@ const (
 	offPID      = 40 // u32: owner's pid
 	offClosed   = 44 // u32: 1 once the owner has closed its module
 	offAddr     = 48 // u64: address of this header in the owner's memory (single-copy probe)
+	offBellOn   = 56 // u32: 1 once the owner polls by doorbell (set once, never cleared)
 
 	// Waiting, each word on a line of its own, two lines apart so the
 	// adjacent-line prefetcher does not pair them.
@@ -42,6 +43,9 @@ const (
 	offNReg   = 6 * lineSize // u32: registry entries claimed
 	offOpened = offNReg + 4  // u32: peers that have opened this segment
 	offList   = 8 * lineSize // [size]u32: registry, rank+1 of each sender
+	// The doorbell follows the registry, from the next line on (offBell):
+	// [(size+63)/64]u64, bit s%64 of word s/64 set by sender s after it
+	// published, cleared by the owner's swap (doc.go, "Doorbell").
 
 	// Ring control page, at the start of each ring.
 	offHead       = 0            // u64: consumer: slots consumed (next ticket to read)
@@ -78,8 +82,15 @@ func slotStride(frag int) int { return roundUp(offSlotCont+frag, slotAlign) }
 // fragment with a full header: the Caps.MaxFrag of the ring.
 func fragCap(stride int) int { return stride - offSlotCont }
 
+// offBell is the offset of the doorbell bitmap for a world of size ranks:
+// the line after the registry. The words are packed: np <= 64 has one.
+func offBell(size int) int { return roundUp(offList+4*size, lineSize) }
+
+// bellWords is the number of doorbell words for a world of size ranks.
+func bellWords(size int) int { return (size + 63) / 64 }
+
 // ctlBytes is the size of the control area for a world of size ranks.
-func ctlBytes(size int) int { return roundUp(offList+4*size, pageSize) }
+func ctlBytes(size int) int { return roundUp(offBell(size)+8*bellWords(size), pageSize) }
 
 // ringBytes is the size of one ring.
 func ringBytes(slots, frag int) int { return roundUp(ringCtlSize+slots*slotStride(frag), pageSize) }

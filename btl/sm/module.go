@@ -2,6 +2,7 @@ package sm
 
 import (
 	"fmt"
+	"math/bits"
 	"os"
 	"strconv"
 	"sync/atomic"
@@ -45,7 +46,14 @@ func (component) Open(env btl.Env) (btl.Module, error) {
 		return nil, fmt.Errorf("sm: rank %d: %w", env.Rank, err)
 	}
 	m := &module{env: env, own: own, peers: make([]*peer, env.Size), expect: expect,
-		eager: eager, addr: []byte(own.path), frag: fragCap(slotStride(frag))}
+		eager: eager, addr: []byte(own.path), frag: fragCap(slotStride(frag)), bellAfter: pBellAfter()}
+	for w := range bellWords(env.Size) {
+		m.bells = append(m.bells, u64(own.ctl, offBell(env.Size)+8*w))
+	}
+	if m.bellAfter <= 0 {
+		m.bellOn = true
+		atomic.StoreUint32(u32(own.ctl, offBellOn), 1)
+	}
 	m.singleCopyInit()
 	return m, nil
 }
@@ -61,6 +69,14 @@ type module struct {
 	in    []*inRing
 	busy  []*outRing // endpoints with queued frames
 	nseen uint32     // registry entries adopted
+	// Doorbell (doc.go): once more than bellAfter senders registered,
+	// bellOn; then Progress polls only hot, the rings whose bit rang and
+	// those not drained yet.
+	bellAfter int
+	bellOn    bool
+	bells     []*uint64 // own doorbell words
+	hot       []*inRing
+	waits     uint64 // Wait calls, so that stalled reads the clock after one
 	// expect is how many local peers will open own before it may be
 	// unlinked; -1 when unknown (then Close unlinks it).
 	expect   int
@@ -86,7 +102,11 @@ type peer struct {
 	err   error    // set once it failed
 	pidfd int      // -1 until opened, -2 where pidfds are unavailable
 	next  int64    // next liveness check, monotonic ns
-	cma   int8     // single copy: 0 not probed, 1 works, -1 refused
+	// stalls counts polls without progress; waits is m.waits when the
+	// clock was last read (stalled).
+	stalls uint32
+	waits  uint64
+	cma    int8 // single copy: 0 not probed, 1 works, -1 refused
 }
 
 func (m *module) Name() string    { return "sm" }
@@ -218,7 +238,82 @@ func (m *module) adopt(n uint32) {
 		}
 		p.in = newInRing(p, mem, m.own.slots, m.own.frag)
 		m.in = append(m.in, p.in)
+		if m.bellOn {
+			// It may have published before it saw the doorbell on.
+			m.heat(p.in)
+		}
 	}
+	if !m.bellOn && len(m.in) > m.bellAfter {
+		// Switch: from the flag's store on, senders ring; whatever a
+		// sender published before it loaded the flag as 0 precedes the
+		// store, so the poll of every ring that follows sees it.
+		m.bellOn = true
+		atomic.StoreUint32(u32(ctl, offBellOn), 1)
+		for _, r := range m.in {
+			if r.p.err == nil {
+				m.heat(r)
+			}
+		}
+	}
+}
+
+// heat lists r in m.hot: Progress polls it until it is drained.
+func (m *module) heat(r *inRing) {
+	if !r.hot {
+		r.hot = true
+		m.hot = append(m.hot, r)
+	}
+}
+
+// pollBells is Progress's receive side in doorbell mode: it takes the
+// rung bits (a load first, so an idle poll writes nothing), lists their
+// rings as hot, and polls the hot rings, dropping each once drained with
+// no frame half received. The cost of a call is the bitmap words plus the
+// rings that have data, not the number of senders. Ordering: doc.go,
+// "Doorbell".
+func (m *module) pollBells() int {
+	for w, bp := range m.bells {
+		if atomic.LoadUint64(bp) == 0 {
+			continue
+		}
+		b := atomic.SwapUint64(bp, 0)
+		for b != 0 {
+			rank := w*64 + bits.TrailingZeros64(b)
+			b &= b - 1
+			if rank >= len(m.peers) {
+				continue
+			}
+			p := m.peers[rank]
+			if p == nil || p.in == nil {
+				// It registered after this call's look at nreg: its
+				// entry is written (before its first publish), adopt
+				// heats its ring.
+				if n := atomic.LoadUint32(u32(m.own.ctl, offNReg)); n != m.nseen {
+					m.adopt(n)
+				}
+				continue
+			}
+			if p.err == nil {
+				m.heat(p.in)
+			}
+		}
+	}
+	ev := 0
+	for i := 0; i < len(m.hot); {
+		r := m.hot[i]
+		if r.p.err == nil {
+			ev += r.poll(m)
+		}
+		if r.p.err != nil || (!r.more && !r.inFrame) {
+			r.hot = false
+			m.hot[i] = m.hot[len(m.hot)-1]
+			m.hot[len(m.hot)-1] = nil
+			m.hot = m.hot[:len(m.hot)-1]
+			continue
+		}
+		i++
+	}
+	return ev
 }
 
 func (m *module) Progress() int {
@@ -233,9 +328,13 @@ func (m *module) Progress() int {
 		m.unlink()
 	}
 	ev := 0
-	for _, r := range m.in {
-		if r.p.err == nil {
-			ev += r.poll(m)
+	if m.bellOn {
+		ev = m.pollBells()
+	} else {
+		for _, r := range m.in {
+			if r.p.err == nil {
+				ev += r.poll(m)
+			}
 		}
 	}
 	for i := 0; i < len(m.busy); {
@@ -339,7 +438,7 @@ func (m *module) Close() error {
 			unix.Close(p.pidfd)
 		}
 	}
-	m.in, m.busy = nil, nil
+	m.in, m.busy, m.hot = nil, nil, nil
 	if !m.unlinked {
 		m.unlink()
 	}

@@ -13,6 +13,8 @@ var (
 		"payload bytes per shared-memory ring slot (a multiple of 64; rounded up so slots align on 128 bytes): the fragment large frames are streamed in")
 	pEager = params.Int("GORUN_SM_EAGER_LIMIT", defaultEager,
 		"largest message sent eagerly over shared memory; larger ones go by rendezvous")
+	pBellAfter = params.Int("GORUN_SM_DOORBELL_AFTER", defaultBellAfter,
+		"a receiver with more registered shared-memory senders than this polls by doorbell (only the rings that rang) instead of every ring; 0 always")
 	pSingleCopy = params.String("GORUN_SM_SINGLE_COPY", "cma",
 		`single copy between local ranks for rendezvous: "cma" (process_vm_readv/writev) or "none" (always the ring)`)
 )
@@ -36,6 +38,17 @@ const defaultEager = 16 << 10
 // dead peer 50 times sooner than the membership's failure detector
 // (~0.5 s, DESIGN.md).
 const livenessEvery = 10 * time.Millisecond
+
+// defaultBellAfter: a receiver polls every inbound ring while it has at
+// most this many senders, and switches to the doorbell beyond (doc.go,
+// "Doorbell"). With one or few senders, polling their rings costs a load
+// or a few of lines in cache, while the doorbell adds a cache line that
+// both sides write on every message to the latency path.
+const defaultBellAfter = 4
+
+// stallEvery: a stalled transfer reads the clock on every stallEvery-th
+// poll without progress (and on the first after a Wait), not on each.
+const stallEvery = 64
 
 // maxFrame rejects first fragments claiming absurd lengths (corrupt memory).
 const maxFrame = 1 << 42

@@ -36,6 +36,9 @@ type inRing struct {
 	head  uint64
 	headp *uint64
 	fullp *uint32
+	// hot: listed in m.hot, polled on every Progress in doorbell mode;
+	// more: the last poll stopped at its budget with slots left.
+	hot, more bool
 	// The frame being received: between Begin and End when inFrame.
 	inFrame bool
 	hdr     btl.Header
@@ -56,7 +59,9 @@ func newInRing(p *peer, mem []byte, slots, frag int) *inRing {
 func (r *inRing) poll(m *module) int {
 	ev, n := 0, 0
 	h := m.env.Handler
-	for limit := int(r.slots) * pollBudget; n < limit; n++ {
+	limit := int(r.slots) * pollBudget
+	r.more = false
+	for ; n < limit; n++ {
 		s := r.slot(r.head)
 		if atomic.LoadUint64(u64(s, offSlotSeq)) != r.head+1 {
 			break
@@ -97,6 +102,9 @@ func (r *inRing) poll(m *module) int {
 			}
 		}
 	}
+	if n == limit {
+		r.more = true
+	}
 	if n > 0 {
 		// The producer may sleep on a full ring (Dekker with outRing.push:
 		// head is stored above, the flag read here).
@@ -128,6 +136,10 @@ type outRing struct {
 	headp *uint64 // the consumer's head
 	fullp *uint32
 	rctl  []byte // the receiver's control area, for wake-ups
+	// The receiver's doorbell: its mode word and this sender's word and bit.
+	bellOn *uint32
+	bell   *uint64
+	bit    uint64
 
 	queue   []*btl.Frame
 	off     int  // payload bytes of queue[0] already in the ring
@@ -144,6 +156,10 @@ func newOutRing(m *module, p *peer, mem []byte, s *segment) *outRing {
 	o.fullp = u32(mem, offFull)
 	o.head = atomic.LoadUint64(o.headp)
 	o.tail = o.head
+	me := m.env.Rank
+	o.bellOn = u32(s.ctl, offBellOn)
+	o.bell = u64(s.ctl, offBell(s.size)+8*(me/64))
+	o.bit = 1 << (me % 64)
 	return o
 }
 
@@ -181,6 +197,7 @@ func (o *outRing) push() int {
 	published := false
 	defer func() {
 		if published {
+			o.doorbell()
 			wake(o.rctl)
 		}
 	}()
@@ -222,6 +239,21 @@ func (o *outRing) push() int {
 	}
 	o.queue = o.queue[:0]
 	return done
+}
+
+// doorbell tells the receiver, in doorbell mode, that this ring has news: it
+// sets this sender's bit, after the slots' seq stores (doc.go,
+// "Doorbell", has the ordering argument). The bit is loaded first and
+// set only when clear: a receiver that has not swapped it out since the
+// last publish will poll this ring anyway, and the load leaves the line
+// shared instead of taking it from the receiver and the other senders.
+func (o *outRing) doorbell() {
+	if atomic.LoadUint32(o.bellOn) == 0 {
+		return
+	}
+	if atomic.LoadUint64(o.bell)&o.bit == 0 {
+		atomic.OrUint64(o.bell, o.bit)
+	}
 }
 
 // fail completes every queued frame with err; later Sends return err.

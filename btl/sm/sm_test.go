@@ -52,7 +52,8 @@ func TestLayout(t *testing.T) {
 		{"magic", offMagic, 8}, {"closed", offClosed, 4}, {"waiters", offWaiters, 4},
 		{"seq", offSeq, 4}, {"nreg", offNReg, 4}, {"opened", offOpened, 4}, {"list[0]", offList, 4},
 		{"head", offHead, 8}, {"prodpid", offProdPID, 4}, {"full", offFull, 4}, {"prodclosed", offProdClosed, 4},
-		{"slot seq", offSlotSeq, 8},
+		{"slot seq", offSlotSeq, 8}, {"bellon", offBellOn, 4},
+		{"bell[0] np=2", offBell(2), 8}, {"bell[1] np=100", offBell(100) + 8, 8},
 	}
 	for _, w := range words {
 		if w.off%w.size != 0 || w.off/lineSize != (w.off+w.size-1)/lineSize {
@@ -84,6 +85,14 @@ func TestLayout(t *testing.T) {
 	// payload bytes is one line.
 	if offSlotHdr+32+16 > lineSize {
 		t.Error("a 16-byte eager frame does not fit the slot's first line")
+	}
+	for _, n := range []int{1, 2, 64, 65, 1000} {
+		if offBell(n) < offList+4*n || offBell(n)%lineSize != 0 || ctlBytes(n) < offBell(n)+8*bellWords(n) {
+			t.Errorf("np=%d: doorbell at %d overlaps the registry or the rings", n, offBell(n))
+		}
+	}
+	if line(offBell(2)) == line(offNReg) || line(offBell(2)) == line(offSeq) {
+		t.Error("the doorbell shares a line with another control word")
 	}
 	if ringBytes(16, 64<<10)%pageSize != 0 || ctlBytes(3)%pageSize != 0 {
 		t.Error("ring or control area not a page multiple (mmap offsets)")
@@ -426,5 +435,163 @@ func TestSingleCopyAcrossProcesses(t *testing.T) {
 	fmt.Fprintln(in, "check")
 	if !sc.Scan() || sc.Text() != "ok" {
 		t.Fatalf("child after WriteRemote: %q %s", sc.Text(), stderr.String())
+	}
+}
+
+// TestConformanceDoorbell runs the suite with the receivers in doorbell
+// mode from the start, on the small ring (budget cut-offs and fragmented
+// frames keep rings hot across polls).
+func TestConformanceDoorbell(t *testing.T) {
+	t.Setenv("GORUN_SM_DOORBELL_AFTER", "0")
+	t.Setenv("GORUN_SM_SLOTS", "2")
+	t.Setenv("GORUN_SM_FRAG_SIZE", "4096")
+	t.Setenv("GORUN_SM_EAGER_LIMIT", "1024")
+	btltest.Run(t, btltest.Transport{Name: "sm"})
+}
+
+// srcHandler records frames by source.
+type srcHandler struct {
+	got    map[int][]string
+	failed []error
+}
+
+func (h *srcHandler) Begin(src int, hd *btl.Header, n int) []byte { return make([]byte, n) }
+func (h *srcHandler) End(src int, hd *btl.Header, d []byte) {
+	h.got[src] = append(h.got[src], string(d))
+}
+func (h *srcHandler) PeerFailed(src int, err error) { h.failed = append(h.failed, err) }
+
+// TestDoorbell has 69 senders (two doorbell words) in this process send
+// to rank 0: below the threshold rank 0 polls every ring, past it it
+// switches to the doorbell (senders that published before they saw the
+// switch included); rung bits are cleared by Progress, the hot list
+// empties once the rings are drained, Wait's ready sees a ring's bit, and
+// a frame fragmented over several polls completes.
+func TestDoorbell(t *testing.T) {
+	const n, after = 70, 3
+	t.Setenv("GORUN_SM_SLOTS", "2")
+	t.Setenv("GORUN_SM_FRAG_SIZE", "4096")
+	t.Setenv("GORUN_SM_DOORBELL_AFTER", strconv.Itoa(after))
+	job := fmt.Sprintf("smtest%d-%d", os.Getpid(), jobN.Add(1))
+	m := make([]*module, n)
+	h := &srcHandler{got: map[int][]string{}}
+	for r := range m {
+		var hh btl.Handler = &handler{}
+		if r == 0 {
+			hh = h
+		}
+		mod, err := component{}.Open(btl.Env{Rank: r, Size: n, JobID: job, HostID: "h", Handler: hh})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m[r] = mod.(*module)
+	}
+	t.Cleanup(func() {
+		for _, x := range m {
+			x.Close()
+		}
+		left, _ := filepath.Glob("/dev/shm/gorun-" + job + "-*")
+		for _, f := range left {
+			os.Remove(f)
+		}
+	})
+	d := &doneCount{}
+	ep := make([]btl.Endpoint, n)
+	send := func(r int, s string) {
+		if err := ep[r].Send(&btl.Frame{Payload: []byte(s), Owner: d}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := map[int][]string{}
+	check := func(when string) {
+		t.Helper()
+		for r := 1; r < n; r++ {
+			if fmt.Sprint(h.got[r]) != fmt.Sprint(want[r]) {
+				t.Fatalf("%s: from rank %d got %q, want %q", when, r, h.got[r], want[r])
+			}
+		}
+		if len(h.failed) > 0 {
+			t.Fatalf("%s: failures %v", when, h.failed)
+		}
+	}
+	bellWord := func(w int) uint64 { return atomic.LoadUint64(m[0].bells[w]) }
+
+	// Below the threshold: no doorbell.
+	for r := 1; r <= after; r++ {
+		ep[r] = reach(t, m[r], m[0])
+		send(r, fmt.Sprint("a", r))
+		want[r] = append(want[r], fmt.Sprint("a", r))
+	}
+	m[0].Progress()
+	check("polling every ring")
+	if m[0].bellOn || bellWord(0) != 0 {
+		t.Fatalf("doorbell on with %d senders, or rung (%#x)", after, bellWord(0))
+	}
+	// The rest register and everybody sends before rank 0 looks: nobody
+	// rang (the flag is off), the switch must poll every ring once.
+	for r := after + 1; r < n; r++ {
+		ep[r] = reach(t, m[r], m[0])
+	}
+	for r := 1; r < n; r++ {
+		send(r, fmt.Sprint("b", r))
+		want[r] = append(want[r], fmt.Sprint("b", r))
+	}
+	if bellWord(0) != 0 || bellWord(1) != 0 {
+		t.Fatal("a sender rang before the doorbell was on")
+	}
+	m[0].Progress()
+	check("switch")
+	if !m[0].bellOn || atomic.LoadUint32(u32(m[0].own.ctl, offBellOn)) != 1 {
+		t.Fatal("doorbell off with 69 senders")
+	}
+	if m[0].Progress(); len(m[0].hot) != 0 || m[0].ready() {
+		t.Fatalf("drained: %d rings still hot, ready %v", len(m[0].hot), m[0].ready())
+	}
+	// Two rung bits, one in each word; ready sees them; Progress clears
+	// them and polls only those rings.
+	send(5, "c5")
+	send(66, "c66")
+	send(66, "d66")
+	want[5] = append(want[5], "c5")
+	want[66] = append(want[66], "c66", "d66")
+	if bellWord(0) != 1<<5 || bellWord(1) != 1<<(66-64) {
+		t.Fatalf("doorbell %#x %#x, want bits 5 and 66", bellWord(0), bellWord(1))
+	}
+	if !m[0].ready() {
+		t.Fatal("rung doorbell: Wait would sleep")
+	}
+	m[0].Progress()
+	check("rung")
+	if bellWord(0) != 0 || bellWord(1) != 0 || len(m[0].hot) != 0 {
+		t.Fatalf("after Progress: doorbell %#x %#x, %d hot", bellWord(0), bellWord(1), len(m[0].hot))
+	}
+	// A frame of 5 fragments through a 2-slot ring: the ring stays hot
+	// while half received, the sender rings for each batch.
+	big := strings.Repeat("x", 4*4096+100)
+	send(40, big)
+	want[40] = append(want[40], big)
+	for i := 0; i < 20 && len(h.got[40]) < len(want[40]); i++ {
+		m[0].Progress()
+		m[40].Progress()
+	}
+	check("fragmented")
+	if m[0].Progress(); len(m[0].hot) != 0 || m[0].ready() {
+		t.Fatalf("after the big frame: %d hot, ready %v", len(m[0].hot), m[0].ready())
+	}
+	// Many frames from every sender at once, more than a ring holds.
+	for k := 0; k < 5; k++ {
+		for r := 1; r < n; r++ {
+			send(r, fmt.Sprint("e", k, r))
+			want[r] = append(want[r], fmt.Sprint("e", k, r))
+		}
+	}
+	for i := 0; i < 50; i++ {
+		for _, x := range m {
+			x.Progress()
+		}
+	}
+	check("all at once")
+	if d.errs != 0 {
+		t.Fatalf("%d frames failed", d.errs)
 	}
 }

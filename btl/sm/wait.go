@@ -41,6 +41,7 @@ func (m *module) Wait(d time.Duration) {
 	d = min(d, livenessEvery)
 	ctl := m.own.ctl
 	w, seq := u32(ctl, offWaiters), u32(ctl, offSeq)
+	m.waits++
 	atomic.AddUint32(w, 1)
 	v := atomic.LoadUint32(seq)
 	if !m.ready() {
@@ -54,9 +55,24 @@ func (m *module) ready() bool {
 	if atomic.LoadUint32(u32(m.own.ctl, offNReg)) != m.nseen {
 		return true
 	}
-	for _, r := range m.in {
-		if r.p.err == nil && r.ready() {
-			return true
+	if m.bellOn {
+		// A publish after the last swap rang (or found its bit still
+		// set, and no swap since): doc.go, "Doorbell".
+		for _, bp := range m.bells {
+			if atomic.LoadUint64(bp) != 0 {
+				return true
+			}
+		}
+		for _, r := range m.hot {
+			if r.p.err == nil && (r.more || r.ready()) {
+				return true
+			}
+		}
+	} else {
+		for _, r := range m.in {
+			if r.p.err == nil && r.ready() {
+				return true
+			}
 		}
 	}
 	for _, o := range m.busy {
@@ -68,8 +84,17 @@ func (m *module) ready() bool {
 }
 
 // stalled is called when a transfer with p made no progress in a poll; at
-// most every livenessEvery it checks that p is still there.
+// most every livenessEvery it checks that p is still there. The clock is
+// read on every stallEvery-th call, and on the first after a Wait (calls
+// far apart in time): a sender spinning on a full ring polls every ~100
+// ns, and reading the clock on each cost 8.6% of its time (pprof, 8-byte
+// message rate at np=2).
 func (m *module) stalled(p *peer) {
+	p.stalls++
+	if p.stalls < stallEvery && p.waits == m.waits {
+		return
+	}
+	p.stalls, p.waits = 0, m.waits
 	now := nanotime()
 	if now < p.next {
 		return
