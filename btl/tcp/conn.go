@@ -22,6 +22,12 @@ const maxPayload = 1 << 42
 // what it holds is read straight into the destination.
 const rbufSize = 256 << 10
 
+// tailRead is how much a read that completes a large payload, or follows
+// one, takes into the staging buffer: enough for the next frame's header and
+// some payload, little enough that the next large payload mostly lands in
+// its destination instead of being copied out of the staging buffer.
+const tailRead = 4096
+
 // directRead is the remaining payload above which reads bypass the staging
 // buffer and land in the destination.
 const directRead = 32 << 10
@@ -170,6 +176,8 @@ type inConn struct {
 	hdr     btl.Header
 	dst     []byte
 	got     int
+	big     bool // the last frame had a large payload: read little into buf
+	iov     [2]unix.Iovec
 }
 
 func newInConn(fd, rank int) *inConn {
@@ -190,11 +198,20 @@ func (ic *inConn) poll(h btl.Handler) (int, error) {
 		}
 		// Read more: straight into the destination when much is missing.
 		if ic.inFrame && len(ic.dst)-ic.got >= directRead {
-			r, err := rawRead(ic.fd, ic.dst[ic.got:])
+			// parse consumed the whole staging buffer; read the rest of
+			// the payload and what follows it with one readv.
+			rest := ic.dst[ic.got:]
+			ic.pos, ic.end = 0, 0
+			r, err := ic.readv(rest, ic.buf[:tailRead])
 			if r <= 0 {
 				return n, readErr(r, err)
 			}
-			ic.got += r
+			if r <= len(rest) {
+				ic.got += r
+			} else {
+				ic.got = len(ic.dst)
+				ic.end = r - len(rest)
+			}
 			if ic.got == len(ic.dst) {
 				ic.finish(h)
 				n++
@@ -207,12 +224,30 @@ func (ic *inConn) poll(h btl.Handler) (int, error) {
 			ic.end = copy(ic.buf, ic.buf[ic.pos:ic.end])
 			ic.pos = 0
 		}
-		r, err := rawRead(ic.fd, ic.buf[ic.end:])
+		p := ic.buf[ic.end:]
+		if ic.big && len(p) > tailRead {
+			p = p[:tailRead]
+		}
+		r, err := rawRead(ic.fd, p)
 		if r <= 0 {
 			return n, readErr(r, err)
 		}
 		ic.end += r
 	}
+}
+
+// readv reads into a, then b, without blocking.
+func (ic *inConn) readv(a, b []byte) (int, error) {
+	ic.iov[0].Base = &a[0]
+	ic.iov[0].SetLen(len(a))
+	ic.iov[1].Base = &b[0]
+	ic.iov[1].SetLen(len(b))
+	r, _, e := unix.RawSyscall(unix.SYS_READV, uintptr(ic.fd), uintptr(unsafe.Pointer(&ic.iov[0])), 2)
+	ic.iov = [2]unix.Iovec{}
+	if e != 0 {
+		return -1, e
+	}
+	return int(r), nil
 }
 
 // rawRead reads from a non-blocking socket without telling the Go
@@ -265,6 +300,7 @@ func (ic *inConn) parse(h btl.Handler) (int, error) {
 		}
 		ic.got = 0
 		ic.inFrame = true
+		ic.big = plen >= directRead
 	}
 }
 
