@@ -64,10 +64,7 @@ func (c *Comm) check(op string) error {
 	if c.freed.Load() {
 		return errorf(ErrComm, op, "communicator %s was freed", c.name)
 	}
-	stateMu.Lock()
-	live := state == c.rt
-	stateMu.Unlock()
-	if !live {
+	if live.Load() != c.rt {
 		return errorf(ErrNotInit, op, "mpi is not initialized (Finalize called?)")
 	}
 	return nil

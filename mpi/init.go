@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorun/gorun/btl"
@@ -29,7 +30,10 @@ type rt struct {
 }
 
 var (
-	stateMu   sync.Mutex
+	stateMu sync.Mutex
+	// live mirrors state for the checks every call makes, without the
+	// mutex.
+	live      atomic.Pointer[rt]
 	state     *rt
 	finalized bool
 	t0        = time.Now()
@@ -105,6 +109,7 @@ func Init() error {
 	state = &rt{env: env, eng: eng, sess: sess}
 	state.world = newComm("MPI_COMM_WORLD", state, 0, world, env.Rank)
 	state.self = newComm("MPI_COMM_SELF", state, 2, []int{env.Rank}, 0)
+	live.Store(state)
 	return nil
 }
 
@@ -145,6 +150,7 @@ func Finalize() error {
 	berr := Barrier(s.world)
 	stateMu.Lock()
 	state, finalized = nil, true
+	live.Store(nil)
 	stateMu.Unlock()
 	ferr := s.sess.Finalized()
 	cerr := s.eng.Close()
