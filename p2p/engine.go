@@ -2,7 +2,6 @@ package p2p
 
 import (
 	"fmt"
-	"runtime"
 	"sync"
 
 	"github.com/gorun/gorun/btl"
@@ -134,22 +133,6 @@ func (e *Engine) Rank() int { return e.rank }
 // Size is the world size.
 func (e *Engine) Size() int { return len(e.peers) }
 
-// Transport names the module that carries traffic to peer (choosing it if
-// not yet chosen).
-func (e *Engine) Transport(peer int) (string, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	r, err := e.route(peer)
-	if err != nil {
-		return "", err
-	}
-	for _, m := range e.mods {
-		if ep, _ := m.Reach(e.peers[peer]); ep == r.ep {
-			return m.Name(), nil
-		}
-	}
-	return "?", nil
-}
 
 func (e *Engine) route(peer int) (*route, error) {
 	if r := e.routes[peer]; r != nil {
@@ -451,7 +434,6 @@ func (e *Engine) Close() error {
 		r.complete(ErrClosed)
 	}
 	e.posted, e.sends, e.recvs = nil, nil, nil
-	runtime.KeepAlive(e)
 	return first
 }
 
