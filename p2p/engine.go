@@ -133,7 +133,6 @@ func (e *Engine) Rank() int { return e.rank }
 // Size is the world size.
 func (e *Engine) Size() int { return len(e.peers) }
 
-
 func (e *Engine) route(peer int) (*route, error) {
 	if r := e.routes[peer]; r != nil {
 		return r, nil
