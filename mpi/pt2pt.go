@@ -84,8 +84,8 @@ func finishRaw(op string, c *Comm, r *p2p.Request, elem int) (Status, error) {
 // isend and irecvBytes start the operation inside the public request, one
 // allocation for both.
 func isend[T Numeric](op string, c *Comm, buf []T, dest, tag int, sync bool) (*Request, error) {
-	q := &Request{c: c, op: op, elem: sizeOf[T]()}
-	r, err := startSend(op, c, asBytes(buf), dest, tag, sync, &q.raw)
+	q := &Request{c: c, op: op, elem: elemSize[T]()}
+	r, err := startSend(op, c, elemBytes(buf), dest, tag, sync, &q.raw)
 	if err != nil {
 		return nil, err
 	}
@@ -116,13 +116,13 @@ func Issend[T Numeric](c *Comm, buf []T, dest, tag int) (*Request, error) {
 // Irecv starts receiving into buf from rank source of c (or AnySource) with
 // tag (or AnyTag).
 func Irecv[T Numeric](c *Comm, buf []T, source, tag int) (*Request, error) {
-	return irecvBytes("Irecv", c, asBytes(buf), sizeOf[T](), source, tag)
+	return irecvBytes("Irecv", c, elemBytes(buf), elemSize[T](), source, tag)
 }
 
 // Send sends buf to rank dest of c with tag and returns once buf may be
 // reused.
 func Send[T Numeric](c *Comm, buf []T, dest, tag int) error {
-	r, err := startSend("Send", c, asBytes(buf), dest, tag, false, nil)
+	r, err := startSend("Send", c, elemBytes(buf), dest, tag, false, nil)
 	if err != nil {
 		return err
 	}
@@ -132,7 +132,7 @@ func Send[T Numeric](c *Comm, buf []T, dest, tag int) error {
 
 // Ssend sends synchronously: it returns once the receive has matched.
 func Ssend[T Numeric](c *Comm, buf []T, dest, tag int) error {
-	r, err := startSend("Ssend", c, asBytes(buf), dest, tag, true, nil)
+	r, err := startSend("Ssend", c, elemBytes(buf), dest, tag, true, nil)
 	if err != nil {
 		return err
 	}
@@ -143,11 +143,11 @@ func Ssend[T Numeric](c *Comm, buf []T, dest, tag int) error {
 // Recv receives into buf from rank source of c (or AnySource) with tag (or
 // AnyTag). A message longer than buf fills buf and fails with ErrTruncate.
 func Recv[T Numeric](c *Comm, buf []T, source, tag int) (Status, error) {
-	r, err := startRecv("Recv", c, asBytes(buf), source, tag, nil)
+	r, err := startRecv("Recv", c, elemBytes(buf), source, tag, nil)
 	if err != nil {
 		return Status{}, err
 	}
-	return finishRaw("Recv", c, r, sizeOf[T]())
+	return finishRaw("Recv", c, r, elemSize[T]())
 }
 
 // Sendrecv sends sendbuf to dest and receives into recvbuf from source at
@@ -166,15 +166,15 @@ func Sendrecv[S, R Numeric](c *Comm, sendbuf []S, dest, sendtag int, recvbuf []R
 			return Status{}, err
 		}
 	}
-	rr, err := startRecv("Sendrecv", c, asBytes(recvbuf), source, recvtag, nil)
+	rr, err := startRecv("Sendrecv", c, elemBytes(recvbuf), source, recvtag, nil)
 	if err != nil {
 		return Status{}, err
 	}
-	sr, err := startSend("Sendrecv", c, asBytes(sendbuf), dest, sendtag, false, nil)
+	sr, err := startSend("Sendrecv", c, elemBytes(sendbuf), dest, sendtag, false, nil)
 	if err != nil {
 		return Status{}, err
 	}
-	st, rerr := finishRaw("Sendrecv", c, rr, sizeOf[R]())
+	st, rerr := finishRaw("Sendrecv", c, rr, elemSize[R]())
 	_, serr := finishRaw("Sendrecv", c, sr, 1)
 	if rerr != nil {
 		return st, rerr

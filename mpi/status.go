@@ -35,4 +35,4 @@ func (s Status) Count() int {
 }
 
 // GetCount is the number of whole elements of T in the message.
-func GetCount[T Numeric](s Status) int { return s.bytes / sizeOf[T]() }
+func GetCount[T Numeric](s Status) int { return s.bytes / elemSize[T]() }
