@@ -1,14 +1,11 @@
 package launcher
 
 import (
-	"encoding/binary"
-	"fmt"
 	"io"
 	"time"
 
 	"github.com/gorun/gorun/internal/params"
 	"github.com/gorun/gorun/launcher/boot"
-	"github.com/vmihailenco/msgpack/v5"
 )
 
 // The agent protocol. The launcher starts one agent per remote host
@@ -79,34 +76,12 @@ type agentMsg struct {
 // maxAgentMsg bounds one frame; anything larger is corruption.
 const maxAgentMsg = 16 << 20
 
-func writeAgentMsg(w io.Writer, m *agentMsg) error {
-	b, err := msgpack.Marshal(m)
-	if err != nil {
-		return err
-	}
-	buf := make([]byte, 4+len(b))
-	binary.LittleEndian.PutUint32(buf, uint32(len(b)))
-	copy(buf[4:], b)
-	_, err = w.Write(buf)
-	return err
-}
+func writeAgentMsg(w io.Writer, m *agentMsg) error { return boot.WriteFrame(w, m) }
 
 func readAgentMsg(r io.Reader) (*agentMsg, error) {
-	var lb [4]byte
-	if _, err := io.ReadFull(r, lb[:]); err != nil {
-		return nil, err
-	}
-	n := binary.LittleEndian.Uint32(lb[:])
-	if n > maxAgentMsg {
-		return nil, fmt.Errorf("agent frame of %d bytes", n)
-	}
-	b := make([]byte, n)
-	if _, err := io.ReadFull(r, b); err != nil {
-		return nil, err
-	}
 	m := &agentMsg{}
-	if err := msgpack.Unmarshal(b, m); err != nil {
-		return nil, fmt.Errorf("bad agent frame: %w", err)
+	if err := boot.ReadFrame(r, m, "agent frame", maxAgentMsg); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

@@ -30,9 +30,11 @@ type CtlMsg struct {
 // maxCtlMsg bounds a control message; anything larger is corruption.
 const maxCtlMsg = 1 << 20
 
-// WriteCtl writes one control message to w.
-func WriteCtl(w io.Writer, m CtlMsg) error {
-	b, err := msgpack.Marshal(&m)
+// WriteFrame writes v as one frame: a 4-byte little-endian length, then
+// v in msgpack. The control socket and the launcher's agent connections
+// both speak it.
+func WriteFrame(w io.Writer, v any) error {
+	b, err := msgpack.Marshal(v)
 	if err != nil {
 		return err
 	}
@@ -43,25 +45,35 @@ func WriteCtl(w io.Writer, m CtlMsg) error {
 	return err
 }
 
-// ReadCtl reads one control message from r.
-func ReadCtl(r io.Reader) (CtlMsg, error) {
+// ReadFrame reads one frame written by WriteFrame into v; what names the
+// kind of frame in errors, and a frame longer than max is corruption.
+func ReadFrame(r io.Reader, v any, what string, max uint32) error {
 	var lb [4]byte
 	if _, err := io.ReadFull(r, lb[:]); err != nil {
-		return CtlMsg{}, err
+		return err
 	}
 	n := binary.LittleEndian.Uint32(lb[:])
-	if n > maxCtlMsg {
-		return CtlMsg{}, fmt.Errorf("control message of %d bytes", n)
+	if n > max {
+		return fmt.Errorf("%s of %d bytes", what, n)
 	}
 	b := make([]byte, n)
 	if _, err := io.ReadFull(r, b); err != nil {
-		return CtlMsg{}, err
+		return err
 	}
+	if err := msgpack.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("bad %s: %w", what, err)
+	}
+	return nil
+}
+
+// WriteCtl writes one control message to w.
+func WriteCtl(w io.Writer, m CtlMsg) error { return WriteFrame(w, &m) }
+
+// ReadCtl reads one control message from r.
+func ReadCtl(r io.Reader) (CtlMsg, error) {
 	var m CtlMsg
-	if err := msgpack.Unmarshal(b, &m); err != nil {
-		return CtlMsg{}, fmt.Errorf("bad control message: %w", err)
-	}
-	return m, nil
+	err := ReadFrame(r, &m, "control message", maxCtlMsg)
+	return m, err
 }
 
 // CtlPair returns a connected pair of control sockets: the launcher keeps
