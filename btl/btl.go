@@ -50,9 +50,28 @@ type Peer struct {
 	Rank   int
 	HostID string
 	PID    int
+	Placement
 	// Addrs maps a module name to the address that module published
 	// (Module.Address) in the peer's business card.
 	Addrs map[string][]byte
+}
+
+// Placement is where a rank runs, as its business card tells: transports
+// use it to choose paths (sm knows how many local peers will attach, cuda
+// matches GPUs, ofi picks the NIC nearest a GPU). LocalSize 0 means the
+// whole placement is unknown (a zero Placement).
+type Placement struct {
+	// LocalRank and LocalSize: this rank's index among the ranks of its
+	// host, and their number (0 when unknown).
+	LocalRank, LocalSize int
+	// NUMA is the NUMA node the rank is bound to; -1 when it is not bound
+	// within one node or that is unknown.
+	NUMA int
+	// GPUs are the PCI bus ids ("0000:18:00.0") of the GPUs the rank may
+	// use, in CUDA's order; empty when it has none or they are unknown.
+	GPUs []string
+	// NICs are the network interfaces the rank's transports use.
+	NICs []string
 }
 
 // Frame is one unit handed to Endpoint.Send.
@@ -123,6 +142,8 @@ type Env struct {
 	Size   int
 	JobID  string
 	HostID string
+	// Placement is this rank's own; every peer's travels in its Peer.
+	Placement
 	// Secret is the job secret; transports that accept connections use it to
 	// authenticate peers.
 	Secret []byte
@@ -143,24 +164,3 @@ var ErrUnreachable = errors.New("btl: no transport reaches the peer")
 
 // ErrClosed is returned for operations on a closed module or endpoint.
 var ErrClosed = errors.New("btl: closed")
-
-// RemoteCopier is implemented by modules that can copy straight between
-// this process's memory and a peer's (process_vm_readv/writev on one host,
-// RDMA on a fabric). p2p uses it for single-copy rendezvous: the RTS and CTS
-// carry buffer addresses, the receiver reads one part and the sender
-// writes the other (BENCH.md measured the split copy fastest). Both calls
-// block until the bytes have moved; they are made with the engine lock
-// held. An error (ErrNoSingleCopy when the kernel refuses) makes p2p fall
-// back to the pipelined copy through the module's frames.
-type RemoteCopier interface {
-	// ReadRemote copies len(dst) bytes from addr in peer's memory into dst.
-	ReadRemote(peer int, addr uintptr, dst []byte) error
-	// WriteRemote copies src to addr in peer's memory.
-	WriteRemote(peer int, addr uintptr, src []byte) error
-	// SingleCopy reports whether single copy to peer is possible at all
-	// (same host, allowed by the kernel and by GORUN_SM_SINGLE_COPY).
-	SingleCopy(peer int) bool
-}
-
-// ErrNoSingleCopy is returned by RemoteCopier calls the system refuses.
-var ErrNoSingleCopy = errors.New("btl: single copy refused")

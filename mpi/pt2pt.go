@@ -1,6 +1,9 @@
 package mpi
 
-import "github.com/gorun/gorun/p2p"
+import (
+	"github.com/gorun/gorun/btl"
+	"github.com/gorun/gorun/p2p"
+)
 
 func checkTag(op string, tag int, allowAny bool) error {
 	if allowAny && tag == AnyTag {
@@ -29,12 +32,12 @@ func startSend(op string, c *Comm, b []byte, dest, tag int, sync bool, into *p2p
 		return nil, err
 	}
 	if into != nil {
-		if err := c.rt.eng.IsendInto(into, c.ctx, w, tag, b, sync); err != nil {
+		if err := c.rt.eng.IsendInto(into, c.ctx, w, tag, btl.HostMem(b), sync); err != nil {
 			return nil, wrap(op, err)
 		}
 		return into, nil
 	}
-	r, err := c.rt.eng.Isend(c.ctx, w, tag, b, sync)
+	r, err := c.rt.eng.IsendMem(c.ctx, w, tag, btl.HostMem(b), sync)
 	if err != nil {
 		return nil, wrap(op, err)
 	}
@@ -58,12 +61,12 @@ func startRecv(op string, c *Comm, b []byte, source, tag int, into *p2p.Request)
 		return nil, err
 	}
 	if into != nil {
-		if err := c.rt.eng.IrecvInto(into, c.ctx, w, tag, b); err != nil {
+		if err := c.rt.eng.IrecvInto(into, c.ctx, w, tag, btl.HostMem(b)); err != nil {
 			return nil, wrap(op, err)
 		}
 		return into, nil
 	}
-	r, err := c.rt.eng.Irecv(c.ctx, w, tag, b)
+	r, err := c.rt.eng.IrecvMem(c.ctx, w, tag, btl.HostMem(b))
 	if err != nil {
 		return nil, wrap(op, err)
 	}

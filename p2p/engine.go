@@ -42,16 +42,20 @@ type route struct {
 	mod   btl.Module
 	eager int
 	seq   uint32
-	// rc copies straight between this process and the peer, when the
-	// module can (single-copy rendezvous); nil otherwise.
-	rc btl.RemoteCopier
+	// rma moves memory of the kinds in kinds straight between this process
+	// and the peer (RMA rendezvous), when the module can; nil otherwise.
+	rma   btl.RMA
+	kinds btl.Kinds
 }
 
 type inflight struct {
 	req  *Request
 	u    *unexpected
-	trsh []byte  // scratch for a truncated eager payload
-	addr [8]byte // the payload of a single-copy RTS or CTS
+	trsh []byte // scratch for a payload nobody can take (truncated, device)
+	// wire receives the region of an RMA RTS or CTS. Begin resets the
+	// fields above only: clearing it on every frame would cost the eager
+	// path.
+	wire [btl.MaxRegionSize]byte
 }
 
 // unexpected is a message that arrived before its receive was posted.
@@ -62,9 +66,8 @@ type unexpected struct {
 	length int
 	rts    bool
 	sreq   uint64
-	// single and addr: the RTS offered a single copy from addr.
-	single bool
-	addr   uint64
+	// remote: the RTS offered an RMA rendezvous from this region.
+	remote *btl.Region
 	data   []byte
 	// complete is false while an eager payload is still arriving; claimed
 	// is the receive that matched it meanwhile.
@@ -142,8 +145,10 @@ func (e *Engine) route(peer int) (*route, error) {
 		return nil, err
 	}
 	r := &route{ep: rt.Endpoint, mod: rt.Module, eager: rt.Caps.EagerLimit}
-	if rc, ok := rt.Module.(btl.RemoteCopier); ok && rc.SingleCopy(peer) {
-		r.rc = rc
+	if x, ok := rt.Module.(btl.RMA); ok {
+		if k := x.RMAKinds(peer); k != 0 {
+			r.rma, r.kinds = x, k
+		}
 	}
 	e.routes[peer] = r
 	e.pickWaiter()
@@ -155,20 +160,31 @@ func (e *Engine) nid() uint64 {
 	return e.nextID
 }
 
-// Isend starts a send of buf to world rank dst. With sync the send completes
-// only once the receive has matched (MPI_Ssend).
+// Isend starts a send of the host buffer buf to world rank dst. With sync
+// the send completes only once the receive has matched (MPI_Ssend).
 func (e *Engine) Isend(ctx uint32, dst, tag int, buf []byte, sync bool) (*Request, error) {
+	return e.IsendMem(ctx, dst, tag, btl.HostMem(buf), sync)
+}
+
+// IsendMem is Isend of any memory.
+func (e *Engine) IsendMem(ctx uint32, dst, tag int, m btl.Mem, sync bool) (*Request, error) {
 	r := newRequest(e)
-	if err := e.IsendInto(r, ctx, dst, tag, buf, sync); err != nil {
+	if err := e.IsendInto(r, ctx, dst, tag, m, sync); err != nil {
 		return nil, err
 	}
 	return r, nil
 }
 
-// IsendInto is Isend into a request the caller provides (a zero Request,
+// IsendInto is IsendMem into a request the caller provides (a zero Request,
 // for example a field of the caller's own request type, which saves an
 // allocation per operation). The caller must not Release it.
-func (e *Engine) IsendInto(r *Request, ctx uint32, dst, tag int, buf []byte, sync bool) error {
+//
+// The protocol: host memory up to the route's eager limit goes eagerly
+// (unless sync); anything else by rendezvous, through RMA when the route's
+// module reaches the buffer's kind, else by frames for host memory; device
+// memory that no RMA reaches fails with ErrNoDevicePath (the host staging
+// pipeline is not built yet).
+func (e *Engine) IsendInto(r *Request, ctx uint32, dst, tag int, m btl.Mem, sync bool) error {
 	if r.e == nil {
 		initRequest(r, e)
 	}
@@ -185,51 +201,73 @@ func (e *Engine) IsendInto(r *Request, ctx uint32, dst, tag int, buf []byte, syn
 	if err != nil {
 		return fmt.Errorf("send to rank %d: %w", dst, err)
 	}
-	h := header{ctx: ctx, src: int32(e.rank), tag: int32(tag), seq: rt.seq, length: uint64(len(buf))}
-	rt.seq++
-	if !sync && len(buf) <= rt.eager {
-		h.kind = kEager
+	if m.Kind == btl.MemHost && !sync && len(m.Bytes) <= rt.eager {
+		h := header{kind: kEager, ctx: ctx, src: int32(e.rank), tag: int32(tag), seq: rt.seq, length: uint64(len(m.Bytes))}
+		rt.seq++
 		h.encode(&r.data.Hdr)
-		r.data.Payload = buf
+		r.data.Payload = m.Bytes
 		if err := e.post(rt, r, &r.data); err != nil {
 			return fmt.Errorf("send to rank %d: %w", dst, err)
 		}
 		return nil
 	}
-	r.buf = buf
-	r.id = e.nid()
-	h.kind = kRTS
-	h.sreq = r.id
-	if rt.rc != nil {
-		h.flags = fSingle
-		r.single = true
-		r.setAddr()
+	return e.rendezvous(r, rt, m)
+}
+
+// rendezvous sends the RTS of r to r.peer: with our registered region when
+// the route has RMA for m's kind.
+func (e *Engine) rendezvous(r *Request, rt *route, m btl.Mem) error {
+	dst := r.peer
+	h := header{kind: kRTS, ctx: r.ctx, src: int32(e.rank), tag: int32(r.tag), seq: rt.seq, length: uint64(m.Len())}
+	if rt.rma != nil && rt.kinds.Has(m.Kind) && m.Len() > 0 {
+		if err := register(r, rt, m); err == nil {
+			h.flags = fRMA
+		} else if m.Kind != btl.MemHost {
+			return fmt.Errorf("send to rank %d: register %v: %w", dst, m, err)
+		}
 	}
+	if r.x == nil && m.Kind != btl.MemHost {
+		return fmt.Errorf("send to %w", noPathErr(dst, m, rt))
+	}
+	rt.seq++
+	r.mem = m
+	r.id = e.nid()
+	h.sreq = r.id
 	h.encode(&r.ctl.Hdr)
 	e.sends[r.id] = r
 	if err := e.post(rt, r, &r.ctl); err != nil {
 		delete(e.sends, r.id)
+		if x := r.x; x != nil {
+			r.x = nil
+			x.release()
+			x.free()
+		}
 		return fmt.Errorf("send to rank %d: %w", dst, err)
 	}
 	return nil
 }
 
-// Irecv posts a receive into buf from world rank src (or AnySource) with tag
-// (or AnyTag).
+// Irecv posts a receive into the host buffer buf from world rank src (or
+// AnySource) with tag (or AnyTag).
 func (e *Engine) Irecv(ctx uint32, src, tag int, buf []byte) (*Request, error) {
+	return e.IrecvMem(ctx, src, tag, btl.HostMem(buf))
+}
+
+// IrecvMem is Irecv into any memory.
+func (e *Engine) IrecvMem(ctx uint32, src, tag int, m btl.Mem) (*Request, error) {
 	r := newRequest(e)
-	if err := e.IrecvInto(r, ctx, src, tag, buf); err != nil {
+	if err := e.IrecvInto(r, ctx, src, tag, m); err != nil {
 		return nil, err
 	}
 	return r, nil
 }
 
-// IrecvInto is Irecv into a request the caller provides, like IsendInto.
-func (e *Engine) IrecvInto(r *Request, ctx uint32, src, tag int, buf []byte) error {
+// IrecvInto is IrecvMem into a request the caller provides, like IsendInto.
+func (e *Engine) IrecvInto(r *Request, ctx uint32, src, tag int, m btl.Mem) error {
 	if r.e == nil {
 		initRequest(r, e)
 	}
-	r.recv, r.ctx, r.peer, r.tag, r.buf = true, ctx, src, tag, buf
+	r.recv, r.ctx, r.peer, r.tag, r.mem = true, ctx, src, tag, m
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
@@ -264,7 +302,7 @@ func (e *Engine) take(r *Request, u *unexpected) {
 	r.st = Status{Source: u.src, Tag: u.tag, Bytes: u.length}
 	switch {
 	case u.rts:
-		e.startRendezvous(r, u.src, u.length, u.sreq, u.single, uintptr(u.addr))
+		e.startRendezvous(r, u.src, u.length, u.sreq, u.remote)
 	case u.complete:
 		e.fill(r, u.data)
 		r.complete(nil)
@@ -275,7 +313,11 @@ func (e *Engine) take(r *Request, u *unexpected) {
 
 // fill copies a whole eager message into r's buffer, noting truncation.
 func (e *Engine) fill(r *Request, data []byte) {
-	n := copy(r.buf, data)
+	if r.mem.Kind != btl.MemHost {
+		r.devErr = fmt.Errorf("receive from %w", noPathErr(r.st.Source, r.mem, e.routes[r.st.Source]))
+		return
+	}
+	n := copy(r.mem.Bytes, data)
 	if n < len(data) {
 		r.trunc = true
 		r.st.Bytes = n
@@ -283,12 +325,15 @@ func (e *Engine) fill(r *Request, data []byte) {
 }
 
 // startRendezvous answers an RTS for r with a CTS. When the sender offered
-// a single copy and the route can do it, the CTS carries r's address, and r
-// reads its part of the message straight from the sender's buffer.
-func (e *Engine) startRendezvous(r *Request, src, length int, sreq uint64, single bool, saddr uintptr) {
+// its region (remote) and the route has RMA for both buffers' kinds, the
+// CTS carries r's region, and r gets its part of the message while the
+// sender puts the rest (rma.go). When neither RMA nor frames can carry the
+// message (device memory on either side without RMA), the CTS says so
+// (fNoPath) and both sides fail.
+func (e *Engine) startRendezvous(r *Request, src, length int, sreq uint64, remote *btl.Region) {
 	accept := length
-	if accept > len(r.buf) {
-		accept = len(r.buf)
+	if n := r.mem.Len(); accept > n {
+		accept = n
 		r.trunc = true
 	}
 	r.st.Bytes = accept
@@ -302,11 +347,22 @@ func (e *Engine) startRendezvous(r *Request, src, length int, sreq uint64, singl
 		r.complete(err)
 		return
 	}
-	r.single = single && rt.rc != nil
-	if r.single {
-		h.flags = fSingle
-		r.accept = accept
-		r.setAddr()
+	if remote != nil && rt.rma != nil && accept > 0 && rt.kinds.Has(r.mem.Kind) && rt.kinds.Has(remote.Kind) && uint64(accept) <= remote.Len {
+		if register(r, rt, r.mem.Slice(0, accept)) == nil {
+			h.flags = fRMA
+			r.x.remote = *remote
+			r.x.peerReq = sreq
+		}
+	}
+	var nopath error
+	if r.x == nil && (r.mem.Kind != btl.MemHost || (remote != nil && remote.Kind != btl.MemHost)) {
+		m := r.mem
+		if remote != nil && remote.Kind != btl.MemHost {
+			m = btl.Mem{Kind: remote.Kind, N: length}
+		}
+		nopath = fmt.Errorf("receive from %w", noPathErr(src, m, rt))
+		h.flags = fNoPath
+		r.ctl.Payload = nil
 	}
 	h.encode(&r.ctl.Hdr)
 	if err := e.sendCtl(src, r, &r.ctl); err != nil {
@@ -314,28 +370,12 @@ func (e *Engine) startRendezvous(r *Request, src, length int, sreq uint64, singl
 		r.complete(err)
 		return
 	}
-	if !r.single {
-		return
-	}
-	// The sender writes its part while we read ours.
-	if m := split(accept); m > 0 {
-		if err := rt.rc.ReadRemote(src, saddr, r.buf[:m]); err != nil {
-			delete(e.recvs, r.id)
-			r.complete(fmt.Errorf("single-copy receive from rank %d: %w", src, err))
-			return
-		}
-	}
-	fin := header{kind: kFinR, ctx: r.ctx, src: int32(e.rank), sreq: sreq}
-	fin.encode(&r.data.Hdr)
-	if err := e.sendCtl(src, r, &r.data); err != nil {
+	switch {
+	case nopath != nil:
 		delete(e.recvs, r.id)
-		r.complete(err)
-		return
-	}
-	r.mine = true
-	if r.theirs {
-		delete(e.recvs, r.id)
-		r.complete(nil)
+		r.complete(nopath)
+	case r.x != nil:
+		e.rmaRecv(r, src, accept)
 	}
 }
 
@@ -377,7 +417,7 @@ func (e *Engine) Release(r *Request) {
 	e.mu.Unlock()
 }
 
-// forget drops r from the engine's tables after a failure.
+// forget drops r from the engine's tables (its rendezvous is over).
 func (e *Engine) forget(r *Request) {
 	if r.id != 0 {
 		if r.recv {

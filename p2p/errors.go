@@ -15,4 +15,8 @@ var (
 	ErrClosed = errors.New("p2p engine closed")
 	// ErrProtocol: a peer sent a frame that makes no sense here.
 	ErrProtocol = errors.New("protocol error")
+	// ErrNoDevicePath: a buffer in device memory met a route that reaches
+	// it neither by RMA nor by a host staging pipeline (not built yet).
+	// Nothing was transferred.
+	ErrNoDevicePath = errors.New("device memory cannot travel this route (no RMA for it, and host staging is not built yet)")
 )

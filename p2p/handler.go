@@ -1,7 +1,6 @@
 package p2p
 
 import (
-	"encoding/binary"
 	"fmt"
 	"os"
 	"slices"
@@ -20,14 +19,14 @@ func (hd *handler) Begin(src int, bh *btl.Header, n int) []byte {
 	var h header
 	h.decode(bh)
 	cur := &e.cur[src]
-	*cur = inflight{}
+	cur.req, cur.u, cur.trsh = nil, nil, nil
 	switch h.kind {
 	case kEager:
 		if r := e.matchPosted(h.ctx, src, int(h.tag)); r != nil {
 			r.st = Status{Source: src, Tag: int(h.tag), Bytes: n}
 			cur.req = r
-			if n <= len(r.buf) {
-				return r.buf[:n]
+			if r.mem.Kind == btl.MemHost && n <= len(r.mem.Bytes) {
+				return r.mem.Bytes[:n]
 			}
 			cur.trsh = make([]byte, n)
 			return cur.trsh
@@ -38,15 +37,15 @@ func (hd *handler) Begin(src int, bh *btl.Header, n int) []byte {
 		return u.data
 	case kData:
 		r := e.recvs[h.rreq]
-		if r != nil && n <= len(r.buf) && r.rndvPeer == src {
-			return r.buf[:n]
+		if r != nil && r.x == nil && r.mem.Kind == btl.MemHost && n <= len(r.mem.Bytes) && r.rndvPeer == src {
+			return r.mem.Bytes[:n]
 		}
 		e.protocolError(src, fmt.Sprintf("DATA for unknown receive %d (%d bytes)", h.rreq, n))
 		cur.trsh = make([]byte, n)
 		return cur.trsh
 	}
-	if (h.kind == kRTS || h.kind == kCTS) && h.flags&fSingle != 0 && n == len(cur.addr) {
-		return cur.addr[:]
+	if (h.kind == kRTS || h.kind == kCTS) && h.flags&fRMA != 0 && n <= len(cur.wire) {
+		return cur.wire[:n]
 	}
 	if n > 0 {
 		e.protocolError(src, fmt.Sprintf("frame kind %d with %d payload bytes", h.kind, n))
@@ -60,22 +59,19 @@ func (hd *handler) End(src int, bh *btl.Header, data []byte) {
 	e := (*Engine)(hd)
 	var h header
 	h.decode(bh)
-	var addr uintptr
-	if h.flags&fSingle != 0 && len(data) == 8 {
-		addr = uintptr(binary.LittleEndian.Uint64(data))
-	}
-	cur := e.cur[src]
-	e.cur[src] = inflight{}
+	cur := &e.cur[src]
+	req, u, trsh := cur.req, cur.u, cur.trsh
+	cur.req, cur.u, cur.trsh = nil, nil, nil
 	switch h.kind {
 	case kEager:
-		if r := cur.req; r != nil {
-			if cur.trsh != nil {
-				e.fill(r, cur.trsh)
+		if r := req; r != nil {
+			if trsh != nil {
+				e.fill(r, trsh)
 			}
 			r.complete(nil)
 			return
 		}
-		if u := cur.u; u != nil {
+		if u != nil {
 			u.complete = true
 			if r := u.claimed; r != nil {
 				e.fill(r, u.data)
@@ -83,59 +79,44 @@ func (hd *handler) End(src int, bh *btl.Header, data []byte) {
 			}
 		}
 	case kRTS:
+		var remote *btl.Region
+		if h.flags&fRMA != 0 {
+			remote = new(btl.Region)
+			if err := btl.DecodeRegion(data, remote); err != nil {
+				e.protocolError(src, fmt.Sprintf("RTS: %v", err))
+				return
+			}
+		}
 		if r := e.matchPosted(h.ctx, src, int(h.tag)); r != nil {
 			r.st = Status{Source: src, Tag: int(h.tag), Bytes: int(h.length)}
-			e.startRendezvous(r, src, int(h.length), h.sreq, h.flags&fSingle != 0, addr)
+			e.startRendezvous(r, src, int(h.length), h.sreq, remote)
 			return
 		}
 		e.unexp = append(e.unexp, &unexpected{ctx: h.ctx, src: src, tag: int(h.tag), length: int(h.length), rts: true, sreq: h.sreq, complete: true,
-			single: h.flags&fSingle != 0, addr: uint64(addr)})
+			remote: remote})
 	case kCTS:
 		r := e.sends[h.sreq]
-		if r == nil || r.peer != src || h.length > uint64(len(r.buf)) {
+		if r == nil || r.peer != src || h.length > uint64(r.mem.Len()) {
 			e.protocolError(src, fmt.Sprintf("CTS for unknown send %d", h.sreq))
 			return
 		}
-		if h.flags&fSingle != 0 {
-			if !r.single {
-				e.protocolError(src, fmt.Sprintf("single-copy CTS for send %d that offered none", h.sreq))
-				return
-			}
-			e.singleSend(r, src, h, addr)
-			return
-		}
-		delete(e.sends, h.sreq)
-		d := header{kind: kData, ctx: r.ctx, src: int32(e.rank), tag: int32(r.tag), length: h.length, rreq: h.rreq}
-		d.encode(&r.data.Hdr)
-		r.data.Payload = r.buf[:h.length]
-		r.buf = nil
-		if err := e.sendCtl(src, r, &r.data); err != nil {
-			r.complete(err)
-		}
+		e.cleared(r, src, &h, data)
 	case kData:
 		r := e.recvs[h.rreq]
-		if r == nil || cur.trsh != nil {
+		if r == nil || trsh != nil {
 			return
 		}
 		delete(e.recvs, h.rreq)
 		r.complete(nil)
 	case kFinS:
-		if r := e.recvs[h.rreq]; r != nil && r.single && r.rndvPeer == src {
-			r.theirs = true
-			if r.mine {
-				delete(e.recvs, h.rreq)
-				r.complete(nil)
-			}
+		if r := e.recvs[h.rreq]; r != nil && r.x != nil && r.rndvPeer == src {
+			e.finished(r)
 			return
 		}
 		e.protocolError(src, fmt.Sprintf("FIN for unknown receive %d", h.rreq))
 	case kFinR:
-		if r := e.sends[h.sreq]; r != nil && r.single && r.peer == src {
-			r.theirs = true
-			if r.mine {
-				delete(e.sends, h.sreq)
-				r.complete(nil)
-			}
+		if r := e.sends[h.sreq]; r != nil && r.x != nil && r.peer == src {
+			e.finished(r)
 			return
 		}
 		e.protocolError(src, fmt.Sprintf("FIN for unknown send %d", h.sreq))
@@ -144,35 +125,37 @@ func (hd *handler) End(src int, bh *btl.Header, data []byte) {
 	}
 }
 
-// singleSend answers a single-copy CTS: write our part of the message
-// straight into the receiver's buffer at raddr, then tell it.
-func (e *Engine) singleSend(r *Request, dst int, cts header, raddr uintptr) {
-	rt, err := e.route(dst)
-	if err != nil || rt.rc == nil {
-		delete(e.sends, r.id)
-		r.complete(fmt.Errorf("single-copy send to rank %d: no route that copies: %v", dst, err))
-		return
-	}
-	accept := int(cts.length)
-	if m := split(accept); m < accept {
-		if err := rt.rc.WriteRemote(dst, raddr+uintptr(m), r.buf[m:accept]); err != nil {
-			delete(e.sends, r.id)
-			r.complete(fmt.Errorf("single-copy send to rank %d: %w", dst, err))
+// cleared acts on the CTS h for the send r: refuse (fNoPath), RMA (the
+// receiver's region in data), or the message's bytes as one DATA frame.
+func (e *Engine) cleared(r *Request, dst int, h *header, data []byte) {
+	switch {
+	case h.flags&fNoPath != 0:
+		delete(e.sends, h.sreq)
+		r.complete(fmt.Errorf("send to %w", noPathErr(dst, r.mem, e.routes[dst])))
+	case h.flags&fRMA != 0:
+		if r.x == nil {
+			e.protocolError(dst, fmt.Sprintf("RMA CTS for send %d that offered none", h.sreq))
 			return
 		}
-	}
-	fin := header{kind: kFinS, ctx: r.ctx, src: int32(e.rank), rreq: cts.rreq}
-	fin.encode(&r.ctl.Hdr)
-	r.ctl.Payload = nil
-	if err := e.sendCtl(dst, r, &r.ctl); err != nil {
-		delete(e.sends, r.id)
-		r.complete(err)
-		return
-	}
-	r.mine = true
-	if r.theirs {
-		delete(e.sends, r.id)
-		r.complete(nil)
+		if err := btl.DecodeRegion(data, &r.x.remote); err != nil {
+			e.protocolError(dst, fmt.Sprintf("CTS: %v", err))
+			return
+		}
+		r.x.peerReq = h.rreq
+		e.rmaSend(r, dst, int(h.length))
+	default:
+		if r.mem.Kind != btl.MemHost {
+			e.protocolError(dst, fmt.Sprintf("plain CTS for send %d from device memory", h.sreq))
+			return
+		}
+		delete(e.sends, h.sreq)
+		d := header{kind: kData, ctx: r.ctx, src: int32(e.rank), tag: int32(r.tag), length: h.length, rreq: h.rreq}
+		d.encode(&r.data.Hdr)
+		r.data.Payload = r.mem.Bytes[:h.length]
+		r.mem = btl.Mem{}
+		if err := e.sendCtl(dst, r, &r.data); err != nil {
+			r.complete(err)
+		}
 	}
 }
 
@@ -187,8 +170,14 @@ func (e *Engine) matchPosted(ctx uint32, src, tag int) *Request {
 	return nil
 }
 
+// protocolError reports a frame from src that makes no sense here and
+// treats it as src's failure: whatever waits on src fails with an error
+// naming the frame, instead of waiting forever for what src will never
+// send.
 func (e *Engine) protocolError(src int, what string) {
-	fmt.Fprintf(os.Stderr, "gorun: p2p: rank %d: from rank %d: %s: %v\n", e.rank, src, what, ErrProtocol)
+	err := fmt.Errorf("rank %d sent a bad frame: %s: %w", src, what, ErrProtocol)
+	fmt.Fprintf(os.Stderr, "gorun: p2p: rank %d: %v\n", e.rank, err)
+	(*handler)(e).PeerFailed(src, err)
 }
 
 // PeerFailed fails every operation that needs src.

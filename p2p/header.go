@@ -14,18 +14,24 @@ const (
 	kRTS                   // request to send: length, sender's request id
 	kCTS                   // clear to send: accepted length, both request ids
 	kData                  // the message body of a rendezvous, for rreq
-	kFinS                  // single copy: the sender wrote its part (for rreq)
-	kFinR                  // single copy: the receiver read its part (for sreq)
+	kFinS                  // RMA: the sender's Put of its part is done (for rreq)
+	kFinR                  // RMA: the receiver's Get of its part is done (for sreq)
 )
 
-// fSingle flags an RTS or CTS of a single-copy rendezvous; its 8-byte
-// payload is the address of the sender's (RTS) or receiver's (CTS) buffer.
-const fSingle = 1
+// fRMA flags an RTS or CTS of an RMA rendezvous; its payload is the
+// sender's (RTS) or receiver's (CTS) registered buffer as a btl.Region
+// encoding (at most btl.MaxRegionSize bytes).
+const fRMA = 1
 
-// splitMin is the length from which a single-copy rendezvous splits the
-// copy: the receiver reads the first part while the sender writes the
-// second (BENCH.md: the split copy reached 33 GB/s at 1 MB against 12 GB/s
-// for memcpy at 4 MB). Below it the receiver reads it all.
+// fNoPath flags a CTS by which the receiver refuses a message that no path
+// it has can carry (device memory on either side, no RMA for it, no staging
+// path yet): both sides fail with ErrNoDevicePath instead of waiting.
+const fNoPath = 2
+
+// splitMin is the length from which an RMA rendezvous splits the copy: the
+// receiver gets the first part while the sender puts the second (BENCH.md:
+// the split single copy reached 33 GB/s at 1 MB against 12 GB/s for memcpy
+// at 4 MB). Below it the receiver gets it all.
 const splitMin = 256 << 10
 
 // split returns where the receiver's part of an accepted length ends.

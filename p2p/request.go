@@ -1,10 +1,8 @@
 package p2p
 
 import (
-	"encoding/binary"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/gorun/gorun/btl"
 )
@@ -28,27 +26,27 @@ type Request struct {
 	ctx  uint32
 	peer int // send: destination; recv: posted source (AnySource allowed)
 	tag  int
-	buf  []byte
+	// mem is the user's buffer: host bytes (mem.Bytes, the hot path) or
+	// device memory.
+	mem btl.Mem
 	// trunc: the matched message is longer than buf.
 	trunc bool
 	// rndvPeer: for a rendezvous receive, the sender, once matched.
 	rndvPeer int
 	id       uint64
 
-	ctl  btl.Frame // RTS (send) or CTS (receive); FIN_S (single-copy send)
-	data btl.Frame // EAGER or DATA (send); FIN_R (single-copy receive)
+	ctl  btl.Frame // RTS (send) or CTS (receive); FIN_S (RMA send)
+	data btl.Frame // EAGER or DATA (send); FIN_R (RMA receive)
 
-	// Single-copy rendezvous state: addr is the payload of our RTS/CTS (our
-	// buffer's address); mine and theirs tell whether our part of the copy
-	// and the peer's are done.
-	single bool
-	addr   [8]byte
-	accept int
-	mine   bool
-	theirs bool
+	// x is the state of an RMA rendezvous (rma.go), nil otherwise: kept
+	// out of the request so that eager messages carry none of it.
+	x *rndv
+	// devErr: a device buffer met a route that cannot fill it (the
+	// staging path is not built yet); the request fails with it.
+	devErr error
 
-	// frames counts frames handed to a transport and not yet done; a
-	// released request is recycled only once it is zero.
+	// frames counts frames and RMA operations handed to a transport and not
+	// yet done; a released request is recycled only once it is zero.
 	frames int
 	pooled bool
 }
@@ -68,18 +66,11 @@ func initRequest(r *Request, e *Engine) {
 
 // reset clears r and puts it back in the pool; the engine lock is held.
 func (r *Request) reset() {
+	if r.x != nil {
+		r.x.free()
+	}
 	*r = Request{}
 	requestPool.Put(r)
-}
-
-// setAddr stores the address of r.buf as the RTS/CTS payload.
-func (r *Request) setAddr() {
-	var a uintptr
-	if len(r.buf) > 0 {
-		a = uintptr(unsafe.Pointer(&r.buf[0]))
-	}
-	binary.LittleEndian.PutUint64(r.addr[:], uint64(a))
-	r.ctl.Payload = r.addr[:]
 }
 
 // Done reports whether the request has completed, without progressing.
@@ -90,12 +81,18 @@ func (r *Request) complete(err error) {
 	if r.done.Load() {
 		return
 	}
+	if err == nil && r.devErr != nil {
+		err = r.devErr
+	}
 	if err == nil && r.trunc {
 		err = ErrTruncate
 	}
 	r.err = err
+	if r.x != nil {
+		r.x.release()
+	}
 	r.done.Store(true)
-	r.buf = nil
+	r.mem = btl.Mem{}
 }
 
 // FrameDone implements btl.Completer.

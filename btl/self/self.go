@@ -2,9 +2,18 @@
 // queued by Send and copied into the receiver's buffer by Progress, so a
 // send to oneself behaves like any other (it completes once delivered, and a
 // rendezvous waits for the matching receive).
+//
+// It implements btl.RMA for host memory, so that a large message to oneself
+// takes one copy and p2p's RMA rendezvous can be tested without a second
+// process: Register remembers the buffer under its address, and Get and Put
+// copy to or from a registered buffer, checked against its bounds, before
+// they return (RMADone is called inside the call). A region that was not
+// registered here is refused; no address is ever dereferenced unchecked.
 package self
 
 import (
+	"fmt"
+
 	"github.com/gorun/gorun/btl"
 )
 
@@ -21,9 +30,20 @@ type module struct {
 	h     btl.Handler
 	queue []*btl.Frame
 	head  int
+	// regs are the registered buffers by address, with a count of
+	// registrations.
+	regs map[uint64]*reg
 }
 
-var _ btl.Module = (*module)(nil)
+type reg struct {
+	b    []byte
+	refs int
+}
+
+var (
+	_ btl.Module = (*module)(nil)
+	_ btl.RMA    = (*module)(nil)
+)
 
 func (m *module) Name() string { return "self" }
 
@@ -77,6 +97,75 @@ func (m *module) Close() error {
 	for _, f := range m.queue[m.head:] {
 		f.Owner.FrameDone(f, btl.ErrClosed)
 	}
-	m.queue, m.head, m.h = nil, 0, nil
+	m.queue, m.head, m.h, m.regs = nil, 0, nil, nil
+	return nil
+}
+
+// RMAKinds is host memory, with this rank only.
+func (m *module) RMAKinds(peer int) btl.Kinds {
+	if peer != m.rank || m.h == nil {
+		return 0
+	}
+	return btl.KindsOf(btl.MemHost)
+}
+
+// Register remembers mem's bytes under their address.
+func (m *module) Register(mem btl.Mem, r *btl.Region) error {
+	if mem.Kind != btl.MemHost {
+		return fmt.Errorf("self: register %v: %w (host memory only)", mem, btl.ErrRMARefused)
+	}
+	if m.regs == nil {
+		m.regs = map[uint64]*reg{}
+	}
+	a := uint64(mem.Addr())
+	g := m.regs[a]
+	if g == nil || len(g.b) < len(mem.Bytes) {
+		if g == nil {
+			g = &reg{}
+			m.regs[a] = g
+		}
+		g.b = mem.Bytes
+	}
+	g.refs++
+	*r = btl.Region{Kind: btl.MemHost, Addr: a, Len: uint64(len(mem.Bytes)), Handle: g}
+	return nil
+}
+
+// Deregister forgets the buffer once its last registration is released.
+func (m *module) Deregister(r *btl.Region) {
+	g := m.regs[r.Addr]
+	if g == nil {
+		return
+	}
+	if g.refs--; g.refs <= 0 {
+		delete(m.regs, r.Addr)
+	}
+}
+
+// Get copies from a registered buffer into op.Local.
+func (m *module) Get(op *btl.RMAOp) error { return m.rma(op, false) }
+
+// Put copies op.Local into a registered buffer.
+func (m *module) Put(op *btl.RMAOp) error { return m.rma(op, true) }
+
+func (m *module) rma(op *btl.RMAOp, put bool) error {
+	if m.h == nil {
+		return btl.ErrClosed
+	}
+	if op.Peer != m.rank || op.Local.Kind != btl.MemHost || op.Remote.Kind != btl.MemHost {
+		return fmt.Errorf("self: rma with rank %d, %v and %v: %w", op.Peer, op.Local, op.Remote.Kind, btl.ErrRMARefused)
+	}
+	g := m.regs[op.Remote.Addr]
+	n := uint64(len(op.Local.Bytes))
+	if g == nil || op.Remote.Len > uint64(len(g.b)) || op.Offset > op.Remote.Len || n > op.Remote.Len-op.Offset {
+		return fmt.Errorf("self: rma of %d bytes at %d in region %#x+%d: not a registered range", n, op.Offset, op.Remote.Addr, op.Remote.Len)
+	}
+	remote := g.b[op.Offset : op.Offset+n]
+	if put {
+		copy(remote, op.Local.Bytes)
+	} else {
+		copy(op.Local.Bytes, remote)
+	}
+	op.Owner.RMADone(op, nil)
 	return nil
 }

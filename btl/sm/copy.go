@@ -35,13 +35,15 @@ func (m *module) singleCopyInit() {
 	}
 }
 
-// SingleCopy reports whether ReadRemote and WriteRemote work with peer:
-// single copy is on, peer is a local rank whose segment this module can
-// open, and reading 8 bytes of that segment's header from the peer's
-// memory returns its magic (probed once per peer).
-func (m *module) SingleCopy(peer int) bool {
-	p := m.copyPeer(peer)
-	return p != nil && p.cma > 0
+// RMAKinds is host memory for a peer that single copy works with: single
+// copy is on, peer is a local rank whose segment this module can open, and
+// reading 8 bytes of that segment's header from the peer's memory returns
+// its magic (probed once per peer); empty otherwise.
+func (m *module) RMAKinds(peer int) btl.Kinds {
+	if p := m.copyPeer(peer); p != nil && p.cma > 0 {
+		return btl.KindsOf(btl.MemHost)
+	}
+	return 0
 }
 
 func (m *module) copyPeer(rank int) *peer {
@@ -63,29 +65,53 @@ func (m *module) copyPeer(rank int) *peer {
 	return p
 }
 
-// ReadRemote copies len(dst) bytes at addr in peer's memory into dst with
-// process_vm_readv. It blocks until done.
-func (m *module) ReadRemote(peer int, addr uintptr, dst []byte) error {
-	p, err := m.copyCheck(peer, "read from")
-	if err != nil {
-		return err
+// Register describes host memory by its virtual address: process_vm
+// needs no registration and no key, so there is nothing to cache.
+func (m *module) Register(mem btl.Mem, r *btl.Region) error {
+	if mem.Kind != btl.MemHost {
+		return fmt.Errorf("sm: rank %d: register %v: %w (process_vm reaches host memory only)", m.env.Rank, mem, btl.ErrRMARefused)
 	}
-	if err := vmRead(p.seg.pid, addr, dst); err != nil {
-		return m.copyErr(p, "read from", err)
-	}
+	*r = btl.Region{Kind: btl.MemHost, Addr: uint64(mem.Addr()), Len: uint64(len(mem.Bytes))}
 	return nil
 }
 
-// WriteRemote copies src to addr in peer's memory with process_vm_writev.
-// It blocks until done.
-func (m *module) WriteRemote(peer int, addr uintptr, src []byte) error {
-	p, err := m.copyCheck(peer, "write to")
+// Deregister has nothing to release.
+func (m *module) Deregister(r *btl.Region) {}
+
+// Get copies with process_vm_readv before it returns, and reports the
+// outcome through RMADone from inside the call: the copy touches only
+// memory, never waits on a peer (btl/doc.go).
+func (m *module) Get(op *btl.RMAOp) error { return m.rma(op, false) }
+
+// Put is Get's mirror, with process_vm_writev.
+func (m *module) Put(op *btl.RMAOp) error { return m.rma(op, true) }
+
+func (m *module) rma(op *btl.RMAOp, write bool) error {
+	what := "get from"
+	if write {
+		what = "put to"
+	}
+	n := op.Local.Len()
+	if op.Local.Kind != btl.MemHost || op.Remote.Kind != btl.MemHost {
+		return fmt.Errorf("sm: rank %d: %s rank %d: %v and %v: %w (host memory only)", m.env.Rank, what, op.Peer, op.Local, op.Remote.Kind, btl.ErrRMARefused)
+	}
+	if op.Offset > op.Remote.Len || uint64(n) > op.Remote.Len-op.Offset {
+		return fmt.Errorf("sm: rank %d: %s rank %d: %d bytes at %d outside its region of %d", m.env.Rank, what, op.Peer, n, op.Offset, op.Remote.Len)
+	}
+	p, err := m.copyCheck(op.Peer, what)
 	if err != nil {
 		return err
 	}
-	if err := vmWrite(p.seg.pid, addr, src); err != nil {
-		return m.copyErr(p, "write to", err)
+	addr := uintptr(op.Remote.Addr + op.Offset)
+	if write {
+		err = vmWrite(p.seg.pid, addr, op.Local.Bytes)
+	} else {
+		err = vmRead(p.seg.pid, addr, op.Local.Bytes)
 	}
+	if err != nil {
+		err = m.copyErr(p, what, err)
+	}
+	op.Owner.RMADone(op, err)
 	return nil
 }
 
@@ -96,18 +122,18 @@ func (m *module) copyCheck(peer int, op string) (*peer, error) {
 		if why == "" {
 			why = "the kernel refused the probe, or the peer is not local"
 		}
-		return nil, fmt.Errorf("sm: rank %d: %s rank %d: %w (%s)", m.env.Rank, op, peer, btl.ErrNoSingleCopy, why)
+		return nil, fmt.Errorf("sm: rank %d: %s rank %d: %w (%s)", m.env.Rank, op, peer, btl.ErrRMARefused, why)
 	}
 	return p, nil
 }
 
-// copyErr turns a refusal into ErrNoSingleCopy (and stops trying with
-// that peer); other errors (EFAULT: a bad address; ESRCH: the peer is
-// gone) are returned as they are.
+// copyErr turns a refusal into ErrRMARefused (and stops trying with that
+// peer); other errors (EFAULT: a bad address; ESRCH: the peer is gone)
+// are returned as they are.
 func (m *module) copyErr(p *peer, op string, err error) error {
 	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EACCES) {
 		p.cma = -1
-		return fmt.Errorf("sm: rank %d: %s rank %d: %w (%v)", m.env.Rank, op, p.rank, btl.ErrNoSingleCopy, err)
+		return fmt.Errorf("sm: rank %d: %s rank %d: %w (%v)", m.env.Rank, op, p.rank, btl.ErrRMARefused, err)
 	}
 	return fmt.Errorf("sm: rank %d: %s rank %d (pid %d): %w", m.env.Rank, op, p.rank, p.seg.pid, err)
 }

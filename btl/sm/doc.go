@@ -163,8 +163,8 @@
 //
 // # Cleanup
 //
-// Under gorun (GORUN_JOBID is this job and GORUN_LOCAL_SIZE is known) a
-// rank unlinks its segment as soon as every other local rank has opened it
+// When the placement is known (btl.Env.LocalSize, from the business card)
+// a rank unlinks its segment as soon as every other local rank has opened it
 // (the opened word): peers keep their descriptors and map further rings
 // through them, so the name is not needed any more and nothing is left
 // behind even if gorun itself is killed. Peers open a segment when they
@@ -175,21 +175,26 @@
 //
 // # Single copy
 //
-// The module is a btl.RemoteCopier: ReadRemote and WriteRemote are
+// The module implements btl.RMA for host memory: Get and Put are
 // process_vm_readv and process_vm_writev against the peer's pid (the pid
-// its segment names). GORUN_SM_SINGLE_COPY=none turns them off. At Open the
-// module reads its own memory through process_vm_readv (seccomp filters in
-// containers answer ENOSYS or EPERM); per peer, SingleCopy reads the
-// peer's segment header from the peer's memory once and compares the
-// magic, which catches Yama's ptrace_scope and foreign credentials. A
-// refusal later (EPERM, EACCES, ENOSYS) returns btl.ErrNoSingleCopy and
-// turns single copy off for that peer.
+// its segment names), done inside the call (a memory copy, not a wait on
+// the peer) with RMADone called before they return. Register needs no
+// system call and no key: a region is its virtual address and length, and
+// Get and Put check every access against the region's length (an address
+// outside the peer's memory is EFAULT, an error of that operation only).
+// GORUN_SM_SINGLE_COPY=none turns RMA off. At Open the module reads its
+// own memory through process_vm_readv (seccomp filters in containers
+// answer ENOSYS or EPERM); per peer, RMAKinds reads the peer's segment
+// header from the peer's memory once and compares the magic, which catches
+// Yama's ptrace_scope and foreign credentials. A refusal later (EPERM,
+// EACCES, ENOSYS) fails that operation with btl.ErrRMARefused and turns
+// RMA off for that peer.
 //
 // # Eager limit
 //
 // 16 KiB. An eager message costs two copies (into the ring, out of it);
 // above the limit p2p's rendezvous moves the data with the split single
-// copy (RemoteCopier) after an RTS/CTS round trip. Measured on the quiet
+// copy (RMA Get and Put) after an RTS/CTS round trip. Measured on the quiet
 // 16-core device host with that engine (OSU method, medians of 3
 // interleaved runs; eager limit 16 KiB / 64 KiB / Open MPI):
 //

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/bits"
 	"os"
-	"strconv"
 	"sync/atomic"
 
 	"github.com/gorun/gorun/btl"
@@ -19,16 +18,12 @@ func (component) Open(env btl.Env) (btl.Module, error) {
 	if !validJob(env.JobID) {
 		return nil, fmt.Errorf("sm: rank %d: job id %q cannot name a segment", env.Rank, env.JobID)
 	}
-	expect := -1
-	if os.Getenv("GORUN_JOBID") == env.JobID {
-		// Until btl.Env carries the local size, take gorun's variable for
-		// this very job.
-		if n, err := strconv.Atoi(os.Getenv("GORUN_LOCAL_SIZE")); err == nil && n >= 1 {
-			if n == 1 {
-				return nil, fmt.Errorf("sm: rank %d: no other rank on this host", env.Rank)
-			}
-			expect = n - 1
+	expect := -1 // unknown placement: Close unlinks
+	if n := env.LocalSize; n >= 1 {
+		if n == 1 {
+			return nil, fmt.Errorf("sm: rank %d: no other rank on this host", env.Rank)
 		}
+		expect = n - 1
 	}
 	slots, frag := pSlots(), pFrag()
 	if slots < 2 || slots&(slots-1) != 0 || slots > 1<<16 {
@@ -87,9 +82,9 @@ type module struct {
 }
 
 var (
-	_ btl.Module       = (*module)(nil)
-	_ btl.Waiter       = (*module)(nil)
-	_ btl.RemoteCopier = (*module)(nil)
+	_ btl.Module = (*module)(nil)
+	_ btl.Waiter = (*module)(nil)
+	_ btl.RMA    = (*module)(nil)
 )
 
 // peer is what this module knows of another local rank.

@@ -226,18 +226,18 @@ func TestWakeProtocol(t *testing.T) {
 	}
 }
 
-// TestUnlinkEarly: under gorun (GORUN_JOBID and GORUN_LOCAL_SIZE of this
-// job), a segment's name goes as soon as every local peer has opened it,
+// TestUnlinkEarly: with the placement known (btl.Env.LocalSize), a
+// segment's name goes as soon as every local peer has opened it,
 // and traffic goes on.
 func TestUnlinkEarly(t *testing.T) {
 	job := fmt.Sprintf("smtest%d-%d", os.Getpid(), jobN.Add(1))
-	t.Setenv("GORUN_JOBID", job)
-	t.Setenv("GORUN_LOCAL_SIZE", "2")
 	var m [2]*module
 	var h [2]*handler
 	for r := range m {
 		h[r] = &handler{}
-		mod, err := component{}.Open(btl.Env{Rank: r, Size: 2, JobID: job, HostID: "h", Handler: h[r]})
+		env := btl.Env{Rank: r, Size: 2, JobID: job, HostID: "h", Handler: h[r]}
+		env.LocalRank, env.LocalSize = r, 2
+		mod, err := component{}.Open(env)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -263,8 +263,9 @@ func TestUnlinkEarly(t *testing.T) {
 	}
 
 	// Alone on its host, a rank does not open sm at all.
-	t.Setenv("GORUN_LOCAL_SIZE", "1")
-	if _, err := (component{}).Open(btl.Env{Rank: 0, Size: 2, JobID: job, HostID: "h", Handler: h[0]}); err == nil {
+	alone := btl.Env{Rank: 0, Size: 2, JobID: job, HostID: "h", Handler: h[0]}
+	alone.LocalSize = 1
+	if _, err := (component{}).Open(alone); err == nil {
 		t.Error("sm opened for a rank alone on its host")
 	}
 }
@@ -300,45 +301,87 @@ func TestReachRefusals(t *testing.T) {
 	}
 }
 
-// TestSingleCopyInProcess exercises ReadRemote and WriteRemote between
-// two modules of this process (process_vm_readv on oneself), and the
-// GORUN_SM_SINGLE_COPY=none fallback.
+// doneOnce records the outcome of one RMA operation.
+type doneOnce struct {
+	n   int
+	err error
+}
+
+func (d *doneOnce) RMADone(op *btl.RMAOp, err error) { d.n++; d.err = err }
+
+// rmaCopy runs one Get (or Put) of local against the peer's host memory
+// at addr (a region of n bytes) at off, and returns its outcome. sm
+// completes inside the call.
+func rmaCopy(m *module, peer int, local []byte, addr uintptr, n int, off uint64, put bool) error {
+	var d doneOnce
+	op := btl.RMAOp{Peer: peer, Local: btl.HostMem(local), Remote: &btl.Region{Kind: btl.MemHost, Addr: uint64(addr), Len: uint64(n)}, Offset: off, Owner: &d}
+	var err error
+	if put {
+		err = m.Put(&op)
+	} else {
+		err = m.Get(&op)
+	}
+	if err != nil {
+		return err
+	}
+	if d.n != 1 {
+		return fmt.Errorf("RMADone called %d times", d.n)
+	}
+	return d.err
+}
+
+// TestSingleCopyInProcess exercises Get and Put between two modules of
+// this process (process_vm_readv on oneself), and the
+// GORUN_SM_SINGLE_COPY=none refusal.
 func TestSingleCopyInProcess(t *testing.T) {
 	_, m, _ := pair(t)
 	reach(t, m[0], m[1])
-	if !m[0].SingleCopy(1) {
+	if !m[0].RMAKinds(1).Has(btl.MemHost) {
 		t.Skipf("single copy refused here: %s", m[0].noCopy)
 	}
 	src := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
 	dst := make([]byte, len(src))
-	if err := m[0].ReadRemote(1, uintptr(unsafe.Pointer(&src[0])), dst); err != nil {
+	var reg btl.Region
+	if err := m[1].Register(btl.HostMem(src), &reg); err != nil || reg.Addr != uint64(uintptr(unsafe.Pointer(&src[0]))) || reg.Len != uint64(len(src)) || len(reg.Key()) != 0 {
+		t.Fatalf("Register: %v %+v", err, reg)
+	}
+	if err := rmaCopy(m[0], 1, dst, uintptr(unsafe.Pointer(&src[0])), len(src), 0, false); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(src, dst) {
-		t.Fatal("ReadRemote copied wrong bytes")
+		t.Fatal("Get copied wrong bytes")
 	}
 	clear(dst)
-	if err := m[0].WriteRemote(1, uintptr(unsafe.Pointer(&dst[0])), src); err != nil {
+	if err := rmaCopy(m[0], 1, src[100:], uintptr(unsafe.Pointer(&dst[0])), len(dst), 100, true); err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(src, dst) {
-		t.Fatal("WriteRemote copied wrong bytes")
+	if !bytes.Equal(src[100:], dst[100:]) || dst[99] != 0 {
+		t.Fatal("Put at an offset copied wrong bytes")
 	}
-	if err := m[0].ReadRemote(1, 8, dst[:8]); err == nil || errors.Is(err, btl.ErrNoSingleCopy) {
-		t.Errorf("read at a bad address: %v, want an error other than ErrNoSingleCopy", err)
+	if err := rmaCopy(m[0], 1, dst[:8], 8, 8, 0, false); err == nil || errors.Is(err, btl.ErrRMARefused) {
+		t.Errorf("get at a bad address: %v, want an error other than ErrRMARefused", err)
 	}
-	if m[0].SingleCopy(0) || m[0].SingleCopy(7) {
-		t.Error("single copy offered to itself or a rank outside the job")
+	if err := rmaCopy(m[0], 1, dst[:16], uintptr(unsafe.Pointer(&src[0])), 8, 0, false); err == nil {
+		t.Error("get past the end of the region succeeded")
+	}
+	if err := rmaCopy(m[0], 1, dst[:8], uintptr(unsafe.Pointer(&src[0])), 16, 9, false); err == nil {
+		t.Error("get past the end of the region at an offset succeeded")
+	}
+	if m[0].RMAKinds(0) != 0 || m[0].RMAKinds(7) != 0 {
+		t.Error("RMA offered to itself or a rank outside the job")
+	}
+	if err := m[0].Register(btl.DeviceMem(0, 0x1000, 8), &reg); !errors.Is(err, btl.ErrRMARefused) {
+		t.Errorf("Register of device memory: %v, want ErrRMARefused", err)
 	}
 
 	t.Setenv("GORUN_SM_SINGLE_COPY", "none")
 	_, m2, _ := pair(t)
 	reach(t, m2[0], m2[1])
-	if m2[0].SingleCopy(1) {
-		t.Error("GORUN_SM_SINGLE_COPY=none: SingleCopy still true")
+	if m2[0].RMAKinds(1) != 0 {
+		t.Error("GORUN_SM_SINGLE_COPY=none: RMA still offered")
 	}
-	if err := m2[0].ReadRemote(1, uintptr(unsafe.Pointer(&src[0])), dst); !errors.Is(err, btl.ErrNoSingleCopy) {
-		t.Errorf("GORUN_SM_SINGLE_COPY=none: ReadRemote gave %v, want ErrNoSingleCopy", err)
+	if err := rmaCopy(m2[0], 1, dst, uintptr(unsafe.Pointer(&src[0])), len(src), 0, false); !errors.Is(err, btl.ErrRMARefused) {
+		t.Errorf("GORUN_SM_SINGLE_COPY=none: Get gave %v, want ErrRMARefused", err)
 	}
 }
 
@@ -372,8 +415,8 @@ func copyChild() int {
 	return 0
 }
 
-// TestSingleCopyAcrossProcesses reads a child's buffer with ReadRemote
-// and writes another with WriteRemote, and the child checks it.
+// TestSingleCopyAcrossProcesses reads a child's buffer with Get and
+// writes another with Put, and the child checks it.
 func TestSingleCopyAcrossProcesses(t *testing.T) {
 	job := fmt.Sprintf("smtest%d-%d", os.Getpid(), jobN.Add(1))
 	defer func() {
@@ -416,25 +459,25 @@ func TestSingleCopyAcrossProcesses(t *testing.T) {
 	if _, err := m.Reach(btl.Peer{Rank: 1, HostID: "h", PID: cmd.Process.Pid, Addrs: map[string][]byte{"sm": []byte(segName(job, 1))}}); err != nil {
 		t.Fatal(err)
 	}
-	if !m.SingleCopy(1) {
+	if !m.RMAKinds(1).Has(btl.MemHost) {
 		t.Skipf("single copy refused here: %s", m.noCopy)
 	}
 	buf := make([]byte, n)
-	if err := m.ReadRemote(1, uintptr(srcAddr), buf); err != nil {
+	if err := rmaCopy(m, 1, buf, uintptr(srcAddr), n, 0, false); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(buf, []byte(strings.Repeat("cross-process single copy ", 40000))) {
-		t.Fatal("ReadRemote from the child copied wrong bytes")
+		t.Fatal("Get from the child copied wrong bytes")
 	}
 	for i, j := 0, len(buf)-1; i < j; i, j = i+1, j-1 {
 		buf[i], buf[j] = buf[j], buf[i]
 	}
-	if err := m.WriteRemote(1, uintptr(dstAddr), buf); err != nil {
+	if err := rmaCopy(m, 1, buf, uintptr(dstAddr), n, 0, true); err != nil {
 		t.Fatal(err)
 	}
 	fmt.Fprintln(in, "check")
 	if !sc.Scan() || sc.Text() != "ok" {
-		t.Fatalf("child after WriteRemote: %q %s", sc.Text(), stderr.String())
+		t.Fatalf("child after Put: %q %s", sc.Text(), stderr.String())
 	}
 }
 

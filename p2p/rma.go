@@ -1,0 +1,193 @@
+package p2p
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/gorun/gorun/btl"
+)
+
+// RMA rendezvous (doc.go, "Protocols"). When the route's module implements
+// btl.RMA for the buffer's kind, the sender registers its buffer and sends
+// the region in its RTS; the receiver registers its own, answers with its
+// region in the CTS and gets the first part of the message while the
+// sender puts the rest (split, header.go); each side tells the other with
+// a FIN when its part is in place, and a side completes once both parts
+// are. Every wait is an RMA operation completed from Progress: nothing
+// blocks under the lock.
+
+// rndv is one request's RMA state, taken from a pool when a rendezvous
+// goes by RMA and returned when the request is recycled.
+type rndv struct {
+	r   *Request
+	rma btl.RMA
+	// reg is our buffer, registered (regd until Deregister); remote is the
+	// peer's, from its RTS or CTS; wire is reg encoded, our RTS/CTS
+	// payload.
+	reg    btl.Region
+	regd   bool
+	remote btl.Region
+	wire   [btl.MaxRegionSize]byte
+	op     btl.RMAOp
+	// busy: op was accepted and RMADone has not come yet.
+	busy bool
+	// mine and theirs: our part of the copy and the peer's are in place.
+	mine, theirs bool
+	// peerReq is the peer's request id, which our FIN names.
+	peerReq uint64
+}
+
+var rndvPool = sync.Pool{New: func() any { return new(rndv) }}
+
+// register takes an rndv for r and registers m with the route's module;
+// on success r.x holds it and r.ctl carries the region as its payload.
+func register(r *Request, rt *route, m btl.Mem) error {
+	x := rndvPool.Get().(*rndv)
+	x.r, x.rma = r, rt.rma
+	x.op.Owner = x
+	if err := rt.rma.Register(m, &x.reg); err != nil {
+		x.free()
+		return err
+	}
+	x.regd = true
+	r.x = x
+	r.ctl.Payload = x.wire[:x.reg.Encode(x.wire[:])]
+	return nil
+}
+
+// release deregisters our buffer once the request is over and no
+// operation still uses it.
+func (x *rndv) release() {
+	if x.regd && !x.busy {
+		x.regd = false
+		x.rma.Deregister(&x.reg)
+	}
+}
+
+// free returns x to the pool; its request is being recycled.
+func (x *rndv) free() {
+	*x = rndv{}
+	rndvPool.Put(x)
+}
+
+// start hands x.op (already filled) to the module as a Get (the receiver's
+// part) or a Put (the sender's).
+func (x *rndv) start(get bool) error {
+	x.busy = true
+	x.r.frames++
+	var err error
+	if get {
+		err = x.rma.Get(&x.op)
+	} else {
+		err = x.rma.Put(&x.op)
+	}
+	if err != nil {
+		x.busy = false
+		x.r.frames--
+	}
+	return err
+}
+
+// RMADone implements btl.RMACompleter: our part of the copy is in place
+// (or failed); tell the peer.
+func (x *rndv) RMADone(op *btl.RMAOp, err error) {
+	r := x.r
+	x.busy = false
+	r.frames--
+	if r.pooled {
+		// Released after a failure while the operation was pending.
+		x.release()
+		if r.frames == 0 {
+			r.reset()
+		}
+		return
+	}
+	e := r.e
+	if r.done.Load() {
+		x.release() // it failed meanwhile (peer died, engine closed)
+		return
+	}
+	if err != nil {
+		e.forget(r)
+		what := "put to"
+		if r.recv {
+			what = "get from"
+		}
+		r.complete(fmt.Errorf("rma %s rank %d: %w", what, op.Peer, err))
+		return
+	}
+	e.finish(r, op.Peer)
+}
+
+// finish sends our FIN once our part is in place, and completes r if the
+// peer's part is in place too.
+func (e *Engine) finish(r *Request, peer int) {
+	x := r.x
+	var fin header
+	f := &r.ctl
+	if r.recv {
+		fin = header{kind: kFinR, ctx: r.ctx, src: int32(e.rank), sreq: x.peerReq}
+		f = &r.data
+	} else {
+		fin = header{kind: kFinS, ctx: r.ctx, src: int32(e.rank), rreq: x.peerReq}
+	}
+	fin.encode(&f.Hdr)
+	f.Payload = nil
+	if err := e.sendCtl(peer, r, f); err != nil {
+		e.forget(r)
+		r.complete(err)
+		return
+	}
+	x.mine = true
+	if x.theirs {
+		e.forget(r)
+		r.complete(nil)
+	}
+}
+
+// finished is the peer's FIN: its part is in place.
+func (e *Engine) finished(r *Request) {
+	r.x.theirs = true
+	if r.x.mine {
+		e.forget(r)
+		r.complete(nil)
+	}
+}
+
+// rmaSend answers an RMA CTS (its region already in r.x.remote): put the
+// part of the message past the split, or, below the split, just say so.
+func (e *Engine) rmaSend(r *Request, dst int, accept int) {
+	x := r.x
+	m := split(accept)
+	if m == accept {
+		e.finish(r, dst)
+		return
+	}
+	x.op = btl.RMAOp{Peer: dst, Local: r.mem.Slice(m, accept), Remote: &x.remote, Offset: uint64(m), Owner: x}
+	if err := x.start(false); err != nil {
+		e.forget(r)
+		r.complete(fmt.Errorf("rma put to rank %d: %w", dst, err))
+	}
+}
+
+// rmaRecv starts the receiver's part after its CTS went out: get the part
+// of the message before the split.
+func (e *Engine) rmaRecv(r *Request, src int, accept int) {
+	x := r.x
+	x.op = btl.RMAOp{Peer: src, Local: r.mem.Slice(0, split(accept)), Remote: &x.remote, Owner: x}
+	if err := x.start(true); err != nil {
+		e.forget(r)
+		r.complete(fmt.Errorf("rma get from rank %d: %w", src, err))
+	}
+}
+
+// noPathErr is how a transfer fails whose buffer is device memory on a
+// route that can reach neither it by RMA nor (not built yet) a host
+// staging pipeline.
+func noPathErr(peer int, m btl.Mem, rt *route) error {
+	name := "no transport"
+	if rt != nil {
+		name = rt.mod.Name()
+	}
+	return fmt.Errorf("rank %d over %s with %v: %w", peer, name, m, ErrNoDevicePath)
+}
