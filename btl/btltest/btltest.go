@@ -44,6 +44,9 @@ func Run(t *testing.T, tr Transport) {
 		{"wait", testWait, true},
 		{"death/sender", testSenderDies, true},
 		{"death/receiver", testReceiverDies, true},
+		{"rma/getput", testRMAGetPut, false},
+		{"rma/bounds", testRMABounds, false},
+		{"rma/death", testRMAPeerDies, true},
 	}
 	for _, c := range cases {
 		if c.peer && tr.Loopback {

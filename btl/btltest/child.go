@@ -72,6 +72,8 @@ func runChild(tr Transport) int {
 	nd.eps[0] = ep
 	var id idler
 	switch role {
+	case "rma":
+		return rmaChild(nd)
 	case "send":
 		if err := nd.send(0, maxFrame); err != nil {
 			fmt.Fprintln(os.Stderr, "btltest child: send:", err)

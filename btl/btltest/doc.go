@@ -23,6 +23,14 @@
 //   - death: a peer process killed (SIGKILL) in the middle of a 64 MiB
 //     frame, sending or receiving, gives PeerFailed or a failed frame in
 //     bounded time, never a hang and never a half frame delivered.
+//   - rma (modules implementing btl.RMA): regions registered by one rank
+//     and passed through their wire encoding serve the other's Get and Put
+//     at sizes from 1 byte to 4 MiB, in two parts at offsets as p2p's split
+//     rendezvous uses them, with RMADone exactly once per operation and no
+//     byte written outside the region; accesses past a region's end fail
+//     and move nothing; a region registered twice survives one
+//     Deregister; and a Get from a 64 MiB region of a child process killed
+//     meanwhile ends in bounded time, failing once the child is gone.
 //
 // How. Two modules (ranks 0 and 1 of a two-rank job, on one "host") live
 // in the test process, each driven by a goroutine of its own that holds a
