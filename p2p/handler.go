@@ -79,21 +79,28 @@ func (hd *handler) End(src int, bh *btl.Header, data []byte) {
 			}
 		}
 	case kRTS:
+		// The region is decoded on the stack; only an unexpected RTS
+		// keeps a copy.
+		var reg btl.Region
 		var remote *btl.Region
 		if h.flags&fRMA != 0 {
-			remote = new(btl.Region)
-			if err := btl.DecodeRegion(data, remote); err != nil {
+			if err := btl.DecodeRegion(data, &reg); err != nil {
 				e.protocolError(src, fmt.Sprintf("RTS: %v", err))
 				return
 			}
+			remote = &reg
 		}
 		if r := e.matchPosted(h.ctx, src, int(h.tag)); r != nil {
 			r.st = Status{Source: src, Tag: int(h.tag), Bytes: int(h.length)}
 			e.startRendezvous(r, src, int(h.length), h.sreq, remote)
 			return
 		}
-		e.unexp = append(e.unexp, &unexpected{ctx: h.ctx, src: src, tag: int(h.tag), length: int(h.length), rts: true, sreq: h.sreq, complete: true,
-			remote: remote})
+		u := &unexpected{ctx: h.ctx, src: src, tag: int(h.tag), length: int(h.length), rts: true, sreq: h.sreq, complete: true}
+		if remote != nil {
+			kept := reg
+			u.remote = &kept
+		}
+		e.unexp = append(e.unexp, u)
 	case kCTS:
 		r := e.sends[h.sreq]
 		if r == nil || r.peer != src || h.length > uint64(r.mem.Len()) {

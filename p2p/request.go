@@ -89,7 +89,7 @@ func (r *Request) complete(err error) {
 	}
 	r.err = err
 	if r.x != nil {
-		r.x.release()
+		r.x.over()
 	}
 	r.done.Store(true)
 	r.mem = btl.Mem{}

@@ -64,7 +64,22 @@ func (x *rndv) release() {
 	}
 }
 
-// free returns x to the pool; its request is being recycled.
+// over is called when x's request completes: unless an operation is
+// still pending (RMADone finishes the job), the registration goes and x
+// returns to the pool at once, so that nonblocking requests, which are
+// never released, do not allocate an rndv per message. By then nothing
+// refers to x: our RTS or CTS, whose payload is x.wire, was delivered
+// before the peer's FIN, and every operation has reported.
+func (x *rndv) over() {
+	if x.busy {
+		return
+	}
+	x.release()
+	x.r.x = nil
+	x.free()
+}
+
+// free returns x to the pool.
 func (x *rndv) free() {
 	*x = rndv{}
 	rndvPool.Put(x)
@@ -94,19 +109,16 @@ func (x *rndv) RMADone(op *btl.RMAOp, err error) {
 	r := x.r
 	x.busy = false
 	r.frames--
-	if r.pooled {
-		// Released after a failure while the operation was pending.
-		x.release()
-		if r.frames == 0 {
+	if r.done.Load() {
+		// It failed meanwhile (peer died, engine closed), or was even
+		// released: finish what complete left to this call.
+		x.over()
+		if r.pooled && r.frames == 0 {
 			r.reset()
 		}
 		return
 	}
 	e := r.e
-	if r.done.Load() {
-		x.release() // it failed meanwhile (peer died, engine closed)
-		return
-	}
 	if err != nil {
 		e.forget(r)
 		what := "put to"
