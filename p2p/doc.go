@@ -3,14 +3,30 @@
 // per sender and context, chooses eager or rendezvous per message from the
 // transport's caps, and drives progress.
 //
-// Protocols (header.go has the frame layout):
+// Buffers arrive as btl.Mem (package mpi describes each once): host bytes
+// or device memory. p2p chooses the protocol per message (header.go has the
+// frame layout, rma.go the RMA side):
 //
-//	eager:      EAGER(header+data)                       len <= route's EagerLimit, not synchronous
-//	rendezvous: RTS -> (receiver matches) CTS -> DATA    larger, or Ssend
+//	eager:      EAGER(header+data)                          host memory, len <= route's EagerLimit, not synchronous
+//	rendezvous: RTS -> (receiver matches) CTS -> DATA       host memory, larger or Ssend, route without RMA
+//	RMA:        RTS(region) -> CTS(region) -> Get | Put -> FIN_R, FIN_S
+//	                                                        the route's module has btl.RMA for both buffers' kinds
+//	no path:    RTS -> CTS(fNoPath), both fail with ErrNoDevicePath
+//	                                                        device memory that no RMA reaches (the host staging
+//	                                                        pipeline of the GPU work will take this case)
 //
 // The CTS carries the length the receiver accepts, so a truncated receive
 // never moves the bytes it would throw away. DATA is a single frame; the
 // transport fragments it and places it straight into the receive buffer.
+// In an RMA rendezvous each side registers its buffer (btl.RMA.Register)
+// and sends the region in its RTS or CTS; the receiver gets the first part
+// of the message while the sender puts the rest (the split copy, header.go),
+// each operation completes through RMADone (inside the call or from a later
+// Progress: nothing waits under the lock), each side sends a FIN when its
+// part is in place, and a request completes when both parts are; then its
+// registration is released. A frame that contradicts the protocol (a CTS
+// for no send, a malformed region) fails its sender as a peer
+// (ErrProcFailed wrapping ErrProtocol's text): whatever waits on it ends.
 //
 // Ordering rests on the transports: each peer is reached through exactly one
 // module, which delivers that peer's frames in order, and matching happens in
