@@ -98,6 +98,8 @@ func wrap(op string, err error) error {
 		c = ErrNotInit
 	case errors.Is(err, p2p.ErrProtocol):
 		c = ErrIntern
+	case errors.Is(err, p2p.ErrNoDevicePath):
+		c = ErrBuffer
 	}
 	return &Error{Class: c, Op: op, Err: err}
 }

@@ -193,7 +193,7 @@ func (hd *handler) PeerFailed(src int, err error) {
 	if e.failed[src] != nil {
 		return
 	}
-	e.failed[src] = fmt.Errorf("%w: %v", ErrProcFailed, err)
+	e.failed[src] = fmt.Errorf("%w: %w", ErrProcFailed, err)
 	ferr := e.failed[src]
 	keep := e.posted[:0]
 	for _, r := range e.posted {
