@@ -46,7 +46,12 @@
 // register_mem, get and put. The calls and their completion:
 //
 //   - RMAKinds(peer): the memory kinds reachable with peer; asked once per
-//     route. Empty means no RMA with that peer.
+//     route. Empty means no RMA with that peer. RMA need not come from the
+//     module that carries the route's frames: p2p asks every module, and a
+//     transfer uses the first (in registry order) whose kinds hold the
+//     sender's buffer's kind, and fails over to another path when that
+//     module cannot also reach the receiver's kind. A region's kind thereby
+//     names the module that registered it, the same on both sides.
 //   - Register(mem, &region): synchronous; fills the region's kind, address,
 //     length and key (at most MaxKeySize bytes), which p2p encodes into its
 //     RTS or CTS (Region.Encode, at most MaxRegionSize bytes), and the

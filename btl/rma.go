@@ -19,8 +19,9 @@ type RMA interface {
 	// RMAKinds is the set of memory kinds Get and Put can move between
 	// this process and peer, at either end; empty when RMA with peer is
 	// impossible (another host, refused by the kernel, turned off). p2p
-	// asks once, when it makes the route to peer.
-	RMAKinds(peer int) Kinds
+	// asks once, when it makes the route to peer. A module that carries no
+	// frames (cuda) learns of its peers here.
+	RMAKinds(peer Peer) Kinds
 	// Register makes m reachable by peers' Get and Put and fills r: its
 	// kind, the address and length by which peers name it, and a key of
 	// at most MaxKeySize bytes, all of which travel to the peer (Encode),

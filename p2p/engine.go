@@ -42,10 +42,26 @@ type route struct {
 	mod   btl.Module
 	eager int
 	seq   uint32
-	// rma moves memory of the kinds in kinds straight between this process
-	// and the peer (RMA rendezvous), when the module can; nil otherwise.
+	// rmas are the modules that move memory straight between this process
+	// and the peer (RMA rendezvous), in registry order, with the kinds each
+	// reaches; they need not be the module that carries the frames.
+	rmas []rmaMod
+}
+
+type rmaMod struct {
 	rma   btl.RMA
 	kinds btl.Kinds
+}
+
+// rmaFor returns the first RMA module that reaches memory of kind k with
+// the peer, or nil.
+func (rt *route) rmaFor(k btl.MemKind) *rmaMod {
+	for i := range rt.rmas {
+		if rt.rmas[i].kinds.Has(k) {
+			return &rt.rmas[i]
+		}
+	}
+	return nil
 }
 
 type inflight struct {
@@ -145,9 +161,11 @@ func (e *Engine) route(peer int) (*route, error) {
 		return nil, err
 	}
 	r := &route{ep: rt.Endpoint, mod: rt.Module, eager: rt.Caps.EagerLimit}
-	if x, ok := rt.Module.(btl.RMA); ok {
-		if k := x.RMAKinds(peer); k != 0 {
-			r.rma, r.kinds = x, k
+	for _, m := range e.mods {
+		if x, ok := m.(btl.RMA); ok {
+			if k := x.RMAKinds(e.peers[peer]); k != 0 {
+				r.rmas = append(r.rmas, rmaMod{x, k})
+			}
 		}
 	}
 	e.routes[peer] = r
@@ -219,8 +237,8 @@ func (e *Engine) IsendInto(r *Request, ctx uint32, dst, tag int, m btl.Mem, sync
 func (e *Engine) rendezvous(r *Request, rt *route, m btl.Mem) error {
 	dst := r.peer
 	h := header{kind: kRTS, ctx: r.ctx, src: int32(e.rank), tag: int32(r.tag), seq: rt.seq, length: uint64(m.Len())}
-	if rt.rma != nil && rt.kinds.Has(m.Kind) && m.Len() > 0 {
-		if err := register(r, rt, m); err == nil {
+	if x := rt.rmaFor(m.Kind); x != nil && m.Len() > 0 {
+		if err := register(r, x, m); err == nil {
 			h.flags = fRMA
 		} else if m.Kind != btl.MemHost {
 			return fmt.Errorf("send to rank %d: register %v: %w", dst, m, err)
@@ -347,8 +365,14 @@ func (e *Engine) startRendezvous(r *Request, src, length int, sreq uint64, remot
 		r.complete(err)
 		return
 	}
-	if remote != nil && rt.rma != nil && accept > 0 && rt.kinds.Has(r.mem.Kind) && rt.kinds.Has(remote.Kind) && uint64(accept) <= remote.Len {
-		if register(r, rt, r.mem.Slice(0, accept)) == nil {
+	// The module is the one the sender registered with: the first that
+	// reaches the kind of its region; it must reach ours too.
+	var x *rmaMod
+	if remote != nil {
+		x = rt.rmaFor(remote.Kind)
+	}
+	if x != nil && accept > 0 && x.kinds.Has(r.mem.Kind) && uint64(accept) <= remote.Len {
+		if register(r, x, r.mem.Slice(0, accept)) == nil {
 			h.flags = fRMA
 			r.x.remote = *remote
 			r.x.peerReq = sreq

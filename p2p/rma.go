@@ -19,8 +19,9 @@ import (
 // rndv is one request's RMA state, taken from a pool when a rendezvous
 // goes by RMA and returned when the request is recycled.
 type rndv struct {
-	r   *Request
-	rma btl.RMA
+	r     *Request
+	rma   btl.RMA
+	kinds btl.Kinds
 	// reg is our buffer, registered (regd until Deregister); remote is the
 	// peer's, from its RTS or CTS; wire is reg encoded, our RTS/CTS
 	// payload.
@@ -41,11 +42,11 @@ var rndvPool = sync.Pool{New: func() any { return new(rndv) }}
 
 // register takes an rndv for r and registers m with the route's module;
 // on success r.x holds it and r.ctl carries the region as its payload.
-func register(r *Request, rt *route, m btl.Mem) error {
+func register(r *Request, mod *rmaMod, m btl.Mem) error {
 	x := rndvPool.Get().(*rndv)
-	x.r, x.rma = r, rt.rma
+	x.r, x.rma, x.kinds = r, mod.rma, mod.kinds
 	x.op.Owner = x
-	if err := rt.rma.Register(m, &x.reg); err != nil {
+	if err := x.rma.Register(m, &x.reg); err != nil {
 		x.free()
 		return err
 	}
@@ -170,6 +171,11 @@ func (e *Engine) finished(r *Request) {
 // part of the message past the split, or, below the split, just say so.
 func (e *Engine) rmaSend(r *Request, dst int, accept int) {
 	x := r.x
+	if !x.kinds.Has(x.remote.Kind) {
+		e.forget(r)
+		r.complete(fmt.Errorf("rma put to rank %d: the receiver's %v memory is out of reach of our module: %w", dst, x.remote.Kind, ErrNoDevicePath))
+		return
+	}
 	m := split(accept)
 	if m == accept {
 		e.finish(r, dst)

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -39,7 +40,7 @@ func (d *rmaDone) RMADone(op *btl.RMAOp, err error) {
 }
 
 // rmaOf returns the module's RMA capability, or skips the test.
-func rmaOf(t *testing.T, nd *node, peer int) btl.RMA {
+func rmaOf(t *testing.T, nd *node, peer btl.Peer) btl.RMA {
 	t.Helper()
 	x, ok := nd.mod.(btl.RMA)
 	if !ok {
@@ -49,7 +50,7 @@ func rmaOf(t *testing.T, nd *node, peer int) btl.RMA {
 	k := x.RMAKinds(peer)
 	nd.mu.Unlock()
 	if !k.Has(btl.MemHost) {
-		t.Skipf("%s offers no RMA on host memory with rank %d here (refused by the system?)", nd.mod.Name(), peer)
+		t.Skipf("%s offers no RMA on host memory with rank %d here (refused by the system?)", nd.mod.Name(), peer.Rank)
 	}
 	return x
 }
@@ -139,7 +140,7 @@ func await(t *testing.T, nodes []*node, nd *node, x btl.RMA, ops []*btl.RMAOp, g
 func testRMAGetPut(t *testing.T, tr Transport) {
 	nodes := tr.world(t)
 	me, other := nodes[0], nodes[len(nodes)-1]
-	x := rmaOf(t, me, other.rank)
+	x := rmaOf(t, me, tr.peerOf(other.rank, os.Getpid(), other.mod.Address()))
 	xo := other.mod.(btl.RMA)
 	for i, n := range rmaSizes {
 		src := pattern(other.rank, i, n)
@@ -191,7 +192,7 @@ func testRMAGetPut(t *testing.T, tr Transport) {
 func testRMABounds(t *testing.T, tr Transport) {
 	nodes := tr.world(t)
 	me, other := nodes[0], nodes[len(nodes)-1]
-	x := rmaOf(t, me, other.rank)
+	x := rmaOf(t, me, tr.peerOf(other.rank, os.Getpid(), other.mod.Address()))
 	xo := other.mod.(btl.RMA)
 	const n = 8192
 	src := pattern(other.rank, 1, n)
@@ -270,7 +271,7 @@ func testRMAPeerDies(t *testing.T, tr Transport) {
 	if err != nil || ep == nil {
 		t.Fatalf("reach the child: %v %v", ep, err)
 	}
-	x := rmaOf(t, nd, 1)
+	x := rmaOf(t, nd, p)
 	var remote btl.Region
 	timeout := time.After(deathTimeout)
 	for remote.Len == 0 {

@@ -102,8 +102,8 @@ func (m *module) Close() error {
 }
 
 // RMAKinds is host memory, with this rank only.
-func (m *module) RMAKinds(peer int) btl.Kinds {
-	if peer != m.rank || m.h == nil {
+func (m *module) RMAKinds(peer btl.Peer) btl.Kinds {
+	if peer.Rank != m.rank || m.h == nil {
 		return 0
 	}
 	return btl.KindsOf(btl.MemHost)

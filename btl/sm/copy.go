@@ -39,8 +39,11 @@ func (m *module) singleCopyInit() {
 // copy is on, peer is a local rank whose segment this module can open, and
 // reading 8 bytes of that segment's header from the peer's memory returns
 // its magic (probed once per peer); empty otherwise.
-func (m *module) RMAKinds(peer int) btl.Kinds {
-	if p := m.copyPeer(peer); p != nil && p.cma > 0 {
+func (m *module) RMAKinds(peer btl.Peer) btl.Kinds {
+	if peer.HostID != m.env.HostID {
+		return 0
+	}
+	if p := m.copyPeer(peer.Rank); p != nil && p.cma > 0 {
 		return btl.KindsOf(btl.MemHost)
 	}
 	return 0

@@ -336,7 +336,7 @@ func rmaCopy(m *module, peer int, local []byte, addr uintptr, n int, off uint64,
 func TestSingleCopyInProcess(t *testing.T) {
 	_, m, _ := pair(t)
 	reach(t, m[0], m[1])
-	if !m[0].RMAKinds(1).Has(btl.MemHost) {
+	if !m[0].RMAKinds(peerDesc(m[1])).Has(btl.MemHost) {
 		t.Skipf("single copy refused here: %s", m[0].noCopy)
 	}
 	src := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
@@ -367,7 +367,7 @@ func TestSingleCopyInProcess(t *testing.T) {
 	if err := rmaCopy(m[0], 1, dst[:8], uintptr(unsafe.Pointer(&src[0])), 16, 9, false); err == nil {
 		t.Error("get past the end of the region at an offset succeeded")
 	}
-	if m[0].RMAKinds(0) != 0 || m[0].RMAKinds(7) != 0 {
+	if m[0].RMAKinds(peerDesc(m[0])) != 0 || m[0].RMAKinds(btl.Peer{Rank: 7, HostID: "h"}) != 0 {
 		t.Error("RMA offered to itself or a rank outside the job")
 	}
 	if err := m[0].Register(btl.DeviceMem(0, 0x1000, 8), &reg); !errors.Is(err, btl.ErrRMARefused) {
@@ -377,7 +377,7 @@ func TestSingleCopyInProcess(t *testing.T) {
 	t.Setenv("GORUN_SM_SINGLE_COPY", "none")
 	_, m2, _ := pair(t)
 	reach(t, m2[0], m2[1])
-	if m2[0].RMAKinds(1) != 0 {
+	if m2[0].RMAKinds(peerDesc(m2[1])) != 0 {
 		t.Error("GORUN_SM_SINGLE_COPY=none: RMA still offered")
 	}
 	if err := rmaCopy(m2[0], 1, dst, uintptr(unsafe.Pointer(&src[0])), len(src), 0, false); !errors.Is(err, btl.ErrRMARefused) {
@@ -459,7 +459,7 @@ func TestSingleCopyAcrossProcesses(t *testing.T) {
 	if _, err := m.Reach(btl.Peer{Rank: 1, HostID: "h", PID: cmd.Process.Pid, Addrs: map[string][]byte{"sm": []byte(segName(job, 1))}}); err != nil {
 		t.Fatal(err)
 	}
-	if !m.RMAKinds(1).Has(btl.MemHost) {
+	if !m.RMAKinds(btl.Peer{Rank: 1, HostID: "h"}).Has(btl.MemHost) {
 		t.Skipf("single copy refused here: %s", m.noCopy)
 	}
 	buf := make([]byte, n)
