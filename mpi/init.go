@@ -8,7 +8,8 @@ import (
 	"time"
 
 	"github.com/gorun/gorun/btl"
-	_ "github.com/gorun/gorun/btl/self" // transports register from init
+	_ "github.com/gorun/gorun/btl/cuda" // transports register from init
+	_ "github.com/gorun/gorun/btl/self"
 	_ "github.com/gorun/gorun/btl/sm"
 	_ "github.com/gorun/gorun/btl/tcp"
 	"github.com/gorun/gorun/internal/params"

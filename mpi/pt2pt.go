@@ -17,7 +17,7 @@ func checkTag(op string, tag int, allowAny bool) error {
 
 // startSend validates a send and starts it; it returns a nil request for
 // ProcNull.
-func startSend(op string, c *Comm, b []byte, dest, tag int, sync bool, into *p2p.Request) (*p2p.Request, error) {
+func startSend(op string, c *Comm, m btl.Mem, dest, tag int, sync bool, into *p2p.Request) (*p2p.Request, error) {
 	if err := c.check(op); err != nil {
 		return nil, err
 	}
@@ -32,12 +32,12 @@ func startSend(op string, c *Comm, b []byte, dest, tag int, sync bool, into *p2p
 		return nil, err
 	}
 	if into != nil {
-		if err := c.rt.eng.IsendInto(into, c.ctx, w, tag, btl.HostMem(b), sync); err != nil {
+		if err := c.rt.eng.IsendInto(into, c.ctx, w, tag, m, sync); err != nil {
 			return nil, wrap(op, err)
 		}
 		return into, nil
 	}
-	r, err := c.rt.eng.IsendMem(c.ctx, w, tag, btl.HostMem(b), sync)
+	r, err := c.rt.eng.IsendMem(c.ctx, w, tag, m, sync)
 	if err != nil {
 		return nil, wrap(op, err)
 	}
@@ -46,7 +46,7 @@ func startSend(op string, c *Comm, b []byte, dest, tag int, sync bool, into *p2p
 
 // startRecv validates a receive and posts it; it returns a nil request for
 // ProcNull.
-func startRecv(op string, c *Comm, b []byte, source, tag int, into *p2p.Request) (*p2p.Request, error) {
+func startRecv(op string, c *Comm, m btl.Mem, source, tag int, into *p2p.Request) (*p2p.Request, error) {
 	if err := c.check(op); err != nil {
 		return nil, err
 	}
@@ -61,12 +61,12 @@ func startRecv(op string, c *Comm, b []byte, source, tag int, into *p2p.Request)
 		return nil, err
 	}
 	if into != nil {
-		if err := c.rt.eng.IrecvInto(into, c.ctx, w, tag, btl.HostMem(b)); err != nil {
+		if err := c.rt.eng.IrecvInto(into, c.ctx, w, tag, m); err != nil {
 			return nil, wrap(op, err)
 		}
 		return into, nil
 	}
-	r, err := c.rt.eng.IrecvMem(c.ctx, w, tag, btl.HostMem(b))
+	r, err := c.rt.eng.IrecvMem(c.ctx, w, tag, m)
 	if err != nil {
 		return nil, wrap(op, err)
 	}
@@ -88,7 +88,7 @@ func finishRaw(op string, c *Comm, r *p2p.Request, elem int) (Status, error) {
 // allocation for both.
 func isend[T Numeric](op string, c *Comm, buf []T, dest, tag int, sync bool) (*Request, error) {
 	q := &Request{c: c, op: op, elem: elemSize[T]()}
-	r, err := startSend(op, c, elemBytes(buf), dest, tag, sync, &q.raw)
+	r, err := startSend(op, c, btl.HostMem(elemBytes(buf)), dest, tag, sync, &q.raw)
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +97,7 @@ func isend[T Numeric](op string, c *Comm, buf []T, dest, tag int, sync bool) (*R
 
 func irecvBytes(op string, c *Comm, b []byte, elem, source, tag int) (*Request, error) {
 	q := &Request{c: c, op: op, elem: elem}
-	r, err := startRecv(op, c, b, source, tag, &q.raw)
+	r, err := startRecv(op, c, btl.HostMem(b), source, tag, &q.raw)
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +125,7 @@ func Irecv[T Numeric](c *Comm, buf []T, source, tag int) (*Request, error) {
 // Send sends buf to rank dest of c with tag and returns once buf may be
 // reused.
 func Send[T Numeric](c *Comm, buf []T, dest, tag int) error {
-	r, err := startSend("Send", c, elemBytes(buf), dest, tag, false, nil)
+	r, err := startSend("Send", c, btl.HostMem(elemBytes(buf)), dest, tag, false, nil)
 	if err != nil {
 		return err
 	}
@@ -135,7 +135,7 @@ func Send[T Numeric](c *Comm, buf []T, dest, tag int) error {
 
 // Ssend sends synchronously: it returns once the receive has matched.
 func Ssend[T Numeric](c *Comm, buf []T, dest, tag int) error {
-	r, err := startSend("Ssend", c, elemBytes(buf), dest, tag, true, nil)
+	r, err := startSend("Ssend", c, btl.HostMem(elemBytes(buf)), dest, tag, true, nil)
 	if err != nil {
 		return err
 	}
@@ -146,7 +146,7 @@ func Ssend[T Numeric](c *Comm, buf []T, dest, tag int) error {
 // Recv receives into buf from rank source of c (or AnySource) with tag (or
 // AnyTag). A message longer than buf fills buf and fails with ErrTruncate.
 func Recv[T Numeric](c *Comm, buf []T, source, tag int) (Status, error) {
-	r, err := startRecv("Recv", c, elemBytes(buf), source, tag, nil)
+	r, err := startRecv("Recv", c, btl.HostMem(elemBytes(buf)), source, tag, nil)
 	if err != nil {
 		return Status{}, err
 	}
@@ -169,11 +169,11 @@ func Sendrecv[S, R Numeric](c *Comm, sendbuf []S, dest, sendtag int, recvbuf []R
 			return Status{}, err
 		}
 	}
-	rr, err := startRecv("Sendrecv", c, elemBytes(recvbuf), source, recvtag, nil)
+	rr, err := startRecv("Sendrecv", c, btl.HostMem(elemBytes(recvbuf)), source, recvtag, nil)
 	if err != nil {
 		return Status{}, err
 	}
-	sr, err := startSend("Sendrecv", c, elemBytes(sendbuf), dest, sendtag, false, nil)
+	sr, err := startSend("Sendrecv", c, btl.HostMem(elemBytes(sendbuf)), dest, sendtag, false, nil)
 	if err != nil {
 		return Status{}, err
 	}

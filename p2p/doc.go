@@ -11,7 +11,8 @@
 //	rendezvous: RTS -> (receiver matches) CTS -> DATA       host memory, larger or Ssend, route without RMA
 //	RMA:        RTS(region) -> CTS(region) -> Get | Put -> FIN_R, FIN_S
 //	                                                        the route's module has btl.RMA for both buffers' kinds
-//	no path:    RTS -> CTS(fNoPath), both fail with ErrNoDevicePath
+//	no path:    RTS -> CTS(fNoPath), both fail with ErrNoDevicePath (the RTS says fDevice
+//	                                                        when the sender's own device memory is what cannot go)
 //	                                                        device memory that no RMA reaches (the host staging
 //	                                                        pipeline of the GPU work will take this case)
 //

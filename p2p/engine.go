@@ -82,8 +82,10 @@ type unexpected struct {
 	length int
 	rts    bool
 	sreq   uint64
-	// remote: the RTS offered an RMA rendezvous from this region.
+	// remote: the RTS offered an RMA rendezvous from this region; dev: the
+	// sender's buffer is device memory it could not offer (fDevice).
 	remote *btl.Region
+	dev    bool
 	data   []byte
 	// complete is false while an eager payload is still arriving; claimed
 	// is the receive that matched it meanwhile.
@@ -241,11 +243,14 @@ func (e *Engine) rendezvous(r *Request, rt *route, m btl.Mem) error {
 		if err := register(r, x, m); err == nil {
 			h.flags = fRMA
 		} else if m.Kind != btl.MemHost {
-			return fmt.Errorf("send to rank %d: register %v: %w", dst, m, err)
+			r.devErr = fmt.Errorf("send to rank %d: register %v: %w: %w", dst, m, ErrNoDevicePath, err)
 		}
 	}
 	if r.x == nil && m.Kind != btl.MemHost {
-		return fmt.Errorf("send to %w", noPathErr(dst, m, rt))
+		// No path: the RTS still goes, so that the receiver fails too
+		// (fNoPath) instead of waiting for a message that cannot come.
+		h.flags = fDevice
+		r.ctl.Payload = nil
 	}
 	rt.seq++
 	r.mem = m
@@ -320,7 +325,7 @@ func (e *Engine) take(r *Request, u *unexpected) {
 	r.st = Status{Source: u.src, Tag: u.tag, Bytes: u.length}
 	switch {
 	case u.rts:
-		e.startRendezvous(r, u.src, u.length, u.sreq, u.remote)
+		e.startRendezvous(r, u.src, u.length, u.sreq, u.remote, u.dev)
 	case u.complete:
 		e.fill(r, u.data)
 		r.complete(nil)
@@ -348,7 +353,7 @@ func (e *Engine) fill(r *Request, data []byte) {
 // sender puts the rest (rma.go). When neither RMA nor frames can carry the
 // message (device memory on either side without RMA), the CTS says so
 // (fNoPath) and both sides fail.
-func (e *Engine) startRendezvous(r *Request, src, length int, sreq uint64, remote *btl.Region) {
+func (e *Engine) startRendezvous(r *Request, src, length int, sreq uint64, remote *btl.Region, devSender bool) {
 	accept := length
 	if n := r.mem.Len(); accept > n {
 		accept = n
@@ -379,10 +384,10 @@ func (e *Engine) startRendezvous(r *Request, src, length int, sreq uint64, remot
 		}
 	}
 	var nopath error
-	if r.x == nil && (r.mem.Kind != btl.MemHost || (remote != nil && remote.Kind != btl.MemHost)) {
+	if r.x == nil && (devSender || r.mem.Kind != btl.MemHost || (remote != nil && remote.Kind != btl.MemHost)) {
 		m := r.mem
-		if remote != nil && remote.Kind != btl.MemHost {
-			m = btl.Mem{Kind: remote.Kind, N: length}
+		if devSender || (remote != nil && remote.Kind != btl.MemHost) {
+			m = btl.Mem{Kind: btl.MemDevice, N: length}
 		}
 		nopath = fmt.Errorf("receive from %w", noPathErr(src, m, rt))
 		h.flags = fNoPath

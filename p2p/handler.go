@@ -92,10 +92,11 @@ func (hd *handler) End(src int, bh *btl.Header, data []byte) {
 		}
 		if r := e.matchPosted(h.ctx, src, int(h.tag)); r != nil {
 			r.st = Status{Source: src, Tag: int(h.tag), Bytes: int(h.length)}
-			e.startRendezvous(r, src, int(h.length), h.sreq, remote)
+			e.startRendezvous(r, src, int(h.length), h.sreq, remote, h.flags&fDevice != 0)
 			return
 		}
-		u := &unexpected{ctx: h.ctx, src: src, tag: int(h.tag), length: int(h.length), rts: true, sreq: h.sreq, complete: true}
+		u := &unexpected{ctx: h.ctx, src: src, tag: int(h.tag), length: int(h.length), rts: true, sreq: h.sreq, complete: true,
+			dev: h.flags&fDevice != 0}
 		if remote != nil {
 			kept := reg
 			u.remote = &kept
@@ -138,7 +139,11 @@ func (e *Engine) cleared(r *Request, dst int, h *header, data []byte) {
 	switch {
 	case h.flags&fNoPath != 0:
 		delete(e.sends, h.sreq)
-		r.complete(fmt.Errorf("send to %w", noPathErr(dst, r.mem, e.routes[dst])))
+		err := r.devErr // why our own memory could not go, if it was ours
+		if err == nil {
+			err = fmt.Errorf("send to %w", noPathErr(dst, r.mem, e.routes[dst]))
+		}
+		r.complete(err)
 	case h.flags&fRMA != 0:
 		if r.x == nil {
 			e.protocolError(dst, fmt.Sprintf("RMA CTS for send %d that offered none", h.sreq))

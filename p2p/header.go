@@ -28,6 +28,11 @@ const fRMA = 1
 // path yet): both sides fail with ErrNoDevicePath instead of waiting.
 const fNoPath = 2
 
+// fDevice flags an RTS whose sender's buffer is device memory that it
+// could not offer by RMA (no module reaches it, or registering failed):
+// the receiver answers fNoPath, so that neither side waits for the other.
+const fDevice = 4
+
 // splitMin is the length from which an RMA rendezvous splits the copy: the
 // receiver gets the first part while the sender puts the second (BENCH.md:
 // the split single copy reached 33 GB/s at 1 MB against 12 GB/s for memcpy

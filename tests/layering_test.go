@@ -16,6 +16,7 @@ func TestLayering(t *testing.T) {
 		"btl/self":      {"p2p", "coll", "mpi", "launcher", "btl/tcp", "btl/sm"},
 		"btl/tcp":       {"p2p", "coll", "mpi", "launcher", "btl/self", "btl/sm"},
 		"btl/sm":        {"p2p", "coll", "mpi", "launcher", "btl/self", "btl/tcp"},
+		"btl/cuda":      {"p2p", "coll", "mpi", "launcher", "btl/self", "btl/tcp", "btl/sm"},
 		"btl/btltest":   {"p2p", "coll", "mpi", "launcher"},
 		"p2p":           {"coll", "mpi", "launcher"},
 		"coll":          {"mpi", "launcher", "btl/self", "btl/tcp"},

@@ -12,7 +12,8 @@ import (
 	"strings"
 	"time"
 
-	_ "github.com/gorun/gorun/btl/self" // their tunables appear in --help-params
+	_ "github.com/gorun/gorun/btl/cuda" // their tunables appear in --help-params
+	_ "github.com/gorun/gorun/btl/self"
 	_ "github.com/gorun/gorun/btl/sm"
 	_ "github.com/gorun/gorun/btl/tcp"
 	_ "github.com/gorun/gorun/coll"

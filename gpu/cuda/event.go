@@ -39,6 +39,9 @@ func (c *Context) NewEvent(flags EventFlags) (*Event, error) {
 	return &Event{ctx: c, h: h}, nil
 }
 
+// Context returns the event's context.
+func (e *Event) Context() *Context { return e.ctx }
+
 // Destroy releases the event. A second Destroy is a no-op.
 func (e *Event) Destroy() error {
 	if e.destroyed.Swap(true) {

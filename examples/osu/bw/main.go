@@ -24,12 +24,12 @@ func main() {
 	if me == 0 {
 		osu.Header("Bandwidth Test", "Bandwidth (MB/s)")
 	}
-	buf := make([]byte, o.Max)
+	buf := o.Buffer(o.Max)
 	ack := make([]byte, 4)
 	reqs := make([]*mpi.Request, o.Window)
 	for _, size := range o.Sizes() {
 		iters, warm := o.Counts(size)
-		b := buf[:size]
+		b := buf.Slice(size)
 		mpi.Barrier(w)
 		var t0 float64
 		if me < 2 {
@@ -40,9 +40,9 @@ func main() {
 				var err error
 				for k := range reqs {
 					if me == 0 {
-						reqs[k], err = mpi.Isend(w, b, 1, 100)
+						reqs[k], err = osu.Isend(w, b, 1, 100)
 					} else {
-						reqs[k], err = mpi.Irecv(w, b, 0, 100)
+						reqs[k], err = osu.Irecv(w, b, 0, 100)
 					}
 					osu.Must(err)
 				}

@@ -27,10 +27,10 @@ func main() {
 	if me == 0 {
 		osu.Header("Latency Test", "Latency (us)")
 	}
-	buf := make([]byte, o.Max)
+	buf := o.Buffer(o.Max)
 	for _, size := range o.Sizes() {
 		iters, warm := o.Counts(size)
-		b := buf[:size]
+		b := buf.Slice(size)
 		mpi.Barrier(w)
 		var t0 float64
 		if active {
@@ -39,13 +39,11 @@ func main() {
 					t0 = mpi.Wtime()
 				}
 				if me%2 == 0 {
-					osu.Must(mpi.Send(w, b, peer, 1))
-					_, err := mpi.Recv(w, b, peer, 1)
-					osu.Must(err)
+					osu.Must(osu.Send(w, b, peer, 1))
+					osu.Must(osu.Recv(w, b, peer, 1))
 				} else {
-					_, err := mpi.Recv(w, b, peer, 1)
-					osu.Must(err)
-					osu.Must(mpi.Send(w, b, peer, 1))
+					osu.Must(osu.Recv(w, b, peer, 1))
+					osu.Must(osu.Send(w, b, peer, 1))
 				}
 			}
 		}

@@ -1,5 +1,5 @@
 // Package osu holds what the OSU-method benchmark ports share: OSU's flags
-// (-m MIN:MAX, -i, -x), the size sweep, the iteration defaults and the
+// (-m MIN:MAX, -i, -x, -d cuda), the size sweep, the iteration defaults and the
 // output format, which BENCH.md fixes so that the side-by-side driver can
 // put these programs next to the C ones in tests/openmpi.
 package osu
@@ -17,12 +17,14 @@ import (
 
 // Options are a benchmark's parsed flags.
 type Options struct {
-	Min, Max     int
-	Iters, Warm  int // -i and -x; 0 means the per-size default
-	LargeIters   int
-	LargeWarm    int
-	LargeSize    int
-	Window       int
+	Min, Max    int
+	Iters, Warm int // -i and -x; 0 means the per-size default
+	LargeIters  int
+	LargeWarm   int
+	LargeSize   int
+	Window      int
+	// Device: -d cuda, buffers in GPU memory (Buffer).
+	Device       bool
 	itersFlagSet bool
 }
 
@@ -35,7 +37,15 @@ func Parse(name string, defMin, defMax, iters, warm, largeIters, largeWarm, larg
 	i := fs.Int("i", 0, "timed iterations per size")
 	x := fs.Int("x", -1, "warm-up iterations per size")
 	w := fs.Int("W", 64, "window size (bw, bibw)")
+	d := fs.String("d", "host", "where buffers live: host, or cuda (GPU memory; point-to-point benchmarks)")
 	fs.Parse(os.Args[1:])
+	switch *d {
+	case "host":
+	case "cuda":
+		o.Device = true
+	default:
+		fail(name, "-d %q: want host or cuda", *d)
+	}
 	if *m != "" {
 		lo, hi, ok := strings.Cut(*m, ":")
 		var err error

@@ -1,0 +1,369 @@
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/gorun/gorun/btl"
+	"github.com/gorun/gorun/gpu"
+	drv "github.com/gorun/gorun/gpu/cuda"
+	"github.com/gorun/gorun/internal/params"
+)
+
+func init() { btl.Register("cuda", component{}) }
+
+var pIPCCache = params.Int("GORUN_CUDA_IPC_CACHE", 64,
+	"most peer GPU allocations a rank keeps mapped through CUDA IPC (opening one costs ~100 µs); the oldest unused is unmapped beyond")
+
+type component struct{}
+
+// address is what the module publishes: a marker that it is open.
+var address = []byte("ipc")
+
+// Open is cheap: it does not initialise CUDA (cuInit costs tens of
+// milliseconds, which every launch would pay on a GPU host whether or not
+// the program uses device memory). It opens where the binary can reach the
+// driver (cgo) and the NVIDIA driver has GPUs; CUDA starts at the first
+// Register or Get, by which time the program has allocated device memory
+// and started CUDA itself.
+func (component) Open(env btl.Env) (btl.Module, error) {
+	if !drv.CgoEnabled() {
+		return nil, fmt.Errorf("cuda: rank %d: built without cgo (CGO_ENABLED=0): GPU support is off", env.Rank)
+	}
+	if gpus, _ := filepath.Glob("/proc/driver/nvidia/gpus/*"); len(gpus) == 0 {
+		return nil, fmt.Errorf("cuda: rank %d: no NVIDIA GPU (/proc/driver/nvidia/gpus is empty or missing)", env.Rank)
+	}
+	limit := pIPCCache()
+	if limit < 1 {
+		return nil, fmt.Errorf("cuda: rank %d: GORUN_CUDA_IPC_CACHE=%d: want at least 1", env.Rank, limit)
+	}
+	return &module{env: env, streams: map[int]*drv.Stream{}, own: map[drv.IPCMemHandle]*export{},
+		maps: map[mapKey]*mapping{}, limit: limit}, nil
+}
+
+// module is one rank's GPU transport.
+type module struct {
+	env     btl.Env
+	streams map[int]*drv.Stream // the copy stream of each device used
+	// own are this rank's exported allocations, by handle, for regions
+	// from this rank itself.
+	own map[drv.IPCMemHandle]*export
+	// maps are peers' allocations mapped here, by device and handle.
+	maps  map[mapKey]*mapping
+	clock uint64 // use counter for the cache's age order
+	limit int
+	// pending copies, in issue order; free events for reuse.
+	pending []*copyOp
+	free    []*drv.Event
+	closed  bool
+}
+
+type export struct {
+	base drv.DevicePtr
+	size uint64
+	refs int
+}
+
+type mapKey struct {
+	dev int
+	h   drv.IPCMemHandle
+}
+
+type mapping struct {
+	ctx  *drv.Context
+	base drv.DevicePtr
+	used uint64 // clock at last use
+	busy int    // pending copies that use it
+}
+
+type copyOp struct {
+	op  *btl.RMAOp
+	ev  *drv.Event
+	m   *mapping // nil for a copy within this process
+	dev int
+}
+
+var (
+	_ btl.Module = (*module)(nil)
+	_ btl.RMA    = (*module)(nil)
+)
+
+func (m *module) Name() string    { return "cuda" }
+func (m *module) Address() []byte { return address }
+
+// Caps: the module carries no frames; the caps are never used for them.
+func (m *module) Caps() btl.Caps { return btl.Caps{Exclusivity: 0} }
+
+// Reach reaches nobody: frames travel over the other transports.
+func (m *module) Reach(p btl.Peer) (btl.Endpoint, error) { return nil, nil }
+
+// RMAKinds is device memory for ranks of this host that opened cuda too.
+func (m *module) RMAKinds(p btl.Peer) btl.Kinds {
+	if m.closed || p.HostID != m.env.HostID || len(p.Addrs["cuda"]) == 0 {
+		return 0
+	}
+	return btl.KindsOf(btl.MemDevice)
+}
+
+// Register describes device memory by its allocation's IPC handle.
+func (m *module) Register(mem btl.Mem, r *btl.Region) error {
+	if mem.Kind != btl.MemDevice {
+		return fmt.Errorf("cuda: rank %d: register %v: %w (device memory only)", m.env.Rank, mem, btl.ErrRMARefused)
+	}
+	ctx, err := gpu.DeviceContext(int(mem.Device))
+	if err != nil {
+		return fmt.Errorf("cuda: rank %d: register %v: %w", m.env.Rank, mem, err)
+	}
+	base, size, err := ctx.AddressRange(drv.DevicePtr(mem.Ptr))
+	if err != nil {
+		return fmt.Errorf("cuda: rank %d: register %v: not device memory: %w", m.env.Rank, mem, err)
+	}
+	off := uint64(mem.Ptr) - uint64(base)
+	if off+uint64(mem.N) > size {
+		return fmt.Errorf("cuda: rank %d: register %v: runs past its allocation (%d bytes at %#x)", m.env.Rank, mem, size, base)
+	}
+	h, err := ctx.IPCGetMemHandle(base)
+	if err != nil {
+		return fmt.Errorf("cuda: rank %d: register %v: %w", m.env.Rank, mem, err)
+	}
+	x := m.own[h]
+	if x == nil {
+		x = &export{base: base, size: size}
+		m.own[h] = x
+	}
+	x.refs++
+	*r = btl.Region{Kind: btl.MemDevice, Addr: off, Len: uint64(mem.N), Handle: x}
+	return r.SetKey(h[:])
+}
+
+// Deregister forgets an export once its last registration is released.
+func (m *module) Deregister(r *btl.Region) {
+	var h drv.IPCMemHandle
+	copy(h[:], r.Key())
+	if x := m.own[h]; x != nil {
+		if x.refs--; x.refs <= 0 {
+			delete(m.own, h)
+		}
+	}
+}
+
+// Get copies from the peer's region into op.Local.
+func (m *module) Get(op *btl.RMAOp) error { return m.start(op, false) }
+
+// Put copies op.Local into the peer's region.
+func (m *module) Put(op *btl.RMAOp) error { return m.start(op, true) }
+
+func (m *module) start(op *btl.RMAOp, put bool) error {
+	what := "get from"
+	if put {
+		what = "put to"
+	}
+	fail := func(err error) error {
+		return fmt.Errorf("cuda: rank %d: %s rank %d: %w", m.env.Rank, what, op.Peer, err)
+	}
+	if m.closed {
+		return fail(btl.ErrClosed)
+	}
+	loc, rem := op.Local, op.Remote
+	if loc.Kind != btl.MemDevice || rem.Kind != btl.MemDevice {
+		return fail(fmt.Errorf("%v and %v memory: %w (device memory only)", loc.Kind, rem.Kind, btl.ErrRMARefused))
+	}
+	n := uint64(loc.N)
+	if op.Offset > rem.Len || n > rem.Len-op.Offset {
+		return fail(fmt.Errorf("%d bytes at %d outside its region of %d", n, op.Offset, rem.Len))
+	}
+	if len(rem.Key()) != len(drv.IPCMemHandle{}) {
+		return fail(fmt.Errorf("region key of %d bytes is not an IPC handle", len(rem.Key())))
+	}
+	if n == 0 {
+		op.Owner.RMADone(op, nil)
+		return nil
+	}
+	var h drv.IPCMemHandle
+	copy(h[:], rem.Key())
+	dev := int(loc.Device)
+	var base drv.DevicePtr
+	var mp *mapping
+	if op.Peer == m.env.Rank {
+		x := m.own[h]
+		if x == nil || rem.Addr+rem.Len > x.size {
+			return fail(errors.New("region not registered by this rank"))
+		}
+		base = x.base
+	} else {
+		var err error
+		if mp, err = m.mapPeer(dev, h); err != nil {
+			return fail(err)
+		}
+		base = mp.base
+	}
+	s, err := m.stream(dev)
+	if err != nil {
+		return fail(err)
+	}
+	remote := base + drv.DevicePtr(rem.Addr+op.Offset)
+	local := drv.DevicePtr(loc.Ptr)
+	if put {
+		err = s.CopyAsync(remote, local, int(n))
+	} else {
+		err = s.CopyAsync(local, remote, int(n))
+	}
+	if err != nil {
+		return fail(err)
+	}
+	ev, err := m.event(s.Context())
+	if err == nil {
+		err = ev.Record(s)
+	}
+	if err != nil {
+		// The copy is queued but cannot be watched: wait for it here
+		// (rare: the driver is failing) rather than report it early.
+		serr := s.Synchronize()
+		op.Owner.RMADone(op, errors.Join(fail(err), serr))
+		return nil
+	}
+	if mp != nil {
+		mp.busy++
+	}
+	m.pending = append(m.pending, &copyOp{op: op, ev: ev, m: mp, dev: dev})
+	return nil
+}
+
+// stream returns the copy stream of device dev.
+func (m *module) stream(dev int) (*drv.Stream, error) {
+	if s := m.streams[dev]; s != nil {
+		return s, nil
+	}
+	ctx, err := gpu.DeviceContext(dev)
+	if err != nil {
+		return nil, err
+	}
+	s, err := ctx.NewStream()
+	if err != nil {
+		return nil, err
+	}
+	m.streams[dev] = s
+	return s, nil
+}
+
+func (m *module) event(ctx *drv.Context) (*drv.Event, error) {
+	for i := len(m.free) - 1; i >= 0; i-- {
+		if ev := m.free[i]; ev.Context() == ctx {
+			m.free = append(m.free[:i], m.free[i+1:]...)
+			return ev, nil
+		}
+	}
+	return ctx.NewEvent(drv.EventDisableTiming)
+}
+
+// mapPeer returns the mapping of a peer's allocation into device dev,
+// opening it (and unmapping the oldest idle one beyond the limit) on first
+// use.
+func (m *module) mapPeer(dev int, h drv.IPCMemHandle) (*mapping, error) {
+	m.clock++
+	k := mapKey{dev, h}
+	if mp := m.maps[k]; mp != nil {
+		mp.used = m.clock
+		return mp, nil
+	}
+	ctx, err := gpu.DeviceContext(dev)
+	if err != nil {
+		return nil, err
+	}
+	if len(m.maps) >= m.limit {
+		m.evict()
+	}
+	base, err := ctx.IPCOpenMemHandle(h)
+	if err != nil {
+		return nil, fmt.Errorf("map the peer's memory: %w", err)
+	}
+	mp := &mapping{ctx: ctx, base: base, used: m.clock}
+	m.maps[k] = mp
+	return mp, nil
+}
+
+// evict unmaps the least recently used mapping that no copy is using.
+func (m *module) evict() {
+	var old mapKey
+	var oldest *mapping
+	for k, mp := range m.maps {
+		if mp.busy == 0 && (oldest == nil || mp.used < oldest.used) {
+			old, oldest = k, mp
+		}
+	}
+	if oldest != nil {
+		oldest.ctx.IPCCloseMemHandle(oldest.base)
+		delete(m.maps, old)
+	}
+}
+
+// Progress completes the copies whose events have passed.
+func (m *module) Progress() int {
+	if len(m.pending) == 0 {
+		return 0
+	}
+	n := 0
+	keep := m.pending[:0]
+	for _, c := range m.pending {
+		done, err := c.ev.Done()
+		if !done && err == nil {
+			keep = append(keep, c)
+			continue
+		}
+		m.finish(c, err)
+		n++
+	}
+	clear(m.pending[len(keep):])
+	m.pending = keep
+	return n
+}
+
+func (m *module) finish(c *copyOp, err error) {
+	if c.m != nil {
+		c.m.busy--
+	}
+	if err != nil {
+		err = fmt.Errorf("cuda: rank %d: copy with rank %d: %w", m.env.Rank, c.op.Peer, err)
+		c.ev.Destroy()
+	} else {
+		m.free = append(m.free, c.ev)
+	}
+	c.op.Owner.RMADone(c.op, err)
+}
+
+// Close waits for pending copies (their memory belongs to requests now
+// failing), fails them with btl.ErrClosed and unmaps every mapping.
+func (m *module) Close() error {
+	if m.closed {
+		return nil
+	}
+	m.closed = true
+	for _, s := range m.streams {
+		s.Synchronize()
+	}
+	for _, c := range m.pending {
+		if c.m != nil {
+			c.m.busy--
+		}
+		c.ev.Destroy()
+		c.op.Owner.RMADone(c.op, btl.ErrClosed)
+	}
+	m.pending = nil
+	var first error
+	for k, mp := range m.maps {
+		if err := mp.ctx.IPCCloseMemHandle(mp.base); err != nil && first == nil {
+			first = fmt.Errorf("cuda: rank %d: unmap a peer's memory: %w", m.env.Rank, err)
+		}
+		delete(m.maps, k)
+	}
+	for _, ev := range m.free {
+		ev.Destroy()
+	}
+	m.free = nil
+	for d, s := range m.streams {
+		s.Destroy()
+		delete(m.streams, d)
+	}
+	return first
+}

@@ -1,0 +1,78 @@
+package mpi
+
+import (
+	"github.com/gorun/gorun/btl"
+	"github.com/gorun/gorun/gpu"
+)
+
+// GPU memory in point-to-point calls. A gpu.Buffer (from gpu.Alloc, or
+// gpu.Wrap around a CUDA pointer that another library allocated) goes
+// wherever these functions take it; counts are in its elements. The rules
+// on CUDA streams:
+//
+//   - before a send starts, the device must have finished writing the
+//     buffer: synchronize the streams that wrote it (for PyTorch,
+//     torch.cuda.current_stream().synchronize()); gorun copies on streams
+//     of its own, which do not wait for yours;
+//   - when a receive completes (Recv returns, or Wait on its request), its
+//     data is in place and visible to every stream of the device;
+//   - the buffer must stay allocated, and a send buffer unmodified, until
+//     the request completes, as for slices.
+//
+// Between ranks of one host the bytes go GPU to GPU by the copy engines,
+// through CUDA IPC (btl/cuda), over NVLink or PCIe. Where no such path
+// exists (another host, a binary built with CGO_ENABLED=0, a machine without
+// a GPU, host memory on the other side), the call fails with ErrBuffer and
+// nothing moves; staging through host memory is not built yet.
+
+// deviceMem describes b for the transports.
+func deviceMem(b gpu.Buffer) btl.Mem { return btl.DeviceMem(b.Device(), b.Ptr(), b.Len()) }
+
+// elemOf is the size of b's elements, for Status counts.
+func elemOf(b gpu.Buffer) int {
+	if n := b.DType().Size(); n > 0 {
+		return n
+	}
+	return 1
+}
+
+// SendGPU sends the device buffer b to rank dest of c with tag and returns
+// once b may be reused.
+func SendGPU(c *Comm, b gpu.Buffer, dest, tag int) error {
+	r, err := startSend("SendGPU", c, deviceMem(b), dest, tag, false, nil)
+	if err != nil {
+		return err
+	}
+	_, err = finishRaw("SendGPU", c, r, 1)
+	return err
+}
+
+// RecvGPU receives into the device buffer b from rank source of c (or
+// AnySource) with tag (or AnyTag).
+func RecvGPU(c *Comm, b gpu.Buffer, source, tag int) (Status, error) {
+	r, err := startRecv("RecvGPU", c, deviceMem(b), source, tag, nil)
+	if err != nil {
+		return Status{}, err
+	}
+	return finishRaw("RecvGPU", c, r, elemOf(b))
+}
+
+// IsendGPU starts sending the device buffer b.
+func IsendGPU(c *Comm, b gpu.Buffer, dest, tag int) (*Request, error) {
+	q := &Request{c: c, op: "IsendGPU", elem: elemOf(b)}
+	r, err := startSend("IsendGPU", c, deviceMem(b), dest, tag, false, &q.raw)
+	if err != nil {
+		return nil, err
+	}
+	return q.started(r), nil
+}
+
+// IrecvGPU starts receiving into the device buffer b.
+func IrecvGPU(c *Comm, b gpu.Buffer, source, tag int) (*Request, error) {
+	q := &Request{c: c, op: "IrecvGPU", elem: elemOf(b)}
+	r, err := startRecv("IrecvGPU", c, deviceMem(b), source, tag, &q.raw)
+	if err != nil {
+		return nil, err
+	}
+	return q.started(r), nil
+}

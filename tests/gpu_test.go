@@ -1,0 +1,183 @@
+package tests
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/gorun/gorun/gpu"
+	"github.com/gorun/gorun/mpi"
+)
+
+func init() {
+	rankCases["gpu-p2p"] = caseGPUP2P
+	rankCases["gpu-nopath"] = caseGPUNoPath
+}
+
+// caseGPUP2P: ranks 0 and 1 exchange device buffers of several sizes at
+// once (IsendGPU/IrecvGPU both ways), then blocking, then a truncated
+// receive, and check every byte on the host. Each rank uses GPU rank % GPUs,
+// or GPU 0 for both with GORUN_TEST_GPU_SAME=1.
+func caseGPUP2P(w *mpi.Comm) error {
+	n, err := gpu.DeviceCount()
+	if err != nil {
+		return err
+	}
+	me := w.Rank()
+	peer := 1 - me
+	dev := me % n
+	if os.Getenv("GORUN_TEST_GPU_SAME") == "1" {
+		dev = 0
+	}
+	alloc := func(host []byte) (gpu.Buffer, error) {
+		b, err := gpu.Alloc(dev, gpu.Uint8, len(host))
+		if err == nil {
+			err = b.CopyFromHost(host)
+		}
+		return b, err
+	}
+	for i, size := range []int{1, 8, 4097, 300<<10 + 5, 8<<20 + 1} {
+		out := make([]byte, size)
+		pattern(out, 10*i+me)
+		sb, err := alloc(out)
+		if err != nil {
+			return err
+		}
+		rb, err := alloc(make([]byte, size))
+		if err != nil {
+			return err
+		}
+		rq, err := mpi.IrecvGPU(w, rb, peer, i)
+		if err != nil {
+			return err
+		}
+		sq, err := mpi.IsendGPU(w, sb, peer, i)
+		if err != nil {
+			return err
+		}
+		st, err := rq.Wait()
+		if err != nil {
+			return fmt.Errorf("size %d: receive: %w", size, err)
+		}
+		if _, err := sq.Wait(); err != nil {
+			return fmt.Errorf("size %d: send: %w", size, err)
+		}
+		if st.Source != peer || st.Tag != i || st.Count() != size {
+			return fmt.Errorf("size %d: status %+v, count %d", size, st, st.Count())
+		}
+		got, want := make([]byte, size), make([]byte, size)
+		pattern(want, 10*i+peer)
+		if err := rb.CopyToHost(got); err != nil {
+			return err
+		}
+		if !bytes.Equal(got, want) {
+			return fmt.Errorf("size %d: received wrong bytes", size)
+		}
+		// The same buffers, blocking, rank 0 first.
+		if me == 0 {
+			err = mpi.SendGPU(w, sb, peer, 100+i)
+		} else {
+			_, err = mpi.RecvGPU(w, rb, peer, 100+i)
+		}
+		if err != nil {
+			return fmt.Errorf("size %d: blocking: %w", size, err)
+		}
+		if me == 1 {
+			pattern(want, 10*i)
+			if err := rb.CopyToHost(got); err != nil || !bytes.Equal(got, want) {
+				return fmt.Errorf("size %d: blocking receive got wrong bytes (%v)", size, err)
+			}
+		}
+		sb.Free()
+		rb.Free()
+	}
+	// Truncation: 1 MiB into 600 KiB.
+	big := make([]byte, 1<<20)
+	pattern(big, 77)
+	if me == 0 {
+		b, err := alloc(big)
+		if err != nil {
+			return err
+		}
+		defer b.Free()
+		return mpi.SendGPU(w, b, 1, 200)
+	}
+	b, err := alloc(make([]byte, 600<<10))
+	if err != nil {
+		return err
+	}
+	defer b.Free()
+	st, err := mpi.RecvGPU(w, b, 0, 200)
+	if !errors.Is(err, mpi.ErrTruncate) || st.Count() != 600<<10 {
+		return fmt.Errorf("truncated receive: %v, count %d", err, st.Count())
+	}
+	got := make([]byte, 600<<10)
+	if err := b.CopyToHost(got); err != nil || !bytes.Equal(got, big[:600<<10]) {
+		return fmt.Errorf("truncated receive kept wrong bytes (%v)", err)
+	}
+	return nil
+}
+
+// caseGPUNoPath: device memory where no path can carry it fails with
+// ErrBuffer on both sides, promptly, and the job goes on. Without a GPU
+// the buffer is a wrapped made-up pointer that nothing may touch; with
+// one, it is real and the other side's buffer is host memory.
+func caseGPUNoPath(w *mpi.Comm) error {
+	me := w.Rank()
+	var b gpu.Buffer
+	if _, err := gpu.DeviceCount(); err != nil {
+		b = gpu.Wrap(0, 0xdead0000, gpu.Uint8, 64<<10)
+	} else {
+		var aerr error
+		if b, aerr = gpu.Alloc(0, gpu.Uint8, 64<<10); aerr != nil {
+			return aerr
+		}
+		defer b.Free()
+	}
+	host := make([]byte, 64<<10)
+	var serr, rerr error
+	if me == 0 {
+		serr = mpi.SendGPU(w, b, 1, 1)                // device to a host receive
+		_, rerr = mpi.RecvGPU(w, b.Slice(0, 8), 1, 2) // a host message into device memory
+	} else {
+		_, rerr = mpi.Recv(w, host, 0, 1)
+		serr = mpi.Send(w, host[:8], 0, 2)
+	}
+	if me == 0 && (!errors.Is(serr, mpi.ErrBuffer) || !errors.Is(rerr, mpi.ErrBuffer)) {
+		return fmt.Errorf("rank 0: send %v, receive %v; want ErrBuffer for both", serr, rerr)
+	}
+	if me == 1 && serr != nil {
+		return fmt.Errorf("rank 1: the host send failed: %v", serr)
+	}
+	if me == 1 && gpuUsable() && !errors.Is(rerr, mpi.ErrBuffer) {
+		return fmt.Errorf("rank 1: a host receive of a device message: %v, want ErrBuffer", rerr)
+	}
+	// The job goes on.
+	x := []int{me}
+	return mpi.Allreduce(w, x, x, mpi.Sum)
+}
+
+func gpuUsable() bool {
+	_, err := gpu.DeviceCount()
+	return err == nil
+}
+
+// TestGPUPointToPoint needs a GPU (the lent GPU hosts run it; see
+// docs/gpu.md): device buffers between two ranks on two GPUs, then on one.
+func TestGPUPointToPoint(t *testing.T) {
+	if ok, why := gpu.Available(); !ok {
+		t.Skipf("no GPU: %s", why)
+	}
+	t.Run("own-gpus", func(t *testing.T) { job{np: 2, cas: "gpu-p2p"}.ok(t) })
+	t.Run("same-gpu", func(t *testing.T) { job{np: 2, cas: "gpu-p2p", env: []string{"GORUN_TEST_GPU_SAME=1"}}.ok(t) })
+}
+
+// TestGPUNoPath runs everywhere: device memory that cannot travel gives
+// ErrBuffer, never a crash or a hang (without a GPU, with cuda turned
+// off, between device and host memory).
+func TestGPUNoPath(t *testing.T) {
+	job{np: 2, cas: "gpu-nopath"}.ok(t)
+	job{np: 2, cas: "gpu-nopath", env: []string{"GORUN_BTL=^cuda"}}.ok(t)
+}
