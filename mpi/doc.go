@@ -18,6 +18,14 @@
 // stay untouched until its Request completes. Counts are in elements of the
 // slice's type; a received message's length is in Status.
 //
+// GPU memory: a gpu.Buffer (gpu.Alloc, or gpu.Wrap around a CUDA pointer
+// and length from another library) goes to SendGPU, RecvGPU, IsendGPU and
+// IrecvGPU; device.go says how these calls order against CUDA streams
+// (synchronize what wrote a send buffer before the call; a completed
+// receive is visible to every stream). Collectives on device memory are
+// not built yet. Without a GPU, or where no path carries device memory,
+// these calls fail with ErrBuffer on both sides and the job goes on.
+//
 // Any msgpack-encodable value goes through the object API (SendObj,
 // RecvObj, BcastObj), like mpi4py's lower-case methods.
 //
