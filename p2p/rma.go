@@ -68,14 +68,22 @@ func (x *rndv) release() {
 // over is called when x's request completes: unless an operation is
 // still pending (RMADone finishes the job), the registration goes and x
 // returns to the pool at once, so that nonblocking requests, which are
-// never released, do not allocate an rndv per message. By then nothing
-// refers to x: our RTS or CTS, whose payload is x.wire, was delivered
-// before the peer's FIN, and every operation has reported.
+// never released, do not allocate an rndv per message. On success nothing
+// refers to x by then: our RTS or CTS, whose payload is x.wire, was
+// delivered before the peer's FIN, and every operation has reported. A
+// request that fails may still have that frame with the transport (a Get
+// refused right after the CTS was queued, a peer declared dead with the
+// RTS queued behind a full ring): then x stays with the request, so that
+// the peer, alive after all, gets the region as it was sent, not zeros or
+// another transfer's buffer; reset frees it, or the garbage collector.
 func (x *rndv) over() {
 	if x.busy {
 		return
 	}
 	x.release()
+	if p := x.r.ctl.Payload; len(p) > 0 && &p[0] == &x.wire[0] {
+		return
+	}
 	x.r.x = nil
 	x.free()
 }
