@@ -1,0 +1,173 @@
+package p2p
+
+import (
+	"bytes"
+	"os"
+	"testing"
+
+	"github.com/gorun/gorun/btl"
+)
+
+// Fuzz targets for every decoder of a peer's bytes in p2p: the frame
+// header, and the engine's handler as a whole (which decodes headers and
+// the regions of RMA RTS and CTS frames; btl/rma_test.go fuzzes the region
+// decoder itself). CI runs each for a few seconds (.ci/run).
+
+// headerSeeds are valid headers of every kind.
+func headerSeeds() []header {
+	return []header{
+		{kind: kEager, ctx: 1, src: 0, tag: 5, seq: 1, length: 3},
+		{kind: kRTS, flags: fRMA, ctx: 1, src: 3, tag: 9, seq: 2, length: 1 << 20, sreq: 7},
+		{kind: kCTS, flags: fRMA, ctx: 1, src: 1, length: 300, sreq: 1, rreq: 2},
+		{kind: kCTS, flags: fNoPath, ctx: 2, src: 1, sreq: 2, rreq: 3},
+		{kind: kData, ctx: 1, tag: AnyTag, length: 10, rreq: 1},
+		{kind: kFinS, ctx: 1, rreq: 1},
+		{kind: kFinR, ctx: 1, sreq: 1},
+		{kind: 0xff, flags: 0xff, ctx: ^uint32(0), src: -1, tag: -1, seq: ^uint32(0), length: ^uint64(0), sreq: ^uint64(0), rreq: ^uint64(0)},
+	}
+}
+
+func encoded(h header) []byte {
+	var b btl.Header
+	h.encode(&b)
+	return b[:]
+}
+
+// FuzzHeader: decode takes any 48 bytes without panicking, and encoding
+// what it decoded gives the same bytes back, except the unused ones (2-3
+// and 20-23), which encode leaves zero; decoding that again gives the same
+// header.
+func FuzzHeader(f *testing.F) {
+	for _, h := range headerSeeds() {
+		f.Add(encoded(h))
+	}
+	f.Add(bytes.Repeat([]byte{0xa5}, btl.HeaderSize))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var in btl.Header
+		copy(in[:], b)
+		var h header
+		h.decode(&in)
+		var out btl.Header
+		h.encode(&out)
+		want := in
+		want[2], want[3] = 0, 0
+		clear(want[20:24])
+		if out != want {
+			t.Fatalf("decode then encode of\n%x gave\n%x, want\n%x", in, out, want)
+		}
+		var h2 header
+		h2.decode(&out)
+		if h2 != h {
+			t.Fatalf("decode(encode(%+v)) = %+v", h, h2)
+		}
+	})
+}
+
+// selfOnly opens btl/self alone.
+var selfOnly = func() btl.Filter {
+	f, err := btl.ParseFilter("self")
+	if err != nil {
+		panic(err)
+	}
+	return f
+}()
+
+// FuzzHandler feeds the engine's btl.Handler two arbitrary frames (header
+// and payload each), as a transport would: Begin, the payload copied into
+// the slice it returned, End, with the engine's lock held; the engine,
+// one rank on the real btl/self, meanwhile has receives posted (host,
+// wildcard, device) and two synchronous sends under way (RMA and frames),
+// whose ids (1 and 2) the frames may name, and polls btl/self between and
+// after the frames. Whatever the bytes, the engine must not panic, Begin
+// must return a slice of the length asked, no byte may land outside a
+// receive buffer, and after Close every request must be complete (none
+// lost from the engine's tables, which would hang its Wait). Failing
+// rank 0 (PeerFailed) is the expected outcome of garbage.
+func FuzzHandler(f *testing.F) {
+	region := func(addr, n uint64) []byte {
+		r := btl.Region{Kind: btl.MemHost, Addr: addr, Len: n}
+		b := make([]byte, r.EncodedLen())
+		r.Encode(b)
+		return b
+	}
+	for _, s := range []struct {
+		h1, p1, h2, p2 []byte
+	}{
+		{encoded(header{kind: kEager, ctx: 1, tag: 5, length: 3}), []byte("abc"), encoded(header{kind: kEager, ctx: 1, tag: 6, length: 4}), []byte("defg")},
+		{encoded(header{kind: kEager, ctx: 2, tag: 1, length: 5}), []byte("dev!!"), nil, nil},
+		{encoded(header{kind: kRTS, ctx: 1, tag: 5, length: 40, sreq: 9}), nil, encoded(header{kind: kData, ctx: 1, length: 16, rreq: 3}), bytes.Repeat([]byte{7}, 16)},
+		{encoded(header{kind: kRTS, flags: fRMA, ctx: 1, tag: 7, length: 100, sreq: 9}), region(0x10000, 100), encoded(header{kind: kFinS, rreq: 3}), nil},
+		{encoded(header{kind: kCTS, flags: fRMA, ctx: 1, length: 300, sreq: 1, rreq: 5}), region(0x20000, 300), encoded(header{kind: kFinR, sreq: 1}), nil},
+		{encoded(header{kind: kCTS, ctx: 1, sreq: 2, rreq: 5}), nil, encoded(header{kind: kCTS, flags: fNoPath, ctx: 1, sreq: 1, rreq: 6}), nil},
+		{encoded(header{kind: 42}), []byte{1}, encoded(header{kind: kRTS, flags: fRMA, ctx: 2, tag: 1, length: 64, sreq: 4}), region(0x30000, 64)},
+	} {
+		f.Add(s.h1, s.p1, s.h2, s.p2)
+	}
+	// Each bad frame is reported on stderr: keep millions of them out of
+	// the fuzzer's output, but only while the engine runs (the fuzzer
+	// itself reports there).
+	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { null.Close() })
+	f.Fuzz(func(t *testing.T, h1, p1, h2, p2 []byte) {
+		stderr := os.Stderr
+		os.Stderr = null
+		defer func() { os.Stderr = stderr }()
+		e := Alloc(0, 1)
+		mods, _, err := btl.OpenAll(btl.Env{Rank: 0, Size: 1, Handler: Handler(e)}, selfOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Attach(mods, []btl.Peer{{Rank: 0}}); err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		const guard = 64
+		hostA := make([]byte, 16+guard) // exact source and tag
+		hostB := make([]byte, 300+guard)
+		var reqs []*Request
+		post := func(r *Request, err error) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			reqs = append(reqs, r)
+		}
+		post(e.Irecv(1, 0, 5, hostA[:16]))
+		post(e.Irecv(1, AnySource, AnyTag, hostB[:300]))
+		post(e.IrecvMem(2, 0, AnyTag, btl.DeviceMem(0, devPtr, 64)))
+		post(e.Isend(1, 0, 9, pattern(1, 300), true)) // RMA, id 1
+		post(e.Isend(1, 0, 9, nil, true))             // frames, id 2
+
+		hd := Handler(e)
+		feed := func(hb, p []byte) {
+			var h btl.Header
+			copy(h[:], hb)
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			dst := hd.Begin(0, &h, len(p))
+			if len(dst) != len(p) {
+				t.Fatalf("Begin for %d bytes returned %d", len(p), len(dst))
+			}
+			copy(dst, p)
+			hd.End(0, &h, dst)
+			for range 4 {
+				e.progress()
+			}
+		}
+		feed(h1, p1)
+		feed(h2, p2)
+		e.Close()
+		for i, r := range reqs {
+			if !r.Done() {
+				t.Errorf("request %d not complete after Close", i)
+			}
+		}
+		for _, b := range [][]byte{hostA[16:], hostB[300:]} {
+			if !bytes.Equal(b, make([]byte, guard)) {
+				t.Errorf("bytes written past a receive buffer: %x", b)
+			}
+		}
+	})
+}
