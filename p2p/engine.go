@@ -35,6 +35,9 @@ type Engine struct {
 
 	waiter btl.Waiter
 	wait   waitPolicy
+	// stager copies device memory to and from host memory for routes that
+	// no RMA reaches (stage.go); nil without a GPU transport.
+	stager btl.Stager
 }
 
 type route struct {
@@ -68,6 +71,8 @@ type inflight struct {
 	req  *Request
 	u    *unexpected
 	trsh []byte // scratch for a payload nobody can take (truncated, device)
+	// stage is where a staged chunk lands (stage.go).
+	stage *stageSlot
 	// wire receives the region of an RMA RTS or CTS. Begin resets the
 	// fields above only: clearing it on every frame would cost the eager
 	// path.
@@ -122,6 +127,12 @@ func (e *Engine) Attach(mods []btl.Module, peers []btl.Peer) error {
 	defer e.mu.Unlock()
 	e.mods = mods
 	copy(e.peers, peers)
+	for _, m := range mods {
+		if st, ok := m.(btl.Stager); ok {
+			e.stager = st
+			break
+		}
+	}
 	return nil
 }
 
@@ -246,7 +257,7 @@ func (e *Engine) rendezvous(r *Request, rt *route, m btl.Mem) error {
 			r.devErr = fmt.Errorf("send to rank %d: register %v: %w: %w", dst, m, ErrNoDevicePath, err)
 		}
 	}
-	if r.x == nil && m.Kind != btl.MemHost {
+	if r.x == nil && m.Kind != btl.MemHost && (r.devErr != nil || e.stagerFor(m.Kind) == nil) {
 		// No path: the RTS still goes, so that the receiver fails too
 		// (fNoPath) instead of waiting for a message that cannot come.
 		h.flags = fDevice
@@ -327,8 +338,7 @@ func (e *Engine) take(r *Request, u *unexpected) {
 	case u.rts:
 		e.startRendezvous(r, u.src, u.length, u.sreq, u.remote, u.dev)
 	case u.complete:
-		e.fill(r, u.data)
-		r.complete(nil)
+		e.deliver(r, u.data)
 	default:
 		u.claimed = r
 	}
@@ -383,10 +393,17 @@ func (e *Engine) startRendezvous(r *Request, src, length int, sreq uint64, remot
 			r.x.peerReq = sreq
 		}
 	}
+	// Without RMA, device memory here is staged; a device sender stages
+	// its side (it said fDevice if it cannot).
 	var nopath error
-	if r.x == nil && (devSender || r.mem.Kind != btl.MemHost || (remote != nil && remote.Kind != btl.MemHost)) {
+	if r.x == nil && !devSender && r.mem.Kind != btl.MemHost && accept > 0 {
+		if st := e.stagerFor(r.mem.Kind); st != nil {
+			newStaged(r, st, src, accept)
+		}
+	}
+	if r.x == nil && (devSender || (r.mem.Kind != btl.MemHost && r.sg == nil && accept > 0)) {
 		m := r.mem
-		if devSender || (remote != nil && remote.Kind != btl.MemHost) {
+		if devSender {
 			m = btl.Mem{Kind: btl.MemDevice, N: length}
 		}
 		nopath = fmt.Errorf("receive from %w", noPathErr(src, m, rt))

@@ -19,7 +19,7 @@ func (hd *handler) Begin(src int, bh *btl.Header, n int) []byte {
 	var h header
 	h.decode(bh)
 	cur := &e.cur[src]
-	cur.req, cur.u, cur.trsh = nil, nil, nil
+	cur.req, cur.u, cur.trsh, cur.stage = nil, nil, nil, nil
 	switch h.kind {
 	case kEager:
 		if r := e.matchPosted(h.ctx, src, int(h.tag)); r != nil {
@@ -37,8 +37,16 @@ func (hd *handler) Begin(src int, bh *btl.Header, n int) []byte {
 		return u.data
 	case kData:
 		r := e.recvs[h.rreq]
-		if r != nil && r.x == nil && r.mem.Kind == btl.MemHost && n <= len(r.mem.Bytes) && r.rndvPeer == src {
-			return r.mem.Bytes[:n]
+		off := h.sreq // the chunk's offset (staging); 0 for one frame
+		if r != nil && r.x == nil && r.rndvPeer == src && off <= uint64(r.st.Bytes) && uint64(n) <= uint64(r.st.Bytes)-off {
+			switch {
+			case n == 0:
+				return nil // an empty message, or fNoPath
+			case r.sg != nil:
+				return r.sg.landing(cur, int(off), n)
+			case r.mem.Kind == btl.MemHost:
+				return r.mem.Bytes[off : int(off)+n]
+			}
 		}
 		e.protocolError(src, fmt.Sprintf("DATA for unknown receive %d (%d bytes)", h.rreq, n))
 		cur.trsh = make([]byte, n)
@@ -60,13 +68,14 @@ func (hd *handler) End(src int, bh *btl.Header, data []byte) {
 	var h header
 	h.decode(bh)
 	cur := &e.cur[src]
-	req, u, trsh := cur.req, cur.u, cur.trsh
-	cur.req, cur.u, cur.trsh = nil, nil, nil
+	req, u, trsh, stage := cur.req, cur.u, cur.trsh, cur.stage
+	cur.req, cur.u, cur.trsh, cur.stage = nil, nil, nil, nil
 	switch h.kind {
 	case kEager:
 		if r := req; r != nil {
 			if trsh != nil {
-				e.fill(r, trsh)
+				e.deliver(r, trsh)
+				return
 			}
 			r.complete(nil)
 			return
@@ -74,8 +83,7 @@ func (hd *handler) End(src int, bh *btl.Header, data []byte) {
 		if u != nil {
 			u.complete = true
 			if r := u.claimed; r != nil {
-				e.fill(r, u.data)
-				r.complete(nil)
+				e.deliver(r, u.data)
 			}
 		}
 	case kRTS:
@@ -114,8 +122,19 @@ func (hd *handler) End(src int, bh *btl.Header, data []byte) {
 		if r == nil || trsh != nil {
 			return
 		}
-		delete(e.recvs, h.rreq)
-		r.complete(nil)
+		switch {
+		case h.flags&fNoPath != 0:
+			// The sender's device memory cannot go after all.
+			delete(e.recvs, h.rreq)
+			r.complete(fmt.Errorf("receive from %w", noPathErr(src, btl.Mem{Kind: btl.MemDevice, N: int(h.length)}, e.routes[src])))
+		case stage != nil:
+			r.sg.landed(stage)
+		default:
+			if r.got += len(data); r.got >= r.st.Bytes {
+				delete(e.recvs, h.rreq)
+				r.complete(nil)
+			}
+		}
 	case kFinS:
 		if r := e.recvs[h.rreq]; r != nil && r.x != nil && r.rndvPeer == src {
 			e.finished(r)
@@ -157,7 +176,7 @@ func (e *Engine) cleared(r *Request, dst int, h *header, data []byte) {
 		e.rmaSend(r, dst, int(h.length))
 	default:
 		if r.mem.Kind != btl.MemHost {
-			e.protocolError(dst, fmt.Sprintf("plain CTS for send %d from device memory", h.sreq))
+			e.stageSend(r, dst, h)
 			return
 		}
 		delete(e.sends, h.sreq)

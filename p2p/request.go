@@ -41,6 +41,10 @@ type Request struct {
 	// x is the state of an RMA rendezvous (rma.go), nil otherwise: kept
 	// out of the request so that eager messages carry none of it.
 	x *rndv
+	// sg is the state of a staged transfer of device memory (stage.go);
+	// got counts the bytes of DATA frames a host receive has taken.
+	sg  *staged
+	got int
 	// devErr: a device buffer met a route that cannot fill it (the
 	// staging path is not built yet); the request fails with it.
 	devErr error

@@ -165,13 +165,24 @@ func gpuUsable() bool {
 }
 
 // TestGPUPointToPoint needs a GPU (the lent GPU hosts run it; see
-// docs/gpu.md): device buffers between two ranks on two GPUs, then on one.
+// docs/gpu.md): device buffers between two ranks on two GPUs, then on one,
+// by CUDA IPC and through the staging pipeline.
 func TestGPUPointToPoint(t *testing.T) {
 	if ok, why := gpu.Available(); !ok {
 		t.Skipf("no GPU: %s", why)
 	}
 	t.Run("own-gpus", func(t *testing.T) { job{np: 2, cas: "gpu-p2p"}.ok(t) })
 	t.Run("same-gpu", func(t *testing.T) { job{np: 2, cas: "gpu-p2p", env: []string{"GORUN_TEST_GPU_SAME=1"}}.ok(t) })
+	// Without CUDA IPC, device memory goes through pinned host memory in
+	// chunks: over shared memory, and over TCP as between hosts.
+	small := "GORUN_CUDA_STAGE_CHUNK=65536" // many chunks per message
+	t.Run("staged-sm", func(t *testing.T) { job{np: 2, cas: "gpu-p2p", env: []string{"GORUN_CUDA_IPC=none", small}}.ok(t) })
+	t.Run("staged-tcp", func(t *testing.T) {
+		job{np: 2, cas: "gpu-p2p", env: []string{"GORUN_CUDA_IPC=none", "GORUN_BTL=tcp,self,cuda", small}}.ok(t)
+	})
+	t.Run("staged-tcp-same-gpu", func(t *testing.T) {
+		job{np: 2, cas: "gpu-p2p", env: []string{"GORUN_CUDA_IPC=none", "GORUN_BTL=tcp,self,cuda", "GORUN_TEST_GPU_SAME=1"}}.ok(t)
+	})
 }
 
 // TestGPUNoPath runs everywhere: device memory that cannot travel gives

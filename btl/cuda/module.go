@@ -13,8 +13,12 @@ import (
 
 func init() { btl.Register("cuda", component{}) }
 
-var pIPCCache = params.Int("GORUN_CUDA_IPC_CACHE", 64,
-	"most peer GPU allocations a rank keeps mapped through CUDA IPC (opening one costs ~100 µs); the oldest unused is unmapped beyond")
+var (
+	pIPCCache = params.Int("GORUN_CUDA_IPC_CACHE", 64,
+		"most peer GPU allocations a rank keeps mapped through CUDA IPC (opening one costs ~100 µs); the oldest unused is unmapped beyond")
+	pIPC = params.String("GORUN_CUDA_IPC", "on",
+		`"none" turns CUDA IPC between ranks of a host off: GPU memory then goes through pinned host memory (staging), as between hosts`)
+)
 
 type component struct{}
 
@@ -38,8 +42,13 @@ func (component) Open(env btl.Env) (btl.Module, error) {
 	if limit < 1 {
 		return nil, fmt.Errorf("cuda: rank %d: GORUN_CUDA_IPC_CACHE=%d: want at least 1", env.Rank, limit)
 	}
+	chunk, pool := pStageChunk(), pStagePool()
+	if chunk < 4096 || pool < 0 {
+		return nil, fmt.Errorf("cuda: rank %d: GORUN_CUDA_STAGE_CHUNK=%d, GORUN_CUDA_STAGE_BUFFERS=%d: want at least 4096 and 0", env.Rank, chunk, pool)
+	}
 	return &module{env: env, streams: map[int]*drv.Stream{}, own: map[drv.IPCMemHandle]*export{},
-		maps: map[mapKey]*mapping{}, limit: limit}, nil
+		maps: map[mapKey]*mapping{}, limit: limit, ipc: pIPC() != "none",
+		chunk: chunk, poolMax: pool, pinned: map[*byte]*drv.HostMem{}}, nil
 }
 
 // module is one rank's GPU transport.
@@ -53,10 +62,20 @@ type module struct {
 	maps  map[mapKey]*mapping
 	clock uint64 // use counter for the cache's age order
 	limit int
+	// ipc: CUDA IPC between ranks of a host (GORUN_CUDA_IPC).
+	ipc bool
 	// pending copies, in issue order; free events for reuse.
 	pending []*copyOp
+	spare   []*copyOp // the other list Progress alternates with
 	free    []*drv.Event
 	closed  bool
+	// Staging (stage.go): chunk size, the pinned chunks by first byte,
+	// those free, and the pool's bound.
+	chunk    int
+	pinned   map[*byte]*drv.HostMem
+	freeHost []*drv.HostMem
+	poolMax  int
+	noPin    bool
 }
 
 type export struct {
@@ -77,11 +96,13 @@ type mapping struct {
 	busy int    // pending copies that use it
 }
 
+// copyOp is a queued copy: an RMA operation, or a staging copy (stage).
 type copyOp struct {
-	op  *btl.RMAOp
-	ev  *drv.Event
-	m   *mapping // nil for a copy within this process
-	dev int
+	op    *btl.RMAOp
+	stage *btl.StageOp
+	ev    *drv.Event
+	m     *mapping // nil for a copy within this process
+	dev   int
 }
 
 var (
@@ -100,7 +121,7 @@ func (m *module) Reach(p btl.Peer) (btl.Endpoint, error) { return nil, nil }
 
 // RMAKinds is device memory for ranks of this host that opened cuda too.
 func (m *module) RMAKinds(p btl.Peer) btl.Kinds {
-	if m.closed || p.HostID != m.env.HostID || len(p.Addrs["cuda"]) == 0 {
+	if m.closed || !m.ipc || p.HostID != m.env.HostID || len(p.Addrs["cuda"]) == 0 {
 		return 0
 	}
 	return btl.KindsOf(btl.MemDevice)
@@ -303,19 +324,22 @@ func (m *module) Progress() int {
 	if len(m.pending) == 0 {
 		return 0
 	}
+	// Completions may queue new copies (a staged chunk sent, the next
+	// one started): they go to a fresh list, not the one being walked.
 	n := 0
-	keep := m.pending[:0]
-	for _, c := range m.pending {
+	pend := m.pending
+	m.pending = m.spare[:0]
+	for _, c := range pend {
 		done, err := c.ev.Done()
 		if !done && err == nil {
-			keep = append(keep, c)
+			m.pending = append(m.pending, c)
 			continue
 		}
 		m.finish(c, err)
 		n++
 	}
-	clear(m.pending[len(keep):])
-	m.pending = keep
+	clear(pend)
+	m.spare = pend[:0]
 	return n
 }
 
@@ -324,10 +348,19 @@ func (m *module) finish(c *copyOp, err error) {
 		c.m.busy--
 	}
 	if err != nil {
-		err = fmt.Errorf("cuda: rank %d: copy with rank %d: %w", m.env.Rank, c.op.Peer, err)
 		c.ev.Destroy()
 	} else {
 		m.free = append(m.free, c.ev)
+	}
+	if c.stage != nil {
+		if err != nil {
+			err = fmt.Errorf("cuda: rank %d: stage %v: %w", m.env.Rank, c.stage.Dev, err)
+		}
+		c.stage.Owner.StageDone(c.stage, err)
+		return
+	}
+	if err != nil {
+		err = fmt.Errorf("cuda: rank %d: copy with rank %d: %w", m.env.Rank, c.op.Peer, err)
 	}
 	c.op.Owner.RMADone(c.op, err)
 }
@@ -342,14 +375,15 @@ func (m *module) Close() error {
 	for _, s := range m.streams {
 		s.Synchronize()
 	}
-	for _, c := range m.pending {
-		if c.m != nil {
-			c.m.busy--
-		}
-		c.ev.Destroy()
-		c.op.Owner.RMADone(c.op, btl.ErrClosed)
-	}
+	pending := m.pending
 	m.pending = nil
+	for _, c := range pending {
+		m.finish(c, btl.ErrClosed)
+	}
+	for _, h := range m.pinned {
+		h.Free()
+	}
+	m.pinned, m.freeHost = nil, nil
 	var first error
 	for k, mp := range m.maps {
 		if err := mp.ctx.IPCCloseMemHandle(mp.base); err != nil && first == nil {

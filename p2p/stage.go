@@ -1,0 +1,271 @@
+package p2p
+
+import (
+	"fmt"
+
+	"github.com/gorun/gorun/btl"
+)
+
+// Staging moves device memory over a route that no RMA reaches (doc.go,
+// "Protocols"). The sender copies the accepted part of its buffer to host
+// memory chunk by chunk (btl.Stager, the GPU's copy engines) and sends each
+// chunk as a DATA frame whose sreq field carries the chunk's offset, with
+// up to stageDepth chunks in flight: chunk k+1 is being copied while chunk
+// k is on the wire. The receiver lands each chunk in host memory and copies
+// it to its device buffer; a host receiver takes the chunks straight into
+// its buffer. A side completes when every byte is in place.
+
+// stageDepth is how many chunks a sender has between its device and the
+// wire: two would overlap one copy with one send; four keep the copy
+// engines busy while the transport drains a burst.
+const stageDepth = 4
+
+// staged is one request's staging state.
+type staged struct {
+	r     *Request
+	st    btl.Stager
+	peer  int
+	total int    // accepted length
+	next  int    // sender: next offset to copy
+	done  int    // bytes in place (sent, or copied to the device)
+	rreq  uint64 // sender: the receiver's request, named by DATA frames
+	slots []*stageSlot
+}
+
+// stageSlot is one chunk in flight: its copy, then (sender) its frame.
+type stageSlot struct {
+	sg   *staged
+	op   btl.StageOp
+	f    btl.Frame
+	off  int
+	busy bool
+}
+
+// stagerFor returns the module that stages memory of kind k, or nil.
+func (e *Engine) stagerFor(k btl.MemKind) btl.Stager {
+	if e.stager != nil && e.stager.StageKinds().Has(k) {
+		return e.stager
+	}
+	return nil
+}
+
+func newStaged(r *Request, st btl.Stager, peer, total int) *staged {
+	sg := &staged{r: r, st: st, peer: peer, total: total}
+	r.sg = sg
+	return sg
+}
+
+// slot returns a free slot, making one if all are busy (a receiver cannot
+// refuse a chunk; a sender never asks for more than stageDepth).
+func (sg *staged) slot() *stageSlot {
+	for _, s := range sg.slots {
+		if !s.busy {
+			s.busy = true
+			return s
+		}
+	}
+	s := &stageSlot{sg: sg, busy: true}
+	s.op.Owner, s.f.Owner = s, s
+	sg.slots = append(sg.slots, s)
+	return s
+}
+
+// fail ends the request with err; chunks in flight finish on their own and
+// find it done.
+func (sg *staged) fail(err error) {
+	sg.r.e.forget(sg.r)
+	sg.r.complete(err)
+}
+
+// pump (sender) starts copying chunks until stageDepth are in flight or
+// the message is all under way.
+func (sg *staged) pump() {
+	r := sg.r
+	chunk := sg.st.StageChunk()
+	for sg.next < sg.total && !r.done.Load() {
+		busy := 0
+		for _, s := range sg.slots {
+			if s.busy {
+				busy++
+			}
+		}
+		if busy >= stageDepth {
+			return
+		}
+		n := min(chunk, sg.total-sg.next)
+		s := sg.slot()
+		s.off = sg.next
+		sg.next += n
+		s.op.Dev = r.mem.Slice(s.off, s.off+n)
+		s.op.Host = sg.st.HostBuffer(n)
+		s.op.ToHost = true
+		r.frames++
+		if err := sg.st.Stage(&s.op); err != nil {
+			r.frames--
+			s.free()
+			sg.fail(fmt.Errorf("send to rank %d: stage %v to host: %w", sg.peer, s.op.Dev, err))
+			return
+		}
+	}
+}
+
+// free releases the slot's host buffer.
+func (s *stageSlot) free() {
+	s.sg.st.ReleaseHost(s.op.Host)
+	s.op.Host, s.f.Payload = nil, nil
+	s.busy = false
+}
+
+// StageDone implements btl.StageCompleter. Sender: the chunk is in host
+// memory; send it. Receiver: the chunk is on the device.
+func (s *stageSlot) StageDone(op *btl.StageOp, err error) {
+	sg := s.sg
+	r := sg.r
+	r.frames--
+	if r.done.Load() {
+		s.free()
+		if r.pooled && r.frames == 0 {
+			r.reset()
+		}
+		return
+	}
+	if err != nil {
+		s.free()
+		sg.fail(err)
+		return
+	}
+	if !op.ToHost {
+		n := len(op.Host)
+		s.free()
+		sg.done += n
+		if sg.done == sg.total {
+			r.e.forget(r)
+			r.complete(nil)
+		}
+		return
+	}
+	e := r.e
+	h := header{kind: kData, ctx: r.ctx, src: int32(e.rank), tag: int32(r.tag), length: uint64(len(op.Host)), rreq: sg.rreq, sreq: uint64(s.off)}
+	h.encode(&s.f.Hdr)
+	s.f.Payload = op.Host
+	if err := e.sendCtl(sg.peer, r, &s.f); err != nil {
+		s.free()
+		sg.fail(err)
+	}
+}
+
+// FrameDone implements btl.Completer for a sender's chunk: its host buffer
+// is free again.
+func (s *stageSlot) FrameDone(f *btl.Frame, err error) {
+	sg := s.sg
+	r := sg.r
+	r.frames--
+	n := len(s.op.Host)
+	s.free()
+	if r.done.Load() {
+		if r.pooled && r.frames == 0 {
+			r.reset()
+		}
+		return
+	}
+	if err != nil {
+		sg.fail(err)
+		return
+	}
+	sg.done += n
+	if sg.done == sg.total {
+		r.complete(nil)
+		return
+	}
+	sg.pump()
+}
+
+// landing (receiver) returns host memory for an arriving chunk of n bytes
+// at off.
+func (sg *staged) landing(cur *inflight, off, n int) []byte {
+	s := sg.slot()
+	s.off = off
+	s.op.Host = sg.st.HostBuffer(n)
+	cur.stage = s
+	return s.op.Host
+}
+
+// landed (receiver) copies an arrived chunk to the device.
+func (sg *staged) landed(s *stageSlot) {
+	r := sg.r
+	s.op.Dev = r.mem.Slice(s.off, s.off+len(s.op.Host))
+	s.op.ToHost = false
+	r.frames++
+	if err := sg.st.Stage(&s.op); err != nil {
+		r.frames--
+		s.free()
+		sg.fail(fmt.Errorf("receive from rank %d: stage to %v: %w", sg.peer, s.op.Dev, err))
+	}
+}
+
+// deliver hands a whole eager message in host memory (data) to r: copied
+// into a host buffer, or staged to a device buffer, or refused when no
+// module stages device memory. r completes now or when the copy is done.
+func (e *Engine) deliver(r *Request, data []byte) {
+	if r.mem.Kind == btl.MemHost {
+		e.fill(r, data)
+		r.complete(nil)
+		return
+	}
+	st := e.stagerFor(r.mem.Kind)
+	if st == nil {
+		r.devErr = fmt.Errorf("receive from %w", noPathErr(r.st.Source, r.mem, e.routes[r.st.Source]))
+		r.complete(nil)
+		return
+	}
+	n := len(data)
+	if n > r.mem.Len() {
+		n = r.mem.Len()
+		r.trunc = true
+		r.st.Bytes = n
+	}
+	if n == 0 {
+		r.complete(nil)
+		return
+	}
+	sg := newStaged(r, st, r.st.Source, n)
+	s := sg.slot()
+	s.op.Host = data[:n] // not from HostBuffer: ReleaseHost leaves it alone
+	sg.landed(s)
+}
+
+// stageSend answers a plain CTS for a send from device memory: stage it
+// (releasing an RMA registration the receiver did not use), or, with no
+// module to stage it, tell the receiver (DATA with fNoPath) and fail.
+func (e *Engine) stageSend(r *Request, dst int, cts *header) {
+	delete(e.sends, cts.sreq)
+	if x := r.x; x != nil {
+		r.x = nil
+		x.release()
+		if !x.busy {
+			x.free()
+		}
+	}
+	accept := int(cts.length)
+	if st := e.stagerFor(r.mem.Kind); st != nil && accept > 0 {
+		sg := newStaged(r, st, dst, accept)
+		sg.rreq = cts.rreq
+		sg.pump()
+		return
+	}
+	d := header{kind: kData, ctx: r.ctx, src: int32(e.rank), tag: int32(r.tag), rreq: cts.rreq}
+	var nopath error
+	if accept > 0 {
+		d.flags = fNoPath
+		nopath = fmt.Errorf("send to %w", noPathErr(dst, r.mem, e.routes[dst]))
+	}
+	d.encode(&r.data.Hdr)
+	r.data.Payload = nil
+	if err := e.sendCtl(dst, r, &r.data); err != nil {
+		r.complete(err)
+		return
+	}
+	if nopath != nil {
+		r.complete(nopath) // FrameDone of the empty DATA finds it done
+	}
+}
