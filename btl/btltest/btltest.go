@@ -44,6 +44,7 @@ func Run(t *testing.T, tr Transport) {
 		{"wait", testWait, true},
 		{"death/sender", testSenderDies, true},
 		{"death/receiver", testReceiverDies, true},
+		{"connect", testConnect, true},
 		{"rma/getput", testRMAGetPut, false},
 		{"rma/bounds", testRMABounds, false},
 		{"rma/death", testRMAPeerDies, true},
@@ -92,10 +93,17 @@ func (tr Transport) world(t testing.TB) []*node {
 	if tr.Loopback {
 		size = 1
 	}
+	return tr.worldOf(t, size, size)
+}
+
+// worldOf opens ranks 0 to n-1 of a job of size ranks, reaching each
+// other as world does; the ranks from n on are the case's to play.
+func (tr Transport) worldOf(t testing.TB, size, n int) []*node {
+	t.Helper()
 	job := newJob()
 	secret := make([]byte, 32)
 	rand.Read(secret)
-	nodes := make([]*node, size)
+	nodes := make([]*node, n)
 	for r := range nodes {
 		nd := &node{rank: r, eps: map[int]btl.Endpoint{}}
 		nd.rec.init(nd)
@@ -125,7 +133,7 @@ func (tr Transport) world(t testing.TB) []*node {
 	})
 	for _, a := range nodes {
 		for _, b := range nodes {
-			if size > 1 && a == b {
+			if n > 1 && a == b {
 				continue
 			}
 			ep, err := a.mod.Reach(tr.peerOf(b.rank, os.Getpid(), b.mod.Address()))

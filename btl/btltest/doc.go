@@ -16,13 +16,25 @@
 //   - back-pressure: 48 MiB sent to a receiver that does not poll queues in
 //     the sender (Send never blocks, frames stay incomplete) and all of it
 //     arrives once the receiver polls;
-//   - close: Close completes every queued frame with an error, Send
-//     afterwards fails, and the peer hears of it (PeerFailed) in bounded
-//     time rather than waiting forever for the rest of a frame;
+//   - close: on a connection that one frame has crossed already (a
+//     transport may connect lazily, in Progress), Close completes every
+//     queued frame with an error, Send afterwards fails, and the peer
+//     hears of it (PeerFailed) in bounded time rather than waiting forever
+//     for the rest of a frame;
 //   - wait: a Waiter returns, and the frame that should end it arrives;
 //   - death: a peer process killed (SIGKILL) in the middle of a 64 MiB
 //     frame, sending or receiving, gives PeerFailed or a failed frame in
-//     bounded time, never a hang and never a half frame delivered.
+//     bounded time, never a hang and never a half frame delivered;
+//   - connect: in a four-rank job, ranks 2 and 3 are strangers whose
+//     addresses are sockets next to rank 0's that never answer (one
+//     listens and never accepts, one accepts and stays silent). Each Send
+//     to them returns within 1 s (a blocking dial takes the whole connect
+//     timeout); 1000 round trips between ranks 0 and 1 complete meanwhile,
+//     with no call holding rank 0's lock for a second; then the strangers'
+//     frames fail and each stranger gets PeerFailed, instead of hanging.
+//     Where the transport declares GORUN_<NAME>_CONNECT_TIMEOUT the case
+//     sets it to 2 s. A transport whose address is not host:port (sm)
+//     cannot be pointed at a stranger and skips;
 //   - rma (modules implementing btl.RMA): regions registered by one rank
 //     and passed through their wire encoding serve the other's Get and Put
 //     at sizes from 1 byte to 4 MiB, in two parts at offsets as p2p's split

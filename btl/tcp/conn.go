@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"unsafe"
 
 	"github.com/gorun/gorun/btl"
@@ -32,12 +31,17 @@ const tailRead = 4096
 // buffer and land in the destination.
 const directRead = 32 << 10
 
-// outConn is the sending side of the connection to one peer.
+// outConn is the sending side of the connection to one peer. Until the
+// connection is ready (state stReady) frames wait in the queue while
+// Progress connects it (connect.go).
 type outConn struct {
 	m     *module
 	rank  int
 	addr  string
+	sa    unix.Sockaddr
 	fd    int
+	state connState
+	hs    *dialState // set while connecting
 	err   error
 	queue []*btl.Frame
 	off   int // bytes of queue[0] (wire header included) already written
@@ -45,42 +49,29 @@ type outConn struct {
 	iov   [2]unix.Iovec
 }
 
-func (oc *outConn) connect() error {
-	c, err := net.DialTimeout("tcp", oc.addr, dialTimeout)
-	if err != nil {
-		return fmt.Errorf("tcp: connect to rank %d at %s: %w", oc.rank, oc.addr, err)
-	}
-	if err := dialHandshake(c, oc.m.key, oc.m.env.Rank, oc.rank); err != nil {
-		c.Close()
-		return fmt.Errorf("tcp: handshake with rank %d at %s: %w", oc.rank, oc.addr, err)
-	}
-	fd, err := takeFD(c)
-	if err != nil {
-		return fmt.Errorf("tcp: connection to rank %d: %w", oc.rank, err)
-	}
-	oc.fd = fd
-	return nil
-}
-
-// Send writes f at once if nothing is queued, and queues what is left.
+// Send writes f at once if the connection is ready and nothing is queued,
+// and queues what is left. The first Send to a peer starts connecting and
+// returns at once: nothing here waits on the network.
 func (oc *outConn) Send(f *btl.Frame) error {
 	if oc.err != nil {
 		return oc.err
 	}
-	if oc.fd < 0 {
-		if err := oc.connect(); err != nil {
-			oc.err = err
-			return err
-		}
-	}
 	oc.queue = append(oc.queue, f)
-	if len(oc.queue) == 1 {
-		oc.off = 0
+	if len(oc.queue) > 1 {
+		return nil // on the busy list already
+	}
+	oc.off = 0
+	if oc.state == stReady {
 		oc.flush()
 		if len(oc.queue) > 0 && oc.err == nil {
 			oc.m.busy = append(oc.m.busy, oc)
 		}
+		return nil
 	}
+	if oc.state == stIdle {
+		oc.start()
+	}
+	oc.m.busy = append(oc.m.busy, oc)
 	return nil
 }
 
@@ -107,7 +98,7 @@ func (oc *outConn) flush() int {
 				return n
 			}
 			oc.fail(fmt.Errorf("tcp: send to rank %d: %w", oc.rank, err))
-			oc.m.env.Handler.PeerFailed(oc.rank, oc.err)
+			oc.m.peerFailed(oc.rank, oc.err)
 			return n
 		}
 		oc.off += w
@@ -148,11 +139,13 @@ func (oc *outConn) send(a, b []byte) (int, error) {
 	return int(r), nil
 }
 
-// fail completes every queued frame with err and closes the connection.
+// fail completes every queued frame with err and closes the connection
+// for good.
 func (oc *outConn) fail(err error) {
 	if oc.err == nil {
 		oc.err = err
 	}
+	oc.state, oc.hs = stFailed, nil
 	q := oc.queue
 	oc.queue = nil
 	for _, f := range q {

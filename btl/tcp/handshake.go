@@ -12,14 +12,17 @@ import (
 	"time"
 )
 
-// handshakeTimeout bounds every step of the handshake so that a stray
-// connection that says nothing cannot hold a slot.
-const handshakeTimeout = 5 * time.Second
-
 var magic = [8]byte{'G', 'O', 'R', 'U', 'N', 'T', 'C', '1'}
 
 // errAuth is returned when a peer fails to prove knowledge of the secret.
 var errAuth = errors.New("authentication failed")
+
+// Sizes of the handshake's messages.
+const (
+	nonceSize   = 32
+	macSize     = sha256.Size
+	dialMsgSize = len(magic) + 4 + 4 + nonceSize + macSize
+)
 
 // Handshake (both sides hold key = HMAC(secret, "gorun tcp")):
 //
@@ -28,7 +31,11 @@ var errAuth = errors.New("authentication failed")
 //	acceptor -> dialer: HMAC(key, "acpt"|nonceD|nonceA|rank|dest)
 //
 // The acceptor learns the dialer's rank only from an authenticated message;
-// the dialer learns that it reached a process of the same job.
+// the dialer learns that it reached a process of the same job. The
+// acceptor's side runs in a goroutine per accepted connection
+// (acceptHandshake, blocking, under a deadline); the dialer's side runs in
+// Progress as a non-blocking state machine (connect.go) built from dialMsg
+// and acceptMAC.
 func deriveKey(secret []byte) []byte {
 	m := hmac.New(sha256.New, secret)
 	m.Write([]byte("gorun tcp"))
@@ -49,46 +56,36 @@ func u32(v int) []byte {
 	return b
 }
 
-// dialHandshake runs the dialer's side on c, announcing rank and the rank it
-// expects to reach.
-func dialHandshake(c net.Conn, key []byte, rank, dest int) error {
-	c.SetDeadline(time.Now().Add(handshakeTimeout))
-	defer c.SetDeadline(time.Time{})
-	nonceA := make([]byte, 32)
-	if _, err := io.ReadFull(c, nonceA); err != nil {
-		return fmt.Errorf("read challenge: %w", err)
-	}
-	nonceD := make([]byte, 32)
-	rand.Read(nonceD)
-	msg := make([]byte, 0, 8+4+4+32+32)
+// dialMsg returns the dialer's message answering the challenge nonceA:
+// rank announces itself, dest is the rank it expects to reach, nonceD its
+// own challenge.
+func dialMsg(key, nonceA, nonceD []byte, rank, dest int) []byte {
+	msg := make([]byte, 0, dialMsgSize)
 	msg = append(msg, magic[:]...)
 	msg = append(msg, u32(rank)...)
 	msg = append(msg, u32(dest)...)
 	msg = append(msg, nonceD...)
-	msg = append(msg, mac(key, []byte("dial"), nonceA, u32(rank), u32(dest), nonceD)...)
-	if _, err := c.Write(msg); err != nil {
-		return fmt.Errorf("send proof: %w", err)
-	}
-	reply := make([]byte, 32)
-	if _, err := io.ReadFull(c, reply); err != nil {
-		return fmt.Errorf("read reply: %w (the peer rejected us?)", err)
-	}
-	if !hmac.Equal(reply, mac(key, []byte("acpt"), nonceD, nonceA, u32(rank), u32(dest))) {
-		return fmt.Errorf("peer's reply: %w", errAuth)
-	}
-	return nil
+	return append(msg, mac(key, []byte("dial"), nonceA, u32(rank), u32(dest), nonceD)...)
+}
+
+// acceptMAC is the acceptor's reply to a dialer's message whose rank and
+// dest fields are rb and db.
+func acceptMAC(key, nonceD, nonceA, rb, db []byte) []byte {
+	return mac(key, []byte("acpt"), nonceD, nonceA, rb, db)
 }
 
 // acceptHandshake runs the acceptor's side and returns the dialer's rank.
-func acceptHandshake(c net.Conn, key []byte, self, size int) (int, error) {
-	c.SetDeadline(time.Now().Add(handshakeTimeout))
+// The whole exchange must end within timeout, so that a stranger that
+// connects and says nothing holds the goroutine no longer.
+func acceptHandshake(c net.Conn, key []byte, self, size int, timeout time.Duration) (int, error) {
+	c.SetDeadline(time.Now().Add(timeout))
 	defer c.SetDeadline(time.Time{})
-	nonceA := make([]byte, 32)
+	nonceA := make([]byte, nonceSize)
 	rand.Read(nonceA)
 	if _, err := c.Write(nonceA); err != nil {
 		return -1, fmt.Errorf("send challenge: %w", err)
 	}
-	msg := make([]byte, 8+4+4+32+32)
+	msg := make([]byte, dialMsgSize)
 	if _, err := io.ReadFull(c, msg); err != nil {
 		return -1, fmt.Errorf("read proof: %w", err)
 	}
@@ -105,7 +102,7 @@ func acceptHandshake(c net.Conn, key []byte, self, size int) (int, error) {
 	if rank < 0 || rank >= size || dest != self {
 		return -1, fmt.Errorf("authenticated peer claims rank %d to reach rank %d (we are %d of %d)", rank, dest, self, size)
 	}
-	if _, err := c.Write(mac(key, []byte("acpt"), nonceD, nonceA, rb, db)); err != nil {
+	if _, err := c.Write(acceptMAC(key, nonceD, nonceA, rb, db)); err != nil {
 		return -1, fmt.Errorf("send reply: %w", err)
 	}
 	return rank, nil

@@ -22,9 +22,6 @@ type component struct{}
 // the copy.
 const eagerLimit = 64 << 10
 
-// dialTimeout bounds a lazy connect to a peer.
-const dialTimeout = 10 * time.Second
-
 func (component) Open(env btl.Env) (btl.Module, error) {
 	host := env.BindAddr
 	if host == "" {
@@ -35,11 +32,13 @@ func (component) Open(env btl.Env) (btl.Module, error) {
 		return nil, fmt.Errorf("listen on %s: %w", host, err)
 	}
 	m := &module{
-		env:  env,
-		key:  deriveKey(env.Secret),
-		ln:   ln,
-		out:  make(map[int]*outConn),
-		addr: []byte(ln.Addr().String()),
+		env:         env,
+		key:         deriveKey(env.Secret),
+		ln:          ln,
+		out:         make(map[int]*outConn),
+		failed:      make(map[int]bool),
+		addr:        []byte(ln.Addr().String()),
+		connTimeout: connectTimeout(),
 	}
 	go m.acceptLoop()
 	return m, nil
@@ -50,6 +49,9 @@ type module struct {
 	key  []byte
 	ln   net.Listener
 	addr []byte
+	// connTimeout bounds a connection's set-up on either side
+	// (GORUN_TCP_CONNECT_TIMEOUT).
+	connTimeout time.Duration
 
 	// Accepted connections wait in pending until Progress adopts them.
 	mu       sync.Mutex
@@ -58,7 +60,8 @@ type module struct {
 
 	in     []*inConn
 	out    map[int]*outConn
-	busy   []*outConn // outbound connections with queued frames
+	busy   []*outConn   // outbound connections with queued frames (connecting ones too)
+	failed map[int]bool // peers reported to Handler.PeerFailed
 	closed bool
 	pfds   []unix.PollFd
 }
@@ -83,8 +86,11 @@ func (m *module) acceptLoop() {
 }
 
 // admit authenticates one accepted connection and hands it to Progress.
+// A connection that has not completed the handshake within the connect
+// timeout is rejected, so a stranger that connects and stays silent holds
+// this goroutine no longer.
 func (m *module) admit(c net.Conn) {
-	rank, err := acceptHandshake(c, m.key, m.env.Rank, m.env.Size)
+	rank, err := acceptHandshake(c, m.key, m.env.Rank, m.env.Size, m.connTimeout)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "gorun: tcp: rank %d: rejected connection from %s: %v\n", m.env.Rank, c.RemoteAddr(), err)
 		c.Close()
@@ -140,12 +146,13 @@ func (m *module) Reach(p btl.Peer) (btl.Endpoint, error) {
 	if !ok || len(a) == 0 {
 		return nil, nil
 	}
-	if _, _, err := net.SplitHostPort(string(a)); err != nil {
-		return nil, fmt.Errorf("bad address %q: %w", a, err)
-	}
 	oc := m.out[p.Rank]
 	if oc == nil {
-		oc = &outConn{m: m, rank: p.Rank, addr: string(a), fd: -1}
+		sa, err := sockaddr(string(a))
+		if err != nil {
+			return nil, fmt.Errorf("tcp: rank %d: bad address %q: %w", p.Rank, a, err)
+		}
+		oc = &outConn{m: m, rank: p.Rank, addr: string(a), sa: sa, fd: -1}
 		m.out[p.Rank] = oc
 	}
 	return oc, nil
@@ -166,7 +173,11 @@ func (m *module) Progress() int {
 	n := 0
 	for i := 0; i < len(m.busy); {
 		oc := m.busy[i]
-		n += oc.flush()
+		if oc.state == stReady {
+			n += oc.flush()
+		} else {
+			n += oc.advance()
+		}
 		if len(oc.queue) == 0 {
 			m.busy[i] = m.busy[len(m.busy)-1]
 			m.busy = m.busy[:len(m.busy)-1]
@@ -182,7 +193,7 @@ func (m *module) Progress() int {
 			unix.Close(ic.fd)
 			m.in[i] = m.in[len(m.in)-1]
 			m.in = m.in[:len(m.in)-1]
-			m.env.Handler.PeerFailed(ic.rank, fmt.Errorf("tcp: from rank %d: %w", ic.rank, err))
+			m.peerFailed(ic.rank, fmt.Errorf("tcp: from rank %d: %w", ic.rank, err))
 			continue
 		}
 		i++
@@ -190,8 +201,18 @@ func (m *module) Progress() int {
 	return n
 }
 
+// peerFailed reports rank to the handler, once per peer whichever
+// connection failed first.
+func (m *module) peerFailed(rank int, err error) {
+	if m.failed[rank] {
+		return
+	}
+	m.failed[rank] = true
+	m.env.Handler.PeerFailed(rank, err)
+}
+
 // Wait blocks in ppoll until a connection is readable, a blocked write can
-// go on, or d has passed.
+// go on, a connect ends, a handshake message arrives, or d has passed.
 func (m *module) Wait(d time.Duration) {
 	if m.npending.Load() != 0 {
 		return
@@ -201,9 +222,17 @@ func (m *module) Wait(d time.Duration) {
 		m.pfds = append(m.pfds, unix.PollFd{Fd: int32(ic.fd), Events: unix.POLLIN})
 	}
 	for _, oc := range m.busy {
-		if oc.fd >= 0 {
-			m.pfds = append(m.pfds, unix.PollFd{Fd: int32(oc.fd), Events: unix.POLLOUT})
+		if oc.hs != nil && oc.hs.err != nil {
+			return // a failed connect for Progress to report
 		}
+		if oc.fd < 0 {
+			continue
+		}
+		ev := int16(unix.POLLOUT) // writable: connected, or a write can go on
+		if oc.state == stChallenge || oc.state == stReply {
+			ev = unix.POLLIN
+		}
+		m.pfds = append(m.pfds, unix.PollFd{Fd: int32(oc.fd), Events: ev})
 	}
 	ts := unix.NsecToTimespec(d.Nanoseconds())
 	unix.Ppoll(m.pfds, &ts, nil)

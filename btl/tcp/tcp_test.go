@@ -17,11 +17,15 @@ import (
 type recorder struct {
 	frames [][]byte
 	failed []error
+	ranks  []int // of the failures
 }
 
 func (r *recorder) Begin(src int, h *btl.Header, n int) []byte { return make([]byte, n) }
 func (r *recorder) End(src int, h *btl.Header, d []byte)       { r.frames = append(r.frames, d) }
-func (r *recorder) PeerFailed(src int, err error)              { r.failed = append(r.failed, err) }
+func (r *recorder) PeerFailed(src int, err error) {
+	r.failed = append(r.failed, err)
+	r.ranks = append(r.ranks, src)
+}
 
 type done struct{ n int }
 
@@ -29,7 +33,13 @@ func (d *done) FrameDone(f *btl.Frame, err error) { d.n++ }
 
 func open(t *testing.T, rank int, secret []byte, h btl.Handler) *module {
 	t.Helper()
-	m, err := component{}.Open(btl.Env{Rank: rank, Size: 2, Secret: secret, Handler: h})
+	return openSized(t, rank, 2, secret, h)
+}
+
+// openSized opens rank of a job of size ranks.
+func openSized(t *testing.T, rank, size int, secret []byte, h btl.Handler) *module {
+	t.Helper()
+	m, err := component{}.Open(btl.Env{Rank: rank, Size: size, Secret: secret, Handler: h})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,10 +60,10 @@ func progressUntil(m *module, cond func() bool) bool {
 	return false
 }
 
-// expectClosed checks that the module hangs up on c.
-func expectClosed(t *testing.T, c net.Conn) {
+// expectClosed checks that module m hangs up on c.
+func expectClosed(t *testing.T, m *module, c net.Conn) {
 	t.Helper()
-	c.SetReadDeadline(time.Now().Add(handshakeTimeout + 2*time.Second))
+	c.SetReadDeadline(time.Now().Add(m.connTimeout + 2*time.Second))
 	b, err := io.ReadAll(c)
 	if err != nil && !errors.Is(err, syscall.ECONNRESET) {
 		t.Fatalf("connection not closed by the module: %v", err)
@@ -75,7 +85,7 @@ func TestStrayConnectionsAreRejected(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Write([]byte("GET / HTTP/1.0\r\n\r\n" + string(bytes.Repeat([]byte{'x'}, 200))))
-	expectClosed(t, c)
+	expectClosed(t, a, c)
 
 	// The right protocol with the wrong secret.
 	c, err = net.Dial("tcp", addr)
@@ -143,5 +153,5 @@ func TestMalformedFrameClosesConnection(t *testing.T) {
 	if len(rec.frames) != 0 {
 		t.Fatal("malformed frame was delivered")
 	}
-	expectClosed(t, c)
+	expectClosed(t, a, c)
 }
