@@ -8,14 +8,19 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 )
 
-// Card is a rank's business card: who it is, where it runs and the
-// addresses its transports listen on. It travels as memberlist node
-// metadata, so it must stay under 512 bytes encoded.
+// Card is a rank's business card: who it is, where it runs (its host and
+// its Placement there) and the addresses its transports listen on. It
+// travels as memberlist node metadata, so it must stay under 512 bytes
+// encoded (memberlist.MetaMaxSize; Join refuses a larger one): field names
+// on the wire are one or two letters, and card_test.go checks that a card
+// with 8 GPUs, 2 NICs, a 64-byte host id and every transport's address
+// fits.
 type Card struct {
-	Rank   int               `msgpack:"r"`
-	PID    int               `msgpack:"p"`
-	HostID string            `msgpack:"h"`
-	Addrs  map[string][]byte `msgpack:"a"`
+	Rank      int               `msgpack:"r"`
+	PID       int               `msgpack:"p"`
+	HostID    string            `msgpack:"h"`
+	Addrs     map[string][]byte `msgpack:"a"`
+	Placement `msgpack:",inline"`
 }
 
 // Roster is every rank's card, indexed by rank, pushed by the launcher.
