@@ -136,6 +136,14 @@ type Waiter interface {
 	Wait(d time.Duration)
 }
 
+// Busy is implemented by modules whose pending work completes without
+// waking any Waiter (GPU copies finish on the device; only polling sees
+// them). While Busy reports true, p2p does not sleep in a Waiter: it keeps
+// polling, yielding the CPU between polls.
+type Busy interface {
+	Busy() bool
+}
+
 // Env is what a component needs to open a module.
 type Env struct {
 	Rank   int

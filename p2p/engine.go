@@ -38,6 +38,19 @@ type Engine struct {
 	// stager copies device memory to and from host memory for routes that
 	// no RMA reaches (stage.go); nil without a GPU transport.
 	stager btl.Stager
+	// busies are the modules that may have work only polling completes.
+	busies []btl.Busy
+}
+
+// busy reports whether some module has work that only polling completes;
+// the lock is held.
+func (e *Engine) busy() bool {
+	for _, b := range e.busies {
+		if b.Busy() {
+			return true
+		}
+	}
+	return false
 }
 
 type route struct {
@@ -128,9 +141,11 @@ func (e *Engine) Attach(mods []btl.Module, peers []btl.Peer) error {
 	e.mods = mods
 	copy(e.peers, peers)
 	for _, m := range mods {
-		if st, ok := m.(btl.Stager); ok {
+		if st, ok := m.(btl.Stager); ok && e.stager == nil {
 			e.stager = st
-			break
+		}
+		if b, ok := m.(btl.Busy); ok {
+			e.busies = append(e.busies, b)
 		}
 	}
 	return nil

@@ -94,6 +94,12 @@ func (w *waiter) idle() {
 		w.phase = 2
 	}
 	w.e.mu.Lock()
+	if w.e.busy() {
+		// Work is pending that only polling completes (GPU copies).
+		w.e.mu.Unlock()
+		unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+		return
+	}
 	if w.e.waiter != nil && !w.e.closed {
 		w.e.waiter.Wait(p.sleep)
 		w.e.mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/gorun/gorun/btl"
 	"github.com/gorun/gorun/gpu"
 	"github.com/gorun/gorun/mpi"
 )
@@ -120,23 +121,37 @@ func caseGPUP2P(w *mpi.Comm) error {
 	return nil
 }
 
-// caseGPUNoPath: device memory where no path can carry it fails with
-// ErrBuffer on both sides, promptly, and the job goes on. Without a GPU
-// the buffer is a wrapped made-up pointer that nothing may touch; with
-// one, it is real and the other side's buffer is host memory.
+// caseGPUNoPath: device memory to and from host memory. With a GPU and
+// btl/cuda it goes through the staging pipeline and arrives intact;
+// without (no GPU: a wrapped made-up pointer that nothing may touch; or
+// GORUN_BTL excluding cuda) it fails with ErrBuffer on both sides,
+// promptly, and the job goes on.
 func caseGPUNoPath(w *mpi.Comm) error {
 	me := w.Rank()
+	f, err := btl.ParseFilter(os.Getenv("GORUN_BTL"))
+	if err != nil {
+		return err
+	}
+	staging := gpuUsable() && f.Allows("cuda")
+	const n = 64 << 10
 	var b gpu.Buffer
-	if _, err := gpu.DeviceCount(); err != nil {
-		b = gpu.Wrap(0, 0xdead0000, gpu.Uint8, 64<<10)
+	if !gpuUsable() {
+		b = gpu.Wrap(0, 0xdead0000, gpu.Uint8, n)
 	} else {
 		var aerr error
-		if b, aerr = gpu.Alloc(0, gpu.Uint8, 64<<10); aerr != nil {
+		if b, aerr = gpu.Alloc(0, gpu.Uint8, n); aerr != nil {
 			return aerr
 		}
 		defer b.Free()
 	}
-	host := make([]byte, 64<<10)
+	out := make([]byte, n)
+	pattern(out, 5)
+	if staging && me == 0 {
+		if err := b.CopyFromHost(out); err != nil {
+			return err
+		}
+	}
+	host := make([]byte, n)
 	var serr, rerr error
 	if me == 0 {
 		serr = mpi.SendGPU(w, b, 1, 1)                // device to a host receive
@@ -145,14 +160,20 @@ func caseGPUNoPath(w *mpi.Comm) error {
 		_, rerr = mpi.Recv(w, host, 0, 1)
 		serr = mpi.Send(w, host[:8], 0, 2)
 	}
-	if me == 0 && (!errors.Is(serr, mpi.ErrBuffer) || !errors.Is(rerr, mpi.ErrBuffer)) {
+	switch {
+	case staging && (serr != nil || rerr != nil):
+		return fmt.Errorf("rank %d: staged send %v, receive %v", me, serr, rerr)
+	case staging && me == 1 && !bytes.Equal(host, out):
+		return fmt.Errorf("rank 1: device-to-host message arrived wrong")
+	case staging && me == 0:
+		got := make([]byte, 8)
+		if err := b.Slice(0, 8).CopyToHost(got); err != nil || !bytes.Equal(got, out[:8]) {
+			return fmt.Errorf("rank 0: host-to-device message arrived wrong (%v)", err)
+		}
+	case !staging && me == 0 && (!errors.Is(serr, mpi.ErrBuffer) || !errors.Is(rerr, mpi.ErrBuffer)):
 		return fmt.Errorf("rank 0: send %v, receive %v; want ErrBuffer for both", serr, rerr)
-	}
-	if me == 1 && serr != nil {
-		return fmt.Errorf("rank 1: the host send failed: %v", serr)
-	}
-	if me == 1 && gpuUsable() && !errors.Is(rerr, mpi.ErrBuffer) {
-		return fmt.Errorf("rank 1: a host receive of a device message: %v, want ErrBuffer", rerr)
+	case !staging && me == 1 && (serr != nil || !errors.Is(rerr, mpi.ErrBuffer)):
+		return fmt.Errorf("rank 1: host send %v (want nil), receive of a device message %v (want ErrBuffer)", serr, rerr)
 	}
 	// The job goes on.
 	x := []int{me}
@@ -185,9 +206,9 @@ func TestGPUPointToPoint(t *testing.T) {
 	})
 }
 
-// TestGPUNoPath runs everywhere: device memory that cannot travel gives
-// ErrBuffer, never a crash or a hang (without a GPU, with cuda turned
-// off, between device and host memory).
+// TestGPUNoPath runs everywhere: device memory to and from host memory is
+// staged where a GPU transport is open, and otherwise gives ErrBuffer,
+// never a crash or a hang (without a GPU, or with cuda turned off).
 func TestGPUNoPath(t *testing.T) {
 	job{np: 2, cas: "gpu-nopath"}.ok(t)
 	job{np: 2, cas: "gpu-nopath", env: []string{"GORUN_BTL=^cuda"}}.ok(t)

@@ -44,11 +44,11 @@ func (component) Open(env btl.Env) (btl.Module, error) {
 	}
 	chunk, pool := pStageChunk(), pStagePool()
 	if chunk < 4096 || pool < 0 {
-		return nil, fmt.Errorf("cuda: rank %d: GORUN_CUDA_STAGE_CHUNK=%d, GORUN_CUDA_STAGE_BUFFERS=%d: want at least 4096 and 0", env.Rank, chunk, pool)
+		return nil, fmt.Errorf("cuda: rank %d: GORUN_CUDA_STAGE_CHUNK=%d, GORUN_CUDA_STAGE_POOL=%d: want at least 4096 and 0", env.Rank, chunk, pool)
 	}
 	return &module{env: env, streams: map[int]*drv.Stream{}, own: map[drv.IPCMemHandle]*export{},
 		maps: map[mapKey]*mapping{}, limit: limit, ipc: pIPC() != "none",
-		chunk: chunk, poolMax: pool, pinned: map[*byte]*drv.HostMem{}}, nil
+		chunk: chunk, poolMax: pool, pinned: map[*byte]*drv.HostMem{}, freeHost: map[int][]*drv.HostMem{}}, nil
 }
 
 // module is one rank's GPU transport.
@@ -69,13 +69,14 @@ type module struct {
 	spare   []*copyOp // the other list Progress alternates with
 	free    []*drv.Event
 	closed  bool
-	// Staging (stage.go): chunk size, the pinned chunks by first byte,
-	// those free, and the pool's bound.
-	chunk    int
-	pinned   map[*byte]*drv.HostMem
-	freeHost []*drv.HostMem
-	poolMax  int
-	noPin    bool
+	// Staging (stage.go): chunk size, the pinned buffers by first byte,
+	// those free by size, their bytes and the pool's bound.
+	chunk       int
+	pinned      map[*byte]*drv.HostMem
+	freeHost    map[int][]*drv.HostMem
+	pinnedBytes int
+	poolMax     int
+	noPin       bool
 }
 
 type export struct {
@@ -318,6 +319,12 @@ func (m *module) evict() {
 		delete(m.maps, old)
 	}
 }
+
+var _ btl.Busy = (*module)(nil)
+
+// Busy reports copies in flight: their completion wakes no Waiter, so p2p
+// must keep polling meanwhile.
+func (m *module) Busy() bool { return len(m.pending) > 0 }
 
 // Progress completes the copies whose events have passed.
 func (m *module) Progress() int {

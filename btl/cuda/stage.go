@@ -12,8 +12,8 @@ import (
 var (
 	pStageChunk = params.Int("GORUN_CUDA_STAGE_CHUNK", 4<<20,
 		"bytes per chunk of the pipeline that moves GPU memory through pinned host memory over routes without GPU RMA (another host)")
-	pStagePool = params.Int("GORUN_CUDA_STAGE_BUFFERS", 16,
-		"pinned host chunks a rank keeps for staging GPU memory (each GORUN_CUDA_STAGE_CHUNK bytes); beyond, staging uses pageable memory")
+	pStagePool = params.Int("GORUN_CUDA_STAGE_POOL", 128<<20,
+		"most bytes of pinned host memory a rank keeps for staging GPU memory (buffers of 64 KiB to GORUN_CUDA_STAGE_CHUNK, by powers of two); beyond, staging uses pageable memory")
 )
 
 var _ btl.Stager = (*module)(nil)
@@ -24,17 +24,32 @@ func (m *module) StageKinds() btl.Kinds { return btl.KindsOf(btl.MemDevice) }
 // StageChunk is GORUN_CUDA_STAGE_CHUNK.
 func (m *module) StageChunk() int { return m.chunk }
 
-// HostBuffer hands out a pinned chunk when n fits one and the pool allows,
-// else plain memory.
+// minPinned is the smallest pinned buffer: below it a message's staging is
+// dominated by the copy's launch, not its size.
+const minPinned = 64 << 10
+
+// pinClass is the pinned buffer size that serves n bytes: a power of two
+// from minPinned up.
+func pinClass(n int) int {
+	c := minPinned
+	for c < n {
+		c *= 2
+	}
+	return c
+}
+
+// HostBuffer hands out pinned memory from the pool (by power-of-two size
+// class) while the pool's bytes allow, else plain memory.
 func (m *module) HostBuffer(n int) []byte {
-	if n <= m.chunk {
-		if k := len(m.freeHost); k > 0 {
-			h := m.freeHost[k-1]
-			m.freeHost = m.freeHost[:k-1]
+	if n <= m.chunk && !m.noPin {
+		c := pinClass(n)
+		if f := m.freeHost[c]; len(f) > 0 {
+			h := f[len(f)-1]
+			m.freeHost[c] = f[:len(f)-1]
 			return h.Bytes()[:n]
 		}
-		if len(m.pinned) < m.poolMax && !m.noPin {
-			if h, err := m.pin(); err == nil {
+		if m.pinnedBytes+c <= m.poolMax {
+			if h, err := m.pin(c); err == nil {
 				return h.Bytes()[:n]
 			}
 		}
@@ -42,14 +57,15 @@ func (m *module) HostBuffer(n int) []byte {
 	return make([]byte, n)
 }
 
-// pin allocates one more pinned chunk (in device 0's context: the memory is
-// portable to every context).
-func (m *module) pin() (*drv.HostMem, error) {
+// pin allocates a pinned buffer of c bytes (in device 0's context: the
+// memory is portable to every context).
+func (m *module) pin(c int) (*drv.HostMem, error) {
 	ctx, err := gpu.DeviceContext(0)
 	if err == nil {
 		var h *drv.HostMem
-		if h, err = ctx.HostAlloc(m.chunk, 0); err == nil {
+		if h, err = ctx.HostAlloc(c, 0); err == nil {
 			m.pinned[&h.Bytes()[0]] = h
+			m.pinnedBytes += c
 			return h, nil
 		}
 	}
@@ -57,14 +73,14 @@ func (m *module) pin() (*drv.HostMem, error) {
 	return nil, err
 }
 
-// ReleaseHost puts a pinned chunk back in the pool; plain memory is left
+// ReleaseHost puts a pinned buffer back in the pool; plain memory is left
 // to the garbage collector.
 func (m *module) ReleaseHost(b []byte) {
 	if cap(b) == 0 {
 		return
 	}
 	if h := m.pinned[&b[:1][0]]; h != nil {
-		m.freeHost = append(m.freeHost, h)
+		m.freeHost[h.Len()] = append(m.freeHost[h.Len()], h)
 	}
 }
 
