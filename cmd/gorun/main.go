@@ -8,14 +8,12 @@ package main
 import (
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
 
-	_ "github.com/gorun/gorun/btl/cuda" // their tunables appear in --help-params
-	_ "github.com/gorun/gorun/btl/self"
-	_ "github.com/gorun/gorun/btl/sm"
-	_ "github.com/gorun/gorun/btl/tcp"
+	_ "github.com/gorun/gorun/btl/all" // the transports' tunables appear in --help-params, as do these:
 	_ "github.com/gorun/gorun/coll"
 	"github.com/gorun/gorun/gpu"
 	"github.com/gorun/gorun/internal/params"
@@ -84,6 +82,18 @@ Exit status:
   126/127  the program is not executable / not found
 `
 
+// writeParams lists the tunables (--help-params): every one declared with
+// internal/params by a package gorun links (btl/all's transports, btl,
+// p2p, coll, launcher), then package gpu's.
+func writeParams(w io.Writer) {
+	for _, p := range params.All() {
+		fmt.Fprintf(w, "%-28s default %-8q %s\n", p.Name, p.Default, p.Doc)
+	}
+	for _, p := range gpu.Params() {
+		fmt.Fprintf(w, "%-28s default %-8q %s\n", p.Name, p.Default, p.Doc)
+	}
+}
+
 type envFlags []string
 
 func (e *envFlags) String() string { return strings.Join(*e, ",") }
@@ -143,12 +153,7 @@ func run(args []string) int {
 		return 2
 	}
 	if *helpParams {
-		for _, p := range params.All() {
-			fmt.Printf("%-28s default %-8q %s\n", p.Name, p.Default, p.Doc)
-		}
-		for _, p := range gpu.Params() {
-			fmt.Printf("%-28s default %-8q %s\n", p.Name, p.Default, p.Doc)
-		}
+		writeParams(os.Stdout)
 		return 0
 	}
 	if *topo {
