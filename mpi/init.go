@@ -8,18 +8,11 @@ import (
 	"time"
 
 	"github.com/gorun/gorun/btl"
-	_ "github.com/gorun/gorun/btl/cuda" // transports register from init
-	_ "github.com/gorun/gorun/btl/self"
-	_ "github.com/gorun/gorun/btl/sm"
-	_ "github.com/gorun/gorun/btl/tcp"
-	"github.com/gorun/gorun/internal/params"
+	_ "github.com/gorun/gorun/btl/all" // the built-in transports register from init
 	"github.com/gorun/gorun/launcher/boot"
 	"github.com/gorun/gorun/p2p"
 	"golang.org/x/sys/unix"
 )
-
-var pBTL = params.String("GORUN_BTL", "",
-	`transports to use: "tcp,self" (only these) or "^sm" (all but these); empty means all`)
 
 // rt is the state between Init and Finalize.
 type rt struct {
@@ -53,7 +46,7 @@ func Init() error {
 	if err != nil {
 		return wrap("Init", err)
 	}
-	list := pBTL()
+	list := btl.Enabled()
 	if env.Size == 1 {
 		list = "self"
 	}
@@ -62,14 +55,17 @@ func Init() error {
 		return errorf(ErrArg, "Init", "GORUN_BTL: %w", err)
 	}
 	eng := p2p.Alloc(env.Rank, env.Size)
-	mods, _, err := btl.OpenAll(btl.Env{
+	place := env.Placement()
+	benv := btl.Env{
 		Rank: env.Rank, Size: env.Size, JobID: env.JobID, HostID: env.HostID,
-		Secret: env.Secret, BindAddr: env.BindAddr, Handler: p2p.Handler(eng),
-	}, filter)
+		Placement: btlPlacement(place),
+		Secret:    env.Secret, BindAddr: env.BindAddr, Handler: p2p.Handler(eng),
+	}
+	mods, _, err := btl.OpenAll(benv, filter)
 	if err != nil {
 		return wrap("Init", err)
 	}
-	card := boot.Card{Rank: env.Rank, PID: os.Getpid(), HostID: env.HostID, Addrs: map[string][]byte{}}
+	card := boot.Card{Rank: env.Rank, PID: os.Getpid(), HostID: env.HostID, Addrs: map[string][]byte{}, Placement: place}
 	for _, m := range mods {
 		if a := m.Address(); a != nil {
 			card.Addrs[m.Name()] = a
@@ -88,7 +84,10 @@ func Init() error {
 		if c.Rank != i {
 			return errorf(ErrIntern, "Init", "roster entry %d holds rank %d", i, c.Rank)
 		}
-		peers[i] = btl.Peer{Rank: c.Rank, HostID: c.HostID, PID: c.PID, Addrs: c.Addrs}
+		peers[i] = btl.Peer{Rank: c.Rank, HostID: c.HostID, PID: c.PID, Placement: btlPlacement(c.Placement), Addrs: c.Addrs}
+	}
+	if testHookTransports != nil {
+		testHookTransports(benv, peers)
 	}
 	if err := eng.Attach(mods, peers); err != nil {
 		return wrap("Init", err)
@@ -113,6 +112,16 @@ func Init() error {
 	live.Store(state)
 	return nil
 }
+
+// btlPlacement is a business card's placement as the transports take it.
+func btlPlacement(p boot.Placement) btl.Placement {
+	return btl.Placement{LocalRank: p.LocalRank, LocalSize: p.LocalSize, NUMA: p.NUMA, GPUs: p.GPUs, NICs: p.NICs}
+}
+
+// testHookTransports, when set (by this package's tests only), sees what
+// Init hands the transports: this rank's btl.Env and every rank's
+// btl.Peer, once the roster has arrived.
+var testHookTransports func(own btl.Env, peers []btl.Peer)
 
 // processAlive reports whether pid names a live process on this host.
 func processAlive(pid int) bool {
