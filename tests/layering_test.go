@@ -4,6 +4,9 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/gorun/gorun/btl"
+	_ "github.com/gorun/gorun/btl/all" // registers every built-in transport
 )
 
 // TestLayering enforces DESIGN.md's layers: imports point down only.
@@ -13,14 +16,25 @@ func TestLayering(t *testing.T) {
 		"launcher":      {"mpi", "coll", "p2p", "btl"},
 		"launcher/boot": {"mpi", "coll", "p2p", "btl"},
 		"btl":           {"p2p", "coll", "mpi", "launcher"},
-		"btl/self":      {"p2p", "coll", "mpi", "launcher", "btl/tcp", "btl/sm"},
-		"btl/tcp":       {"p2p", "coll", "mpi", "launcher", "btl/self", "btl/sm"},
-		"btl/sm":        {"p2p", "coll", "mpi", "launcher", "btl/self", "btl/tcp"},
-		"btl/cuda":      {"p2p", "coll", "mpi", "launcher", "btl/self", "btl/tcp", "btl/sm"},
+		"btl/all":       {"p2p", "coll", "mpi", "launcher"},
 		"btl/btltest":   {"p2p", "coll", "mpi", "launcher"},
 		"p2p":           {"coll", "mpi", "launcher"},
 		"coll":          {"mpi", "launcher", "btl/self", "btl/tcp"},
 		"gpu":           {"mpi", "coll", "p2p", "btl", "launcher"},
+	}
+	// Every registered transport (btl/<name>) stays below p2p and calls no
+	// other transport.
+	if len(btl.Names()) == 0 {
+		t.Fatal("no transport registered: btl/all lists none")
+	}
+	for _, n := range btl.Names() {
+		bad := []string{"p2p", "coll", "mpi", "launcher"}
+		for _, o := range btl.Names() {
+			if o != n {
+				bad = append(bad, "btl/"+o)
+			}
+		}
+		forbidden["btl/"+n] = bad
 	}
 	for pkg, bad := range forbidden {
 		out, err := exec.Command("go", "list", "-deps", mod+pkg).CombinedOutput()
