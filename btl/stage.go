@@ -13,10 +13,12 @@ type Stager interface {
 	// StageKinds is the set of memory kinds Stage reaches (device memory);
 	// p2p stages a buffer whose kind is in it.
 	StageKinds() Kinds
-	// HostBuffer returns n bytes of host memory to stage through, from a
-	// pool of page-locked (pinned) memory when n fits its chunks (copies
-	// from pageable memory are slower and not asynchronous), else plain
-	// memory. Give it back with ReleaseHost once no copy or frame uses it.
+	// HostBuffer returns n bytes of page-locked (pinned) host memory to
+	// stage through, from a bounded pool, or nil when the pool has none to
+	// give now (copies from pageable memory are slower and not
+	// asynchronous: a sender waits for a buffer, a receiver, which cannot
+	// refuse a chunk, lands it in plain memory). Give it back with
+	// ReleaseHost once no copy or frame uses it.
 	HostBuffer(n int) []byte
 	// ReleaseHost returns a buffer from HostBuffer.
 	ReleaseHost(b []byte)

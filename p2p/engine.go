@@ -40,6 +40,8 @@ type Engine struct {
 	stager btl.Stager
 	// busies are the modules that may have work only polling completes.
 	busies []btl.Busy
+	// stageQ are staged sends waiting for a pinned buffer (stage.go).
+	stageQ []*staged
 }
 
 // busy reports whether some module has work that only polling completes;

@@ -93,11 +93,19 @@ func (sg *staged) pump() {
 			return
 		}
 		n := min(chunk, sg.total-sg.next)
+		buf := sg.st.HostBuffer(n)
+		if buf == nil {
+			// The pinned pool is spent: go on when a buffer comes back.
+			if busy == 0 {
+				r.e.stageQ = append(r.e.stageQ, sg)
+			}
+			return
+		}
 		s := sg.slot()
 		s.off = sg.next
 		sg.next += n
 		s.op.Dev = r.mem.Slice(s.off, s.off+n)
-		s.op.Host = sg.st.HostBuffer(n)
+		s.op.Host = buf
 		s.op.ToHost = true
 		r.frames++
 		if err := sg.st.Stage(&s.op); err != nil {
@@ -114,6 +122,19 @@ func (s *stageSlot) free() {
 	s.sg.st.ReleaseHost(s.op.Host)
 	s.op.Host, s.f.Payload = nil, nil
 	s.busy = false
+}
+
+// kick resumes senders that waited for a pinned buffer, while buffers come.
+func (e *Engine) kick() {
+	for len(e.stageQ) > 0 {
+		sg := e.stageQ[0]
+		e.stageQ = e.stageQ[1:]
+		before := len(e.stageQ)
+		sg.pump()
+		if len(e.stageQ) > before {
+			return // it queued itself again: the pool is still spent
+		}
+	}
 }
 
 // StageDone implements btl.StageCompleter. Sender: the chunk is in host
@@ -142,6 +163,7 @@ func (s *stageSlot) StageDone(op *btl.StageOp, err error) {
 			r.e.forget(r)
 			r.complete(nil)
 		}
+		r.e.kick()
 		return
 	}
 	e := r.e
@@ -175,9 +197,10 @@ func (s *stageSlot) FrameDone(f *btl.Frame, err error) {
 	sg.done += n
 	if sg.done == sg.total {
 		r.complete(nil)
-		return
+	} else {
+		sg.pump()
 	}
-	sg.pump()
+	r.e.kick()
 }
 
 // landing (receiver) returns host memory for an arriving chunk of n bytes
@@ -185,7 +208,9 @@ func (s *stageSlot) FrameDone(f *btl.Frame, err error) {
 func (sg *staged) landing(cur *inflight, off, n int) []byte {
 	s := sg.slot()
 	s.off = off
-	s.op.Host = sg.st.HostBuffer(n)
+	if s.op.Host = sg.st.HostBuffer(n); s.op.Host == nil {
+		s.op.Host = make([]byte, n) // a receiver cannot refuse a chunk
+	}
 	cur.stage = s
 	return s.op.Host
 }

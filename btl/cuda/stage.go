@@ -39,7 +39,7 @@ func pinClass(n int) int {
 }
 
 // HostBuffer hands out pinned memory from the pool (by power-of-two size
-// class) while the pool's bytes allow, else plain memory.
+// class) while the pool's bytes allow, else nil.
 func (m *module) HostBuffer(n int) []byte {
 	if n <= m.chunk && !m.noPin {
 		c := pinClass(n)
@@ -54,7 +54,7 @@ func (m *module) HostBuffer(n int) []byte {
 			}
 		}
 	}
-	return make([]byte, n)
+	return nil
 }
 
 // pin allocates a pinned buffer of c bytes (in device 0's context: the

@@ -47,12 +47,19 @@ func (c *Context) Memcpy(dst, src DevicePtr, n int) error {
 }
 
 // CopyHtoD copies len(src) bytes from host memory to device memory and
-// returns when done (cuMemcpyHtoD_v2).
+// returns when done (cuMemcpyHtoD_v2, then a synchronize of the default
+// stream: from pageable memory cuMemcpyHtoD returns once the bytes are in
+// the driver's staging buffer, before the DMA to the device has finished,
+// so work on another stream, such as gorun's own copy streams, could read
+// the old bytes; seen with 4 KiB copies on an H200).
 func (c *Context) CopyHtoD(dst DevicePtr, src []byte) error {
 	if len(src) == 0 {
 		return nil
 	}
-	return check("cuMemcpyHtoD_v2", drvMemcpyHtoD(c.h, dst, unsafe.Pointer(&src[0]), uint64(len(src))))
+	if err := check("cuMemcpyHtoD_v2", drvMemcpyHtoD(c.h, dst, unsafe.Pointer(&src[0]), uint64(len(src)))); err != nil {
+		return err
+	}
+	return check("cuStreamSynchronize", drvStreamSynchronize(c.h, 0))
 }
 
 // CopyDtoH copies len(dst) bytes from device memory to host memory and
