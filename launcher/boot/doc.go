@@ -29,11 +29,10 @@
 //     --bind-to), else -1;
 //   - NICs: the interface that holds GORUN_BIND_ADDR, the address the
 //     rank's transports listen on (none without one);
-//   - GPUs: the PCI bus ids the NVIDIA driver lists in
-//     /proc/driver/nvidia/gpus/*/information, of the GPUs whose
-//     /dev/nvidiaN the rank may open, in PCI bus order, filtered and
-//     ordered by CUDA_VISIBLE_DEVICES as CUDA does (indices or UUIDs);
-//     none where the driver is absent.
+//   - GPUs: the PCI bus ids of the GPUs the NVIDIA driver lists in
+//     /proc/driver/nvidia/gpus that the rank may open (/dev/nvidiaN), in
+//     PCI bus order, selected and ordered by CUDA_VISIBLE_DEVICES as CUDA
+//     does (indices or UUIDs); none where the driver is absent.
 //
 // GPUs come from the rank, not the launcher, because nothing else is
 // cheaper and as correct: NVML or CUDA would cost every Init tens to
@@ -41,15 +40,18 @@
 // touch a GPU (gpu.Discover says so), the launcher and its agents do no
 // GPU discovery on an ordinary launch (only gorun --topo does), and only
 // the rank knows its own CUDA_VISIBLE_DEVICES (set by a wrapper script,
-// or -x) and which device nodes its container lets it open. The driver's
-// files cost a directory listing and one small read per GPU, no driver
-// initialisation. The order is CUDA's when it numbers by PCI bus, which
-// its default (fastest first) does in practice among GPUs of one model; on a host
-// with several models GPUs is left empty (unknown) unless
-// CUDA_DEVICE_ORDER=PCI_BUS_ID, and a transport that needs certainty asks
-// CUDA (cuDeviceGetPCIBusId) once it initialises it. MIG instances are not
-// resolved to their GPU. A whole placement costs ~0.1 ms
-// (BenchmarkPlacement).
+// or -x) and which device nodes its container lets it open. A directory
+// listing and a few sysfs reads suffice; the driver's per-GPU information
+// files, which cost a call into each GPU (~170 µs each on the H200 host),
+// are read only when CUDA_VISIBLE_DEVICES names UUIDs or some device
+// nodes are missing. The order is CUDA's when it numbers by PCI bus,
+// which its default (fastest first) does in practice among GPUs of one
+// model; on a host with several models (PCI device ids) GPUs is left
+// empty (unknown) unless CUDA_DEVICE_ORDER=PCI_BUS_ID, and a transport
+// that needs certainty asks CUDA (cuDeviceGetPCIBusId) once it
+// initialises it. MIG instances are not resolved to their GPU.
+// TestVisibleGPUsMatchCUDA compares the result with CUDA's on a GPU host.
+// A whole placement costs ~0.1 ms (BenchmarkPlacement).
 //
 // boot knows nothing of tags, communicators or transports' internals.
 package boot

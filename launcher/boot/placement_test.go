@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/gorun/gorun/gpu"
 )
 
 func writeFile(t *testing.T, path, s string) {
@@ -67,39 +69,48 @@ func TestInCPUList(t *testing.T) {
 	}
 }
 
-// fakeDriver makes a /proc/driver/nvidia/gpus and /dev with the given
-// GPUs (bus id, UUID, model, minor) and points the package at them.
-func fakeDriver(t *testing.T, gpus [][4]string, noDev ...string) {
+// fakeGPU is a GPU of fakeDriver.
+type fakeGPU struct {
+	bus, uuid, device, minor string // device: the PCI device id ("0x2335")
+	noDev                    bool   // no /dev/nvidia<minor>
+}
+
+// fakeDriver makes a /proc/driver/nvidia/gpus, the GPUs' sysfs PCI
+// directories and /dev with the given GPUs, and points the package at them.
+func fakeDriver(t *testing.T, gpus []fakeGPU) {
 	t.Helper()
 	root := t.TempDir()
-	oldProc, oldDev := procNVIDIAGPU, devDir
-	t.Cleanup(func() { procNVIDIAGPU, devDir = oldProc, oldDev })
-	procNVIDIAGPU, devDir = filepath.Join(root, "proc"), filepath.Join(root, "dev")
+	oldProc, oldPCI, oldDev := procNVIDIAGPU, sysPCIDir, devDir
+	t.Cleanup(func() { procNVIDIAGPU, sysPCIDir, devDir = oldProc, oldPCI, oldDev })
+	procNVIDIAGPU, sysPCIDir, devDir = filepath.Join(root, "proc"), filepath.Join(root, "pci"), filepath.Join(root, "dev")
 	os.MkdirAll(procNVIDIAGPU, 0o755)
 	os.MkdirAll(devDir, 0o755)
 	for _, g := range gpus {
 		// The layout of the driver's file (r580), tabs included.
-		writeFile(t, filepath.Join(procNVIDIAGPU, g[0], "information"),
-			"Model: \t\t "+g[2]+"\nIRQ:   \t\t 0\nGPU UUID: \t "+g[1]+"\nVideo BIOS: \t ??.??.??.??.??\n"+
-				"Bus Type: \t PCIe\nDMA Size: \t 52 bits\nDMA Mask: \t 0xfffffffffffff\nBus Location: \t "+g[0]+
-				"\nDevice Minor: \t "+g[3]+"\nGPU Excluded:\t No\n")
-		if !slices.Contains(noDev, g[3]) {
-			writeFile(t, filepath.Join(devDir, "nvidia"+g[3]), "")
+		writeFile(t, filepath.Join(procNVIDIAGPU, g.bus, "information"),
+			"Model: \t\t NVIDIA H200\nIRQ:   \t\t 41\nGPU UUID: \t "+g.uuid+"\nVideo BIOS: \t 96.00.a5.00.1a\n"+
+				"Bus Type: \t PCIe\nDMA Size: \t 52 bits\nDMA Mask: \t 0xfffffffffffff\nBus Location: \t "+g.bus+
+				"\nDevice Minor: \t "+g.minor+"\nGPU Firmware: \t 580.159.04\nGPU Excluded:\t No\n")
+		writeFile(t, filepath.Join(sysPCIDir, g.bus, "device"), g.device+"\n")
+		if !g.noDev {
+			writeFile(t, filepath.Join(devDir, "nvidia"+g.minor), "")
 		}
 	}
 }
 
 func TestVisibleGPUs(t *testing.T) {
-	const h = "NVIDIA H100 80GB HBM3"
+	const h100 = "0x2330"
 	// The driver's directory order is not the bus order; minors are not
 	// either.
-	fakeDriver(t, [][4]string{
-		{"0000:9a:00.0", "GPU-9a9a9a9a-0000-0000-0000-000000000002", h, "2"},
-		{"0000:18:00.0", "GPU-18181818-0000-0000-0000-000000000000", h, "1"},
-		{"0000:3b:00.0", "GPU-3b3b3b3b-0000-0000-0000-000000000001", h, "0"},
-		{"0000:db:00.0", "GPU-dbdbdbdb-0000-0000-0000-000000000003", h, "3"},
+	fakeDriver(t, []fakeGPU{
+		{"0000:9a:00.0", "GPU-9a9a9a9a-0000-0000-0000-000000000002", h100, "2", false},
+		{"0000:18:00.0", "GPU-18181818-0000-0000-0000-000000000000", h100, "1", false},
+		{"0000:3b:00.0", "GPU-3b3b3b3b-0000-0000-0000-000000000001", h100, "0", false},
+		{"0000:db:00.0", "GPU-dbdbdbdb-0000-0000-0000-000000000003", h100, "3", false},
 	})
 	all := []string{"0000:18:00.0", "0000:3b:00.0", "0000:9a:00.0", "0000:db:00.0"}
+	// How CUDA 13 read CUDA_VISIBLE_DEVICES on the 2xH200 host
+	// (TestVisibleGPUsMatchCUDA), on four GPUs.
 	for _, c := range []struct {
 		visible string
 		set     bool
@@ -112,10 +123,17 @@ func TestVisibleGPUs(t *testing.T) {
 		{" 2 , 0 ", true, []string{all[2], all[0]}},
 		{"1,7,2", true, all[1:2]},  // the list ends at an index that names no GPU
 		{"1,-1,2", true, all[1:2]}, // and at -1
-		{"1,1,2", true, all[1:3]},
-		{"GPU-dbdbdbdb-0000-0000-0000-000000000003,0", true, []string{all[3], all[0]}},
+		{"-1", true, nil},
+		{"1,1,2", true, nil}, // a repeated GPU hides them all
+		{"2,0,2", true, nil},
+		{"GPU-dbdbdbdb-0000-0000-0000-000000000003,GPU-18181818-0000-0000-0000-000000000000", true, []string{all[3], all[0]}},
 		{"GPU-3b3b", true, all[1:2]}, // a unique prefix
-		{"GPU-", true, nil},          // not unique
+		{"GPU-3b3b,GPU-9a", true, all[1:3]},
+		{"GPU-3b3b,GPU-", true, all[1:2]}, // not unique: the list ends
+		{"GPU-,0", true, nil},
+		{"GPU-3b3b,0", true, all[1:2]}, // kinds do not mix
+		{"0,GPU-3b3b", true, all[:1]},
+		{"3b3b3b3b-0000-0000-0000-000000000001", true, nil}, // no GPU- prefix
 		{"MIG-0b1c2d3e-0000-0000-0000-000000000000", true, nil},
 		{"x", true, nil},
 	} {
@@ -129,12 +147,12 @@ func TestVisibleGPUs(t *testing.T) {
 func TestVisibleGPUsDeviceNodes(t *testing.T) {
 	// A GPU whose /dev node this process cannot open is not CUDA's: the
 	// indices of CUDA_VISIBLE_DEVICES skip it.
-	const h = "NVIDIA H200"
-	fakeDriver(t, [][4]string{
-		{"0000:18:00.0", "GPU-a", h, "0"},
-		{"0000:3b:00.0", "GPU-b", h, "1"},
-		{"0000:9a:00.0", "GPU-c", h, "2"},
-	}, "1")
+	const h200 = "0x2335"
+	fakeDriver(t, []fakeGPU{
+		{"0000:18:00.0", "GPU-a", h200, "0", false},
+		{"0000:3b:00.0", "GPU-b", h200, "1", true},
+		{"0000:9a:00.0", "GPU-c", h200, "2", false},
+	})
 	if got, want := visibleGPUs("", false, ""), []string{"0000:18:00.0", "0000:9a:00.0"}; !slices.Equal(got, want) {
 		t.Errorf("without /dev/nvidia1: %v, want %v", got, want)
 	}
@@ -143,10 +161,31 @@ func TestVisibleGPUsDeviceNodes(t *testing.T) {
 	}
 }
 
+// TestVisibleGPUsNoInformation: with every device node there and no UUID
+// to match, the information files (a driver call each) are not read.
+func TestVisibleGPUsNoInformation(t *testing.T) {
+	const h200 = "0x2335"
+	fakeDriver(t, []fakeGPU{
+		{"0000:18:00.0", "GPU-a", h200, "0", false},
+		{"0000:3b:00.0", "GPU-b", h200, "1", false},
+	})
+	for _, bus := range []string{"0000:18:00.0", "0000:3b:00.0"} {
+		if err := os.Remove(filepath.Join(procNVIDIAGPU, bus, "information")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := visibleGPUs("1,0", true, ""), []string{"0000:3b:00.0", "0000:18:00.0"}; !slices.Equal(got, want) {
+		t.Errorf("CUDA_VISIBLE_DEVICES=1,0: %v, want %v", got, want)
+	}
+	if got := visibleGPUs("GPU-a", true, ""); got != nil {
+		t.Errorf("a UUID without information files: %v, want none", got)
+	}
+}
+
 func TestVisibleGPUsMixedModels(t *testing.T) {
-	fakeDriver(t, [][4]string{
-		{"0000:18:00.0", "GPU-a", "NVIDIA A100-SXM4-40GB", "0"},
-		{"0000:3b:00.0", "GPU-b", "NVIDIA H100 80GB HBM3", "1"},
+	fakeDriver(t, []fakeGPU{
+		{"0000:18:00.0", "GPU-a", "0x20b0", "0", false}, // A100
+		{"0000:3b:00.0", "GPU-b", "0x2330", "1", false}, // H100
 	})
 	// CUDA's default order puts the fastest first: not ours to guess.
 	if got := visibleGPUs("", false, ""); got != nil {
@@ -221,6 +260,37 @@ func TestPlacementHere(t *testing.T) {
 		t.Errorf("one NUMA node here, placement says %d", p.NUMA)
 	}
 	t.Logf("placement here: %+v", p)
+}
+
+// TestVisibleGPUsMatchCUDA: on a GPU host, the driver's files give the
+// bus ids CUDA gives, in CUDA's order, under this process's
+// CUDA_VISIBLE_DEVICES (run it with several). Discovery initialises NVML
+// and CUDA, which Init never does.
+func TestVisibleGPUsMatchCUDA(t *testing.T) {
+	if _, err := os.Stat(procNVIDIAGPU); err != nil {
+		t.Skip("no NVIDIA driver")
+	}
+	topo := gpu.Discover()
+	var byOrdinal []gpu.GPU
+	for _, g := range topo.GPUs {
+		if g.CUDA >= 0 {
+			byOrdinal = append(byOrdinal, g)
+		}
+	}
+	if len(byOrdinal) == 0 && topo.CUDAVersion == 0 {
+		t.Skipf("CUDA unavailable: %s %v", topo.NoGPU, topo.Warnings)
+	}
+	slices.SortFunc(byOrdinal, func(a, b gpu.GPU) int { return a.CUDA - b.CUDA })
+	var want []string
+	for _, g := range byOrdinal {
+		want = append(want, g.PCIBusID)
+	}
+	vis, set := os.LookupEnv("CUDA_VISIBLE_DEVICES")
+	got := visibleGPUs(vis, set, os.Getenv("CUDA_DEVICE_ORDER"))
+	t.Logf("CUDA_VISIBLE_DEVICES=%q (set %v): driver files %v, CUDA %v", vis, set, got, want)
+	if !slices.Equal(got, want) {
+		t.Errorf("driver files give %v, CUDA %v", got, want)
+	}
 }
 
 // BenchmarkPlacement is what Init pays for its placement (no NVML, no
