@@ -75,6 +75,7 @@ type module struct {
 	pinned      map[*byte]*drv.HostMem
 	freeHost    map[int][]*drv.HostMem
 	pinnedBytes int
+	freeBytes   int // of pinnedBytes, those idle in freeHost
 	poolMax     int
 	noPin       bool
 }

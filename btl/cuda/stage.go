@@ -39,22 +39,52 @@ func pinClass(n int) int {
 }
 
 // HostBuffer hands out pinned memory from the pool (by power-of-two size
-// class) while the pool's bytes allow, else nil.
+// class). When the pool's bytes are spent it frees idle buffers of other
+// sizes to make room; when they are all in use it returns nil (one will
+// come back); when none is in use (nothing will come back: a chunk larger
+// than the pool, or pinning failed) it returns plain memory, so that a
+// sender never waits for nothing.
 func (m *module) HostBuffer(n int) []byte {
 	if n <= m.chunk && !m.noPin {
 		c := pinClass(n)
 		if f := m.freeHost[c]; len(f) > 0 {
 			h := f[len(f)-1]
 			m.freeHost[c] = f[:len(f)-1]
+			m.freeBytes -= c
 			return h.Bytes()[:n]
+		}
+		if m.pinnedBytes+c > m.poolMax {
+			m.evictPinned(c)
 		}
 		if m.pinnedBytes+c <= m.poolMax {
 			if h, err := m.pin(c); err == nil {
 				return h.Bytes()[:n]
 			}
 		}
+		if m.pinnedBytes > m.freeBytes {
+			return nil
+		}
 	}
-	return nil
+	return make([]byte, n)
+}
+
+// evictPinned frees idle pinned buffers until c more bytes fit in the pool, or
+// none is idle.
+func (m *module) evictPinned(c int) {
+	for size, f := range m.freeHost {
+		for len(f) > 0 && m.pinnedBytes+c > m.poolMax {
+			h := f[len(f)-1]
+			f = f[:len(f)-1]
+			delete(m.pinned, &h.Bytes()[0])
+			h.Free()
+			m.pinnedBytes -= size
+			m.freeBytes -= size
+		}
+		m.freeHost[size] = f
+		if m.pinnedBytes+c <= m.poolMax {
+			return
+		}
+	}
 }
 
 // pin allocates a pinned buffer of c bytes (in device 0's context: the
@@ -81,6 +111,7 @@ func (m *module) ReleaseHost(b []byte) {
 	}
 	if h := m.pinned[&b[:1][0]]; h != nil {
 		m.freeHost[h.Len()] = append(m.freeHost[h.Len()], h)
+		m.freeBytes += h.Len()
 	}
 }
 
