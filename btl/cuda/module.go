@@ -235,21 +235,29 @@ func (m *module) start(op *btl.RMAOp, put bool) error {
 	if err != nil {
 		return fail(err)
 	}
+	if err := m.watch(s, &copyOp{op: op, m: mp, dev: dev}); err != nil {
+		op.Owner.RMADone(op, fail(err))
+	}
+	return nil
+}
+
+// watch records an event behind the copy just queued on s and lists c as
+// pending, for Progress to report. When the copy cannot be watched (rare:
+// the driver is failing) it waits for the stream here, rather than report
+// the copy done early, and returns the error for the caller to report.
+func (m *module) watch(s *drv.Stream, c *copyOp) error {
 	ev, err := m.event(s.Context())
 	if err == nil {
 		err = ev.Record(s)
 	}
 	if err != nil {
-		// The copy is queued but cannot be watched: wait for it here
-		// (rare: the driver is failing) rather than report it early.
-		serr := s.Synchronize()
-		op.Owner.RMADone(op, errors.Join(fail(err), serr))
-		return nil
+		return errors.Join(err, s.Synchronize())
 	}
-	if mp != nil {
-		mp.busy++
+	c.ev = ev
+	if c.m != nil {
+		c.m.busy++
 	}
-	m.pending = append(m.pending, &copyOp{op: op, ev: ev, m: mp, dev: dev})
+	m.pending = append(m.pending, c)
 	return nil
 }
 

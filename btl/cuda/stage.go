@@ -144,18 +144,8 @@ func (m *module) Stage(op *btl.StageOp) error {
 	if err != nil {
 		return fail(err)
 	}
-	ev, err := m.event(s.Context())
-	if err == nil {
-		err = ev.Record(s)
-	}
-	if err != nil {
-		serr := s.Synchronize()
-		if serr != nil {
-			err = fmt.Errorf("%w (and synchronize: %v)", err, serr)
-		}
+	if err := m.watch(s, &copyOp{stage: op}); err != nil {
 		op.Owner.StageDone(op, fail(err))
-		return nil
 	}
-	m.pending = append(m.pending, &copyOp{stage: op, ev: ev})
 	return nil
 }
