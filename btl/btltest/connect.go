@@ -48,7 +48,17 @@ func strangers(t *testing.T, host string) []stranger {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { idle.Close() })
-	silent, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	return []stranger{
+		{2, "listens and never accepts", idle.Addr().String()},
+		{3, "accepts and never speaks", SilentListener(t, host)},
+	}
+}
+
+// SilentListener listens on host, accepts every connection and never says
+// a word: a stranger for tests of connects and handshakes. It returns the
+// address; Cleanup closes the listener and the connections.
+func SilentListener(t testing.TB, host string) string {
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +66,7 @@ func strangers(t *testing.T, host string) []stranger {
 	var conns []net.Conn
 	go func() {
 		for {
-			c, err := silent.Accept()
+			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
@@ -66,17 +76,14 @@ func strangers(t *testing.T, host string) []stranger {
 		}
 	}()
 	t.Cleanup(func() {
-		silent.Close()
+		ln.Close()
 		mu.Lock()
 		for _, c := range conns {
 			c.Close()
 		}
 		mu.Unlock()
 	})
-	return []stranger{
-		{2, "listens and never accepts", idle.Addr().String()},
-		{3, "accepts and never speaks", silent.Addr().String()},
-	}
+	return ln.Addr().String()
 }
 
 // hostPort returns the host of a transport address of the form

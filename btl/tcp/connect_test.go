@@ -7,12 +7,12 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/gorun/gorun/btl"
+	"github.com/gorun/gorun/btl/btltest"
 	"golang.org/x/sys/unix"
 )
 
@@ -29,36 +29,8 @@ type results struct {
 
 func (r *results) FrameDone(f *btl.Frame, err error) { r.errs = append(r.errs, err) }
 
-// silentListener accepts connections and never says a word; Cleanup
-// closes it and them.
-func silentListener(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-	})
-	return ln.Addr().String()
-}
+// silentListener accepts connections and never says a word.
+func silentListener(t *testing.T) string { return btltest.SilentListener(t, "127.0.0.1") }
 
 // idleListener listens and never accepts: the kernel completes the TCP
 // handshake (the backlog has room), and nobody reads.
