@@ -18,8 +18,9 @@ type Stager interface {
 	// give now (copies from pageable memory are slower and not
 	// asynchronous: a sender waits for a buffer, a receiver, which cannot
 	// refuse a chunk, lands it in plain memory). Give it back with
-	// ReleaseHost once no copy or frame uses it.
-	HostBuffer(n int) []byte
+	// ReleaseHost once no copy or frame uses it. dev is the device the
+	// copies will go to or from (memory is pinned in its context).
+	HostBuffer(dev, n int) []byte
 	// ReleaseHost returns a buffer from HostBuffer.
 	ReleaseHost(b []byte)
 	// Stage starts the copy op describes. A nil error means it was

@@ -20,10 +20,12 @@ import (
 //     the request completes, as for slices.
 //
 // Between ranks of one host the bytes go GPU to GPU by the copy engines,
-// through CUDA IPC (btl/cuda), over NVLink or PCIe. Where no such path
-// exists (another host, a binary built with CGO_ENABLED=0, a machine without
-// a GPU, host memory on the other side), the call fails with ErrBuffer and
-// nothing moves; staging through host memory is not built yet.
+// through CUDA IPC (btl/cuda), over NVLink or PCIe. To another host, or to
+// host memory, they go through pinned host memory in chunks (staging: the
+// device-to-host copy of a chunk overlaps the sending of the previous one).
+// Without a GPU transport (a binary built with CGO_ENABLED=0, a machine
+// without a GPU, GORUN_BTL excluding cuda) the call fails with ErrBuffer on
+// both sides and nothing moves.
 
 // deviceMem describes b for the transports.
 func deviceMem(b gpu.Buffer) btl.Mem { return btl.DeviceMem(b.Device(), b.Ptr(), b.Len()) }

@@ -23,8 +23,8 @@
 // IrecvGPU; device.go says how these calls order against CUDA streams
 // (synchronize what wrote a send buffer before the call; a completed
 // receive is visible to every stream). Collectives on device memory are
-// not built yet. Without a GPU, or where no path carries device memory,
-// these calls fail with ErrBuffer on both sides and the job goes on.
+// not built yet. Without a GPU transport these calls fail with ErrBuffer
+// on both sides and the job goes on.
 //
 // Any msgpack-encodable value goes through the object API (SendObj,
 // RecvObj, BcastObj), like mpi4py's lower-case methods.

@@ -11,10 +11,10 @@
 //	rendezvous: RTS -> (receiver matches) CTS -> DATA       host memory, larger or Ssend, route without RMA
 //	RMA:        RTS(region) -> CTS(region) -> Get | Put -> FIN_R, FIN_S
 //	                                                        the route's module has btl.RMA for both buffers' kinds
-//	no path:    RTS -> CTS(fNoPath), both fail with ErrNoDevicePath (the RTS says fDevice
-//	                                                        when the sender's own device memory is what cannot go)
-//	                                                        device memory that no RMA reaches (the host staging
-//	                                                        pipeline of the GPU work will take this case)
+//	staged:     RTS -> CTS -> DATA(chunk, offset)...       device memory on a route without RMA for it (stage.go)
+//	no path:    RTS -> CTS(fNoPath), both fail with ErrNoDevicePath
+//	                                                        device memory and no module to reach or stage it (the
+//	                                                        RTS says fDevice when it is the sender's memory)
 //
 // The CTS carries the length the receiver accepts, so a truncated receive
 // never moves the bytes it would throw away. DATA is a single frame; the
@@ -23,11 +23,15 @@
 // and sends the region in its RTS or CTS; the receiver gets the first part
 // of the message while the sender puts the rest (the split copy, header.go),
 // each operation completes through RMADone (inside the call or from a later
-// Progress: nothing waits under the lock), each side sends a FIN when its
-// part is in place, and a request completes when both parts are; then its
-// registration is released. A frame that contradicts the protocol (a CTS
-// for no send, a malformed region) fails its sender as a peer
-// (ErrProcFailed wrapping ErrProtocol's text): whatever waits on it ends.
+// Progress: nothing waits under the lock), each side sends exactly one FIN
+// when its part is over (fFail when it failed), and a request completes on
+// the peer's FIN, failed if either part failed; then its registration is
+// released. A staged transfer that fails tells the receiver (an empty DATA
+// with fFail), and a request with copies of its own still in flight
+// completes only when they end, so that no copy touches a buffer the user
+// has back. A frame that contradicts the protocol (a CTS for no send, a
+// malformed region) fails its sender as a peer (ErrProcFailed wrapping
+// ErrProtocol): whatever waits on it ends.
 //
 // Ordering rests on the transports: each peer is reached through exactly one
 // module, which delivers that peer's frames in order, and matching happens in

@@ -229,9 +229,9 @@ func (e *Engine) IsendMem(ctx uint32, dst, tag int, m btl.Mem, sync bool) (*Requ
 //
 // The protocol: host memory up to the route's eager limit goes eagerly
 // (unless sync); anything else by rendezvous, through RMA when the route's
-// module reaches the buffer's kind, else by frames for host memory; device
-// memory that no RMA reaches fails with ErrNoDevicePath (the host staging
-// pipeline is not built yet).
+// module reaches the buffer's kind, else by frames for host memory, else
+// (device memory) through the host staging pipeline (stage.go); without a
+// module that stages it, device memory fails with ErrNoDevicePath.
 func (e *Engine) IsendInto(r *Request, ctx uint32, dst, tag int, m btl.Mem, sync bool) error {
 	if r.e == nil {
 		initRequest(r, e)
@@ -270,7 +270,9 @@ func (e *Engine) rendezvous(r *Request, rt *route, m btl.Mem) error {
 	if x := rt.rmaFor(m.Kind); x != nil && m.Len() > 0 {
 		if err := register(r, x, m); err == nil {
 			h.flags = fRMA
-		} else if m.Kind != btl.MemHost {
+		} else if m.Kind != btl.MemHost && e.stagerFor(m.Kind) == nil {
+			// Memory IPC cannot export (cudaMallocAsync, VMM) is staged
+			// when it can be; else this is why it cannot go.
 			r.devErr = fmt.Errorf("send to rank %d: register %v: %w: %w", dst, m, ErrNoDevicePath, err)
 		}
 	}
@@ -535,7 +537,10 @@ func (e *Engine) Close() error {
 	for _, r := range e.recvs {
 		r.complete(ErrClosed)
 	}
-	e.posted, e.sends, e.recvs = nil, nil, nil
+	for _, sg := range e.stageQ {
+		sg.gone(ErrClosed)
+	}
+	e.posted, e.sends, e.recvs, e.stageQ = nil, nil, nil, nil
 	return first
 }
 

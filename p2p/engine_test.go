@@ -1064,6 +1064,9 @@ func TestFailedRendezvousKeepsItsWire(t *testing.T) {
 						return
 					}
 					e.Progress() // the RTS matches; the CTS is queued; the Get is refused
+					// A refused Get sends a failed FIN and waits for the
+					// peer's (fFail); the peer dies instead.
+					e.PeerFailed(0, errors.New("declared dead by the test"))
 				} else {
 					if r, err = e.Isend(1, 0, 5, buf, false); err != nil {
 						t.Errorf("send: %v", err)

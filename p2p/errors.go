@@ -16,7 +16,8 @@ var (
 	// ErrProtocol: a peer sent a frame that makes no sense here.
 	ErrProtocol = errors.New("protocol error")
 	// ErrNoDevicePath: a buffer in device memory met a route that reaches
-	// it neither by RMA nor by a host staging pipeline (not built yet).
+	// it neither by RMA nor by a host staging pipeline (no module stages
+	// device memory: no GPU transport).
 	// Nothing was transferred.
-	ErrNoDevicePath = errors.New("device memory cannot travel this route (no RMA for it, and host staging is not built yet)")
+	ErrNoDevicePath = errors.New("device memory cannot travel this route (no GPU transport to reach or stage it)")
 )

@@ -2,6 +2,7 @@ package p2p
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"slices"
 
@@ -38,7 +39,7 @@ func (hd *handler) Begin(src int, bh *btl.Header, n int) []byte {
 	case kData:
 		r := e.recvs[h.rreq]
 		off := h.sreq // the chunk's offset (staging); 0 for one frame
-		if r != nil && r.x == nil && r.rndvPeer == src && off <= uint64(r.st.Bytes) && uint64(n) <= uint64(r.st.Bytes)-off {
+		if r != nil && r.x == nil && r.rndvPeer == src && r.st.Bytes >= 0 && off <= uint64(r.st.Bytes) && uint64(n) <= uint64(r.st.Bytes)-off {
 			switch {
 			case n == 0:
 				return nil // an empty message, or fNoPath
@@ -87,6 +88,12 @@ func (hd *handler) End(src int, bh *btl.Header, data []byte) {
 			}
 		}
 	case kRTS:
+		if h.length > math.MaxInt32*math.MaxInt32 {
+			// An int must hold it (Status, slicing); 2^62 is beyond any
+			// buffer.
+			e.protocolError(src, fmt.Sprintf("RTS of %d bytes", h.length))
+			return
+		}
 		// The region is decoded on the stack; only an unexpected RTS
 		// keeps a copy.
 		var reg btl.Region
@@ -120,9 +127,21 @@ func (hd *handler) End(src int, bh *btl.Header, data []byte) {
 	case kData:
 		r := e.recvs[h.rreq]
 		if r == nil || trsh != nil {
+			if stage != nil {
+				stage.free()
+				stage.sg.settle()
+			}
 			return
 		}
 		switch {
+		case h.flags&fFail != 0:
+			err := fmt.Errorf("rank %d failed while sending its device memory", src)
+			if r.sg != nil {
+				r.sg.gone(err) // settles once our copies to the device are done
+			} else {
+				delete(e.recvs, h.rreq)
+				r.complete(err)
+			}
 		case h.flags&fNoPath != 0:
 			// The sender's device memory cannot go after all.
 			delete(e.recvs, h.rreq)
@@ -136,14 +155,14 @@ func (hd *handler) End(src int, bh *btl.Header, data []byte) {
 			}
 		}
 	case kFinS:
-		if r := e.recvs[h.rreq]; r != nil && r.x != nil && r.rndvPeer == src {
-			e.finished(r)
+		if r := e.recvs[h.rreq]; r != nil && r.x != nil && r.rndvPeer == src && !r.x.theirs {
+			e.finished(r, src, h.flags&fFail != 0)
 			return
 		}
 		e.protocolError(src, fmt.Sprintf("FIN for unknown receive %d", h.rreq))
 	case kFinR:
-		if r := e.sends[h.sreq]; r != nil && r.x != nil && r.peer == src {
-			e.finished(r)
+		if r := e.sends[h.sreq]; r != nil && r.x != nil && r.peer == src && !r.x.theirs {
+			e.finished(r, src, h.flags&fFail != 0)
 			return
 		}
 		e.protocolError(src, fmt.Sprintf("FIN for unknown send %d", h.sreq))
@@ -164,8 +183,8 @@ func (e *Engine) cleared(r *Request, dst int, h *header, data []byte) {
 		}
 		r.complete(err)
 	case h.flags&fRMA != 0:
-		if r.x == nil {
-			e.protocolError(dst, fmt.Sprintf("RMA CTS for send %d that offered none", h.sreq))
+		if r.x == nil || r.x.busy || r.x.peerReq != 0 {
+			e.protocolError(dst, fmt.Sprintf("RMA CTS for send %d that offered none or had one", h.sreq))
 			return
 		}
 		if err := btl.DecodeRegion(data, &r.x.remote); err != nil {
@@ -219,6 +238,9 @@ func (hd *handler) PeerFailed(src int, err error) {
 	}
 	e.failed[src] = fmt.Errorf("%w: %w", ErrProcFailed, err)
 	ferr := e.failed[src]
+	if c := e.cur[src]; c.stage != nil {
+		c.stage.free() // a chunk that will never finish arriving
+	}
 	keep := e.posted[:0]
 	for _, r := range e.posted {
 		if r.peer == src {
@@ -231,17 +253,22 @@ func (hd *handler) PeerFailed(src int, err error) {
 	for id, r := range e.sends {
 		if r.peer == src {
 			delete(e.sends, id)
-			r.complete(ferr)
+			e.abandon(r, ferr)
 		}
 	}
 	for id, r := range e.recvs {
 		if r.rndvPeer == src {
 			delete(e.recvs, id)
-			r.complete(ferr)
+			e.abandon(r, ferr)
+		}
+	}
+	for _, sg := range e.stageQ {
+		if sg.peer == src {
+			sg.gone(ferr)
 		}
 	}
 	if c := e.cur[src]; c.req != nil {
-		c.req.complete(ferr)
+		e.abandon(c.req, ferr)
 	} else if c.u != nil {
 		if c.u.claimed != nil {
 			c.u.claimed.complete(ferr)
@@ -250,4 +277,21 @@ func (hd *handler) PeerFailed(src int, err error) {
 		}
 	}
 	e.cur[src] = inflight{}
+}
+
+// abandon fails r, whose peer is gone, once no copy of ours still uses its
+// buffer: an RMA operation in flight finishes first (RMADone then completes
+// r, with err as the peer's part), and so do staging copies.
+func (e *Engine) abandon(r *Request, err error) {
+	switch {
+	case r.x != nil && r.x.busy:
+		r.x.theirs = true
+		if r.x.theirErr == nil {
+			r.x.theirErr = err
+		}
+	case r.sg != nil:
+		r.sg.gone(err)
+	default:
+		r.complete(err)
+	}
 }

@@ -33,6 +33,14 @@ const fNoPath = 2
 // the receiver answers fNoPath, so that neither side waits for the other.
 const fDevice = 4
 
+// fFail flags a FIN by which a side of an RMA rendezvous says its part
+// failed (its Get or Put was refused or ended in error): the other side
+// fails too, instead of taking the message as complete. Each side of an
+// RMA rendezvous sends exactly one FIN, failed or not, and completes on the
+// other's, so that neither waits for nothing and neither's buffer is
+// written after it was given back.
+const fFail = 8
+
 // splitMin is the length from which an RMA rendezvous splits the copy: the
 // receiver gets the first part while the sender puts the second (BENCH.md:
 // the split single copy reached 33 GB/s at 1 MB against 12 GB/s for memcpy

@@ -45,8 +45,8 @@ type Request struct {
 	// got counts the bytes of DATA frames a host receive has taken.
 	sg  *staged
 	got int
-	// devErr: a device buffer met a route that cannot fill it (the
-	// staging path is not built yet); the request fails with it.
+	// devErr: a device buffer met a route that can neither reach nor
+	// stage it; the request fails with it.
 	devErr error
 
 	// frames counts frames and RMA operations handed to a transport and not

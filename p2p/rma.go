@@ -32,8 +32,10 @@ type rndv struct {
 	op     btl.RMAOp
 	// busy: op was accepted and RMADone has not come yet.
 	busy bool
-	// mine and theirs: our part of the copy and the peer's are in place.
-	mine, theirs bool
+	// mine and theirs: our part of the copy and the peer's are over (in
+	// place, or failed: err, theirErr).
+	mine, theirs  bool
+	err, theirErr error
 	// peerReq is the peer's request id, which our FIN names.
 	peerReq uint64
 }
@@ -44,6 +46,7 @@ var rndvPool = sync.Pool{New: func() any { return new(rndv) }}
 // on success r.x holds it and r.ctl carries the region as its payload.
 func register(r *Request, mod *rmaMod, m btl.Mem) error {
 	x := rndvPool.Get().(*rndv)
+	*x = rndv{}
 	x.r, x.rma, x.kinds = r, mod.rma, mod.kinds
 	x.op.Owner = x
 	if err := x.rma.Register(m, &x.reg); err != nil {
@@ -129,20 +132,18 @@ func (x *rndv) RMADone(op *btl.RMAOp, err error) {
 	}
 	e := r.e
 	if err != nil {
-		e.forget(r)
 		what := "put to"
 		if r.recv {
 			what = "get from"
 		}
-		r.complete(fmt.Errorf("rma %s rank %d: %w", what, op.Peer, err))
-		return
+		err = fmt.Errorf("rma %s rank %d: %w", what, op.Peer, err)
 	}
-	e.finish(r, op.Peer)
+	e.finish(r, op.Peer, err)
 }
 
-// finish sends our FIN once our part is in place, and completes r if the
-// peer's part is in place too.
-func (e *Engine) finish(r *Request, peer int) {
+// finish sends our FIN once our part is over (failed when err is not nil),
+// and completes r if the peer's part is over too.
+func (e *Engine) finish(r *Request, peer int, err error) {
 	x := r.x
 	var fin header
 	f := &r.ctl
@@ -152,27 +153,46 @@ func (e *Engine) finish(r *Request, peer int) {
 	} else {
 		fin = header{kind: kFinS, ctx: r.ctx, src: int32(e.rank), rreq: x.peerReq}
 	}
+	if err != nil {
+		fin.flags = fFail
+	}
 	fin.encode(&f.Hdr)
 	f.Payload = nil
-	if err := e.sendCtl(peer, r, f); err != nil {
+	if serr := e.sendCtl(peer, r, f); serr != nil {
 		e.forget(r)
-		r.complete(err)
+		r.complete(serr)
 		return
 	}
-	x.mine = true
+	if r.done.Load() {
+		return // the FIN failed inside Send, and so did r (x is gone)
+	}
+	x.mine, x.err = true, err
 	if x.theirs {
-		e.forget(r)
-		r.complete(nil)
+		e.rmaOver(r)
 	}
 }
 
-// finished is the peer's FIN: its part is in place.
-func (e *Engine) finished(r *Request) {
-	r.x.theirs = true
-	if r.x.mine {
-		e.forget(r)
-		r.complete(nil)
+// finished is the peer's FIN: its part is over, failed when failed.
+func (e *Engine) finished(r *Request, peer int, failed bool) {
+	x := r.x
+	x.theirs = true
+	if failed {
+		x.theirErr = fmt.Errorf("rank %d failed its part of the transfer", peer)
 	}
+	if x.mine {
+		e.rmaOver(r)
+	}
+}
+
+// rmaOver completes r once both parts are over, with our part's error
+// first.
+func (e *Engine) rmaOver(r *Request) {
+	err := r.x.err
+	if err == nil {
+		err = r.x.theirErr
+	}
+	e.forget(r)
+	r.complete(err)
 }
 
 // rmaSend answers an RMA CTS (its region already in r.x.remote): put the
@@ -180,19 +200,17 @@ func (e *Engine) finished(r *Request) {
 func (e *Engine) rmaSend(r *Request, dst int, accept int) {
 	x := r.x
 	if !x.kinds.Has(x.remote.Kind) {
-		e.forget(r)
-		r.complete(fmt.Errorf("rma put to rank %d: the receiver's %v memory is out of reach of our module: %w", dst, x.remote.Kind, ErrNoDevicePath))
+		e.finish(r, dst, fmt.Errorf("rma put to rank %d: the receiver's %v memory is out of reach of our module: %w", dst, x.remote.Kind, ErrNoDevicePath))
 		return
 	}
 	m := split(accept)
 	if m == accept {
-		e.finish(r, dst)
+		e.finish(r, dst, nil)
 		return
 	}
 	x.op = btl.RMAOp{Peer: dst, Local: r.mem.Slice(m, accept), Remote: &x.remote, Offset: uint64(m), Owner: x}
 	if err := x.start(false); err != nil {
-		e.forget(r)
-		r.complete(fmt.Errorf("rma put to rank %d: %w", dst, err))
+		e.finish(r, dst, fmt.Errorf("rma put to rank %d: %w", dst, err))
 	}
 }
 
@@ -202,14 +220,12 @@ func (e *Engine) rmaRecv(r *Request, src int, accept int) {
 	x := r.x
 	x.op = btl.RMAOp{Peer: src, Local: r.mem.Slice(0, split(accept)), Remote: &x.remote, Owner: x}
 	if err := x.start(true); err != nil {
-		e.forget(r)
-		r.complete(fmt.Errorf("rma get from rank %d: %w", src, err))
+		e.finish(r, src, fmt.Errorf("rma get from rank %d: %w", src, err))
 	}
 }
 
 // noPathErr is how a transfer fails whose buffer is device memory on a
-// route that can reach neither it by RMA nor (not built yet) a host
-// staging pipeline.
+// route that can reach it neither by RMA nor by staging.
 func noPathErr(peer int, m btl.Mem, rt *route) error {
 	name := "no transport"
 	if rt != nil {

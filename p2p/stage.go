@@ -27,9 +27,16 @@ type staged struct {
 	peer  int
 	total int    // accepted length
 	next  int    // sender: next offset to copy
-	done  int    // bytes in place (sent, or copied to the device)
+	done  int    // bytes over (sent, copied to the device, or dropped after a failure)
 	rreq  uint64 // sender: the receiver's request, named by DATA frames
 	slots []*stageSlot
+	// err is the transfer's failure; aborted: no more chunks will come
+	// (receiver: the sender said so or died) or the receiver was told
+	// (sender). The request completes when its chunks have all settled,
+	// so that no copy touches the user's buffer afterwards.
+	err     error
+	aborted bool
+	abortF  btl.Frame // sender: the empty DATA with fFail
 }
 
 // stageSlot is one chunk in flight: its copy, then (sender) its frame.
@@ -51,6 +58,7 @@ func (e *Engine) stagerFor(k btl.MemKind) btl.Stager {
 
 func newStaged(r *Request, st btl.Stager, peer, total int) *staged {
 	sg := &staged{r: r, st: st, peer: peer, total: total}
+	sg.abortF.Owner = sg
 	r.sg = sg
 	return sg
 }
@@ -70,11 +78,72 @@ func (sg *staged) slot() *stageSlot {
 	return s
 }
 
-// fail ends the request with err; chunks in flight finish on their own and
-// find it done.
+// inFlight counts the chunks being copied or sent.
+func (sg *staged) inFlight() int {
+	n := 0
+	for _, s := range sg.slots {
+		if s.busy {
+			n++
+		}
+	}
+	return n
+}
+
+// settle completes the request once nothing of it is in flight and it is
+// over: all bytes done, or failed (a receiver also waits for the chunks
+// still coming unless the sender aborted).
+func (sg *staged) settle() {
+	r := sg.r
+	if r.done.Load() || sg.inFlight() > 0 || sg.abortF.Payload != nil {
+		return
+	}
+	over := sg.done >= sg.total
+	if sg.err != nil && (!r.recv || sg.aborted) {
+		over = true
+	}
+	if over {
+		r.e.forget(r)
+		r.complete(sg.err)
+	}
+}
+
+// fail records the transfer's failure. A sender tells the receiver (an
+// empty DATA with fFail) unless the peer is gone or was told already.
 func (sg *staged) fail(err error) {
-	sg.r.e.forget(sg.r)
-	sg.r.complete(err)
+	if sg.err == nil {
+		sg.err = err
+	}
+	r := sg.r
+	if !r.recv && !sg.aborted {
+		sg.aborted = true
+		e := r.e
+		h := header{kind: kData, flags: fFail, ctx: r.ctx, src: int32(e.rank), tag: int32(r.tag), rreq: sg.rreq}
+		h.encode(&sg.abortF.Hdr)
+		sg.abortF.Payload = []byte{} // non-nil: in flight until FrameDone
+		r.frames++
+		if rt, rerr := e.route(sg.peer); rerr != nil || e.failed[sg.peer] != nil || rt.ep.Send(&sg.abortF) != nil {
+			r.frames--
+			sg.abortF.Payload = nil
+		}
+	}
+	sg.settle()
+}
+
+// gone ends a transfer whose peer failed or whose engine closed: no chunk
+// will come or go any more.
+func (sg *staged) gone(err error) {
+	if sg.err == nil {
+		sg.err = err
+	}
+	sg.aborted = true
+	sg.settle()
+}
+
+// FrameDone implements btl.Completer for the sender's abort frame.
+func (sg *staged) FrameDone(f *btl.Frame, err error) {
+	sg.r.frames--
+	f.Payload = nil
+	sg.settle()
 }
 
 // pump (sender) starts copying chunks until stageDepth are in flight or
@@ -82,18 +151,13 @@ func (sg *staged) fail(err error) {
 func (sg *staged) pump() {
 	r := sg.r
 	chunk := sg.st.StageChunk()
-	for sg.next < sg.total && !r.done.Load() {
-		busy := 0
-		for _, s := range sg.slots {
-			if s.busy {
-				busy++
-			}
-		}
+	for sg.next < sg.total && sg.err == nil && !r.done.Load() {
+		busy := sg.inFlight()
 		if busy >= stageDepth {
 			return
 		}
 		n := min(chunk, sg.total-sg.next)
-		buf := sg.st.HostBuffer(n)
+		buf := sg.st.HostBuffer(int(r.mem.Device), n)
 		if buf == nil {
 			// The pinned pool is spent: go on when a buffer comes back.
 			if busy == 0 {
@@ -131,6 +195,7 @@ func (e *Engine) kick() {
 		e.stageQ = e.stageQ[1:]
 		before := len(e.stageQ)
 		sg.pump()
+		sg.settle()
 		if len(e.stageQ) > before {
 			return // it queued itself again: the pool is still spent
 		}
@@ -142,7 +207,9 @@ func (e *Engine) kick() {
 func (s *stageSlot) StageDone(op *btl.StageOp, err error) {
 	sg := s.sg
 	r := sg.r
+	e := r.e
 	r.frames--
+	defer e.kick()
 	if r.done.Load() {
 		s.free()
 		if r.pooled && r.frames == 0 {
@@ -150,29 +217,24 @@ func (s *stageSlot) StageDone(op *btl.StageOp, err error) {
 		}
 		return
 	}
-	if err != nil {
+	n := len(op.Host)
+	if err != nil || sg.err != nil || !op.ToHost {
 		s.free()
-		sg.fail(err)
-		return
-	}
-	if !op.ToHost {
-		n := len(op.Host)
-		s.free()
-		sg.done += n
-		if sg.done == sg.total {
-			r.e.forget(r)
-			r.complete(nil)
+		if r.recv || err != nil {
+			sg.done += n
 		}
-		r.e.kick()
+		if err != nil {
+			sg.fail(err)
+		}
+		sg.settle()
 		return
 	}
-	e := r.e
-	h := header{kind: kData, ctx: r.ctx, src: int32(e.rank), tag: int32(r.tag), length: uint64(len(op.Host)), rreq: sg.rreq, sreq: uint64(s.off)}
+	h := header{kind: kData, ctx: r.ctx, src: int32(e.rank), tag: int32(r.tag), length: uint64(n), rreq: sg.rreq, sreq: uint64(s.off)}
 	h.encode(&s.f.Hdr)
 	s.f.Payload = op.Host
 	if err := e.sendCtl(sg.peer, r, &s.f); err != nil {
 		s.free()
-		sg.fail(err)
+		sg.gone(err) // the transport or the peer failed: nobody to tell
 	}
 }
 
@@ -184,6 +246,7 @@ func (s *stageSlot) FrameDone(f *btl.Frame, err error) {
 	r.frames--
 	n := len(s.op.Host)
 	s.free()
+	defer r.e.kick()
 	if r.done.Load() {
 		if r.pooled && r.frames == 0 {
 			r.reset()
@@ -191,16 +254,12 @@ func (s *stageSlot) FrameDone(f *btl.Frame, err error) {
 		return
 	}
 	if err != nil {
-		sg.fail(err)
+		sg.gone(err)
 		return
 	}
 	sg.done += n
-	if sg.done == sg.total {
-		r.complete(nil)
-	} else {
-		sg.pump()
-	}
-	r.e.kick()
+	sg.pump()
+	sg.settle()
 }
 
 // landing (receiver) returns host memory for an arriving chunk of n bytes
@@ -208,22 +267,31 @@ func (s *stageSlot) FrameDone(f *btl.Frame, err error) {
 func (sg *staged) landing(cur *inflight, off, n int) []byte {
 	s := sg.slot()
 	s.off = off
-	if s.op.Host = sg.st.HostBuffer(n); s.op.Host == nil {
+	if s.op.Host = sg.st.HostBuffer(int(sg.r.mem.Device), n); s.op.Host == nil {
 		s.op.Host = make([]byte, n) // a receiver cannot refuse a chunk
 	}
 	cur.stage = s
 	return s.op.Host
 }
 
-// landed (receiver) copies an arrived chunk to the device.
+// landed (receiver) copies an arrived chunk to the device, or drops it
+// after a failure.
 func (sg *staged) landed(s *stageSlot) {
 	r := sg.r
-	s.op.Dev = r.mem.Slice(s.off, s.off+len(s.op.Host))
+	n := len(s.op.Host)
+	if sg.err != nil {
+		s.free()
+		sg.done += n
+		sg.settle()
+		return
+	}
+	s.op.Dev = r.mem.Slice(s.off, s.off+n)
 	s.op.ToHost = false
 	r.frames++
 	if err := sg.st.Stage(&s.op); err != nil {
 		r.frames--
 		s.free()
+		sg.done += n
 		sg.fail(fmt.Errorf("receive from rank %d: stage to %v: %w", sg.peer, s.op.Dev, err))
 	}
 }

@@ -45,6 +45,9 @@ func (e *Engine) progress() int {
 	for _, m := range e.mods {
 		n += m.Progress()
 	}
+	if len(e.stageQ) > 0 {
+		e.kick() // a pinned buffer may have come back on a failure path
+	}
 	return n
 }
 

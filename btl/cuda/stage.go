@@ -44,7 +44,7 @@ func pinClass(n int) int {
 // come back); when none is in use (nothing will come back: a chunk larger
 // than the pool, or pinning failed) it returns plain memory, so that a
 // sender never waits for nothing.
-func (m *module) HostBuffer(n int) []byte {
+func (m *module) HostBuffer(dev, n int) []byte {
 	if n <= m.chunk && !m.noPin {
 		c := pinClass(n)
 		if f := m.freeHost[c]; len(f) > 0 {
@@ -57,7 +57,7 @@ func (m *module) HostBuffer(n int) []byte {
 			m.evictPinned(c)
 		}
 		if m.pinnedBytes+c <= m.poolMax {
-			if h, err := m.pin(c); err == nil {
+			if h, err := m.pin(dev, c); err == nil {
 				return h.Bytes()[:n]
 			}
 		}
@@ -87,10 +87,11 @@ func (m *module) evictPinned(c int) {
 	}
 }
 
-// pin allocates a pinned buffer of c bytes (in device 0's context: the
-// memory is portable to every context).
-func (m *module) pin(c int) (*drv.HostMem, error) {
-	ctx, err := gpu.DeviceContext(0)
+// pin allocates a pinned buffer of c bytes in device dev's context (the
+// memory is portable to every context, but making a context on another
+// device would cost this rank hundreds of MiB there).
+func (m *module) pin(dev, c int) (*drv.HostMem, error) {
+	ctx, err := gpu.DeviceContext(dev)
 	if err == nil {
 		var h *drv.HostMem
 		if h, err = ctx.HostAlloc(c, 0); err == nil {
