@@ -94,6 +94,7 @@ type mapKey struct {
 type mapping struct {
 	ctx  *drv.Context
 	base drv.DevicePtr
+	size uint64 // of the mapped allocation: regions are checked against it
 	used uint64 // clock at last use
 	busy int    // pending copies that use it
 }
@@ -219,6 +220,11 @@ func (m *module) start(op *btl.RMAOp, put bool) error {
 		if mp, err = m.mapPeer(dev, h); err != nil {
 			return fail(err)
 		}
+		if rem.Addr > mp.size || rem.Len > mp.size-rem.Addr {
+			// A bad region must fail this operation, not fault the copy
+			// engine (a sticky error that ends the whole CUDA context).
+			return fail(fmt.Errorf("region %#x+%d outside the peer's allocation of %d bytes", rem.Addr, rem.Len, mp.size))
+		}
 		base = mp.base
 	}
 	s, err := m.stream(dev)
@@ -309,7 +315,12 @@ func (m *module) mapPeer(dev int, h drv.IPCMemHandle) (*mapping, error) {
 	if err != nil {
 		return nil, fmt.Errorf("map the peer's memory: %w", err)
 	}
-	mp := &mapping{ctx: ctx, base: base, used: m.clock}
+	_, size, err := ctx.AddressRange(base)
+	if err != nil {
+		ctx.IPCCloseMemHandle(base)
+		return nil, fmt.Errorf("size of the peer's mapped memory: %w", err)
+	}
+	mp := &mapping{ctx: ctx, base: base, size: size, used: m.clock}
 	m.maps[k] = mp
 	return mp, nil
 }
