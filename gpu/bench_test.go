@@ -22,7 +22,7 @@ import (
 //   - BenchmarkGPUPeerCopyIPC: copy-engine bandwidth between every GPU pair,
 //     each side in its own process, the destination mapped through CUDA IPC
 //     (the path btl/cuda takes). Reference on 4x H200 with NVLink 4 x18:
-//     395 GB/s one way, 768 GB/s both ways (BENCH.md).
+//     395 GB/s one way, 768 GB/s both ways (docs/measurements.md).
 //   - BenchmarkGPUReduce: the reduce kernels, counting bytes read and written
 //     (3 per element byte), against BenchmarkGPUCopyD2D, a device-to-device
 //     copy counting read + write: the memory bandwidth ceiling (about 4.3

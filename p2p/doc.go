@@ -40,7 +40,7 @@
 //
 // Concurrency: one mutex serializes the engine and every transport; calls are
 // safe from any goroutine. Blocking calls poll the transports in the calling
-// goroutine (no progress thread: BENCH.md measured 0.3-0.7 µs per message for
+// goroutine (no progress thread: docs/measurements.md measured 0.3-0.7 µs per message for
 // a hand-off), spinning first, then yielding the CPU, then blocking in the
 // transport's Waiter (see wait.go).
 //

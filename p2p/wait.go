@@ -19,7 +19,7 @@ var (
 		"1 when ranks outnumber this host's cores (set by gorun), 0 when not, -1 to decide from the local rank count")
 )
 
-// waitPolicy is the three-phase wait of BENCH.md: poll flat out, then poll
+// waitPolicy is the three-phase wait of docs/measurements.md: poll flat out, then poll
 // with sched_yield (runtime.Gosched does not give the OS thread away, and
 // pure spinning gave millisecond tails when oversubscribed), then sleep in
 // the transport's own wait.

@@ -9,7 +9,7 @@ import (
 	_ "github.com/gorun/gorun/btl/all" // registers every built-in transport
 )
 
-// TestLayering enforces DESIGN.md's layers: imports point down only.
+// TestLayering enforces the layers of the package table in each doc.go (the design's): imports point down only: imports point down only.
 func TestLayering(t *testing.T) {
 	const mod = "github.com/gorun/gorun/"
 	forbidden := map[string][]string{

@@ -22,7 +22,7 @@ var benchSizes = []int{8, 1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 
 //	pingpong/size=N: half the round trip of one frame (ns/op is one way)
 //	stream/size=N:   one-way throughput with 64 frames in flight (MB/s)
 //
-// Sub-benchmark names follow STYLE.md, e.g. BenchmarkSM/pingpong/size=8.
+// Sub-benchmark names follow docs/measurements.md ("Conventions"), e.g. BenchmarkSM/pingpong/size=8.
 func Bench(b *testing.B, tr Transport) {
 	for _, n := range benchSizes {
 		b.Run(fmt.Sprintf("pingpong/size=%s", sizeName(n)), func(b *testing.B) { benchPingPong(b, tr, n) })

@@ -43,7 +43,7 @@
 // 0.75 µs.)
 //
 // Every atomic word is aligned to its size and lies inside one cache line
-// (a straddling atomic takes a bus lock, ~0.5 ms here, BENCH.md); words
+// (a straddling atomic takes a bus lock, ~0.5 ms here, docs/measurements.md); words
 // written by different sides are on different lines (TestLayout).
 //
 // # Who writes what

@@ -11,7 +11,7 @@ import (
 // Layout of a receive segment (doc.go explains who writes what). Every
 // atomic word is aligned to its size and lies inside one cache line: an
 // atomic that straddles a line takes a bus lock, measured at ~0.5 ms here
-// (BENCH.md). TestLayout checks this.
+// (docs/measurements.md). TestLayout checks this.
 const (
 	lineSize = 64
 

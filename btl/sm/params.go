@@ -20,7 +20,7 @@ var (
 )
 
 // The ring's shape: 16 slots of 64 KiB was the best of the shapes probed on
-// this machine (BENCH.md, "ring fragments of 64 KB x 16 slots"): smaller
+// this machine (docs/measurements.md, "ring fragments of 64 KB x 16 slots"): smaller
 // fragments pay a slot hand-off (one cache-line miss each way) more often,
 // larger rings fall out of the 2 MiB L2 through which sender and receiver
 // pass the data. A slot carries at least 64 KiB (65600 bytes: the stride is
@@ -36,7 +36,7 @@ const defaultEager = 16 << 10
 // livenessEvery is how often a stalled transfer checks that its peer still
 // lives (a pidfd poll, ~1 µs): 10 ms costs nothing measurable and finds a
 // dead peer 50 times sooner than the membership's failure detector
-// (~0.5 s, DESIGN.md).
+// (~0.5 s, docs/measurements.md).
 const livenessEvery = 10 * time.Millisecond
 
 // defaultBellAfter: a receiver polls every inbound ring while it has at

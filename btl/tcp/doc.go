@@ -45,7 +45,7 @@
 //
 // After the handshake the module owns the raw, non-blocking file
 // descriptors: Progress reads and writes them from the calling goroutine (no
-// goroutine per connection: BENCH.md measured 0.3-0.7 µs per message for a
+// goroutine per connection: docs/measurements.md measured 0.3-0.7 µs per message for a
 // hand-off between goroutines), and Wait blocks in ppoll when the engine has
 // nothing better to do.
 //

@@ -1,6 +1,6 @@
 // Package osu holds what the OSU-method benchmark ports share: OSU's flags
 // (-m MIN:MAX, -i, -x, -d cuda), the size sweep, the iteration defaults and the
-// output format, which BENCH.md fixes so that the side-by-side driver can
+// output format, which docs/measurements.md fixes so that the side-by-side driver can
 // put these programs next to the C ones in tests/openmpi.
 package osu
 
