@@ -186,13 +186,18 @@ func GroupDifference(a, b *Group) (*Group, error) {
 }
 
 // GroupTranslateRanks returns the rank in b of each of the given ranks of
-// a, Undefined for a process not in b (MPI_Group_translate_ranks).
+// a, Undefined for a process not in b and ProcNull for ProcNull
+// (MPI_Group_translate_ranks).
 func GroupTranslateRanks(a *Group, ranks []int, b *Group) ([]int, error) {
 	if err := checkGroup("GroupTranslateRanks", a, b); err != nil {
 		return nil, err
 	}
 	out := make([]int, len(ranks))
 	for i, r := range ranks {
+		if r == ProcNull {
+			out[i] = ProcNull
+			continue
+		}
 		if r < 0 || r >= len(a.world) {
 			return nil, errorf(ErrRank, "GroupTranslateRanks", "rank %d is not in the first group (size %d)", r, len(a.world))
 		}

@@ -11,7 +11,10 @@ import (
 type opKind int
 
 const (
-	opSum opKind = iota
+	// opNone is the kind of the zero Op, which is no operation: bind
+	// rejects it.
+	opNone opKind = iota
+	opSum
 	opProd
 	opMin
 	opMax
@@ -28,7 +31,8 @@ const (
 
 // Op is a reduction operation. The predefined ones are Sum, Prod, Min, Max,
 // Land, Lor, Lxor, Band, Bor, Bxor, MinLoc and MaxLoc; NewOp makes
-// user-defined ones.
+// user-defined ones. The zero Op is none of them: a reduction given it
+// fails with ErrOp.
 type Op struct {
 	name        string
 	kind        opKind
@@ -105,8 +109,12 @@ type opKey struct {
 var bound sync.Map
 
 // bind returns o as a coll.Op on elements of T, or an ErrOp error when o
-// is not defined on T.
+// is the zero Op or not defined on T. Every call that takes an Op binds it
+// before it communicates, so this is the one check of the Op.
 func bind[T Element](op string, o Op) (coll.Op, error) {
+	if o.kind == opNone {
+		return nil, errorf(ErrOp, op, "the zero Op is not an operation (use Sum, Max, ... or NewOp)")
+	}
 	var key opKey
 	if o.kind != opUser {
 		key = opKey{o.kind, reflect.TypeFor[T]()}

@@ -187,15 +187,19 @@ func Sendrecv[S, R Numeric](c *Comm, sendbuf []S, dest, sendtag int, recvbuf []R
 
 // Iprobe reports whether a message from source (or AnySource) with tag (or
 // AnyTag) is waiting to be received, and its status, without receiving it.
+// A probe of ProcNull finds an empty message from ProcNull at once.
 func Iprobe(c *Comm, source, tag int) (bool, Status, error) {
 	if err := c.check("Iprobe"); err != nil {
 		return false, Status{}, err
 	}
-	w, err := c.peerRank("Iprobe", source, true)
-	if err != nil {
+	if err := checkTag("Iprobe", tag, true); err != nil {
 		return false, Status{}, err
 	}
-	if err := checkTag("Iprobe", tag, true); err != nil {
+	if source == ProcNull {
+		return true, Status{Source: ProcNull, Tag: AnyTag}, nil
+	}
+	w, err := c.peerRank("Iprobe", source, true)
+	if err != nil {
 		return false, Status{}, err
 	}
 	ok, ps, err := c.rt.eng.Iprobe(c.ctx, w, tag)
@@ -206,16 +210,20 @@ func Iprobe(c *Comm, source, tag int) (bool, Status, error) {
 }
 
 // Probe blocks until a message from source (or AnySource) with tag (or
-// AnyTag) is waiting, and returns its status without receiving it.
+// AnyTag) is waiting, and returns its status without receiving it. A
+// probe of ProcNull returns at once, as Iprobe does.
 func Probe(c *Comm, source, tag int) (Status, error) {
 	if err := c.check("Probe"); err != nil {
 		return Status{}, err
 	}
-	w, err := c.peerRank("Probe", source, true)
-	if err != nil {
+	if err := checkTag("Probe", tag, true); err != nil {
 		return Status{}, err
 	}
-	if err := checkTag("Probe", tag, true); err != nil {
+	if source == ProcNull {
+		return Status{Source: ProcNull, Tag: AnyTag}, nil
+	}
+	w, err := c.peerRank("Probe", source, true)
+	if err != nil {
 		return Status{}, err
 	}
 	ps, err := c.rt.eng.Probe(c.ctx, w, tag)
