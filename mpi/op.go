@@ -130,6 +130,9 @@ func bind[T Element](op string, o Op) (coll.Op, error) {
 			var z T
 			return nil, errorf(ErrOp, op, "user op %q is not defined on %T", o.name, z)
 		}
+		if uf == nil {
+			return nil, errorf(ErrOp, op, "user op %q has no function (NewOp with nil)", o.name)
+		}
 		f = func(in, inout []byte) { uf(bytesAs[T](in), bytesAs[T](inout)) }
 	} else {
 		f, f3 = kernel[T](o.kind)

@@ -66,10 +66,25 @@ func caseProbeProcNull(w *mpi.Comm) error {
 func TestProbeProcNull(t *testing.T) { job{np: 2, cas: "probe-procnull"}.ok(t) }
 
 // caseZeroOp: every call that takes an Op fails with ErrOp on the zero
-// Op{} at every rank, and the communicator works afterwards.
+// Op{}, and on a user op made with a nil function, at every rank, and the
+// communicator works afterwards.
 func caseZeroOp(w *mpi.Comm) error {
+	for _, zero := range []mpi.Op{{}, mpi.NewOp[int]("nil", nil, true)} {
+		if err := badOpCalls(w, zero); err != nil {
+			return err
+		}
+	}
 	me, n := w.Rank(), w.Size()
-	var zero mpi.Op
+	s := []int{me}
+	if err := mpi.Allreduce(w, s, s, mpi.Sum); err != nil || s[0] != n*(n-1)/2 {
+		return fmt.Errorf("Allreduce after the bad-Op calls: %v %v", s, err)
+	}
+	return nil
+}
+
+// badOpCalls runs every call that takes an Op with zero and wants ErrOp.
+func badOpCalls(w *mpi.Comm, zero mpi.Op) error {
+	me, n := w.Rank(), w.Size()
 	x, y := []int{me + 1, 2}, make([]int, 2)
 	blocks := make([]int, n)
 	counts := make([]int, n)
@@ -103,12 +118,8 @@ func caseZeroOp(w *mpi.Comm) error {
 	}
 	for _, c := range calls {
 		if err := c.f(); !errors.Is(err, mpi.ErrOp) {
-			return fmt.Errorf("%s with the zero Op: want ErrOp, got %v", c.name, err)
+			return fmt.Errorf("%s with op %q: want ErrOp, got %v", c.name, zero, err)
 		}
-	}
-	s := []int{me}
-	if err := mpi.Allreduce(w, s, s, mpi.Sum); err != nil || s[0] != n*(n-1)/2 {
-		return fmt.Errorf("Allreduce after the zero-Op calls: %v %v", s, err)
 	}
 	return nil
 }
