@@ -40,6 +40,7 @@ const (
 	evAgentLost // a remote host's agent ended or fell silent
 	evGiveUp    // stop waiting for unresponsive hosts' ranks
 	evVerdict   // a held verdict is due
+	evClosed    // gorun's stdout or stderr lost its reader (EPIPE)
 )
 
 type event struct {
@@ -171,6 +172,8 @@ func Run(spec Spec) (int, error) {
 	j := &job{spec: spec, events: make(chan event, 8*spec.NP+64), quit: make(chan struct{}), start: time.Now(), traceOn: pTrace() == 1}
 	j.out = &output{w: spec.Stdout, tag: spec.TagOutput}
 	j.errOut = &output{w: spec.Stderr, tag: spec.TagOutput}
+	j.out.onClosed = func() { j.emit(event{kind: evClosed, sig: syscall.SIGPIPE}) }
+	j.errOut.onClosed = j.out.onClosed
 	j.host, _ = os.Hostname()
 	idb := make([]byte, 6)
 	rand.Read(idb)
@@ -212,6 +215,15 @@ func Run(spec Spec) (int, error) {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
+	// A write to a closed stdout or stderr would kill gorun with SIGPIPE
+	// (Go's default for descriptors 1 and 2) before it could stop the
+	// ranks. Notified, the write returns EPIPE instead and the job ends
+	// cleanly (evClosed). The channel is never read: the signal itself
+	// carries nothing. Ranks start with the default disposition (a handler
+	// does not survive exec), so a rank's own pipes behave as usual.
+	pipes := make(chan os.Signal, 1)
+	signal.Notify(pipes, syscall.SIGPIPE)
+	defer signal.Stop(pipes)
 	go func() {
 		for s := range sigs {
 			j.emit(event{kind: evSignal, sig: s})
@@ -660,6 +672,11 @@ func (j *job) loop() {
 		case evSignal:
 			s := ev.sig.(syscall.Signal)
 			j.fail(ExitSignal+int(s), fmt.Sprintf("gorun: received %s; stopping all ranks", unix.SignalName(s)))
+		case evClosed:
+			// `gorun ... | head`: the reader is gone. End the job as a
+			// pipeline would end its writer (status 141, 128+SIGPIPE),
+			// but cleanly: ranks stopped, nothing left behind.
+			j.fail(ExitSignal+int(syscall.SIGPIPE), "gorun: the output's reader went away (broken pipe); stopping all ranks")
 		case evKill:
 			j.signalAll(syscall.SIGKILL)
 			if j.multi {

@@ -3,9 +3,11 @@ package launcher
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"io"
 	"strconv"
 	"sync"
+	"syscall"
 )
 
 // output serializes whole lines from every rank onto one writer, so lines
@@ -14,6 +16,30 @@ type output struct {
 	mu  sync.Mutex
 	w   io.Writer
 	tag bool
+	// closed: the reader of w went away (EPIPE: `gorun ... | head`);
+	// later lines are dropped and onClosed was called, once, to end the
+	// job.
+	closed   bool
+	onClosed func()
+}
+
+// write writes one whole line (prefixed when tagging); the lock is held.
+func (o *output) write(prefix, line []byte) {
+	if o.closed {
+		return
+	}
+	var err error
+	if o.tag {
+		_, err = o.w.Write(append(prefix[:len(prefix):len(prefix)], line...))
+	} else {
+		_, err = o.w.Write(line)
+	}
+	if errors.Is(err, syscall.EPIPE) {
+		o.closed = true
+		if o.onClosed != nil {
+			go o.onClosed()
+		}
+	}
 }
 
 // maxLine bounds the bytes held for one line; longer lines are written in
@@ -34,11 +60,7 @@ func (o *output) forward(rank int, stream string, r io.Reader) {
 		}
 		if len(line) > 0 {
 			o.mu.Lock()
-			if o.tag {
-				o.w.Write(append(prefix[:len(prefix):len(prefix)], line...))
-			} else {
-				o.w.Write(line)
-			}
+			o.write(prefix, line)
 			o.mu.Unlock()
 			line = line[:0]
 		}
@@ -93,11 +115,7 @@ func (l *lineWriter) flush() {
 		return
 	}
 	l.o.mu.Lock()
-	if l.o.tag {
-		l.o.w.Write(append(l.prefix[:len(l.prefix):len(l.prefix)], l.line...))
-	} else {
-		l.o.w.Write(l.line)
-	}
+	l.o.write(l.prefix, l.line)
 	l.o.mu.Unlock()
 	l.line = l.line[:0]
 }

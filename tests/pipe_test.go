@@ -1,0 +1,65 @@
+package tests
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorun/gorun/mpi"
+)
+
+func init() {
+	// chatter: every rank prints lines until it is stopped, as a program
+	// piped into head does.
+	rawCases["chatter"] = func() int {
+		if err := mpi.Init(); err != nil {
+			return 1
+		}
+		r := mpi.World().Rank()
+		for i := 0; ; i++ {
+			fmt.Printf("rank %d line %d\n", r, i)
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
+// TestStdoutClosed: `gorun -np 2 ./prog | head -1`. When the reader of
+// gorun's output goes away, gorun does not die of SIGPIPE leaving ranks
+// and shared memory behind: it stops the job, says why, exits 141
+// (128+SIGPIPE, as a pipeline's writer would) and leaves nothing.
+func TestStdoutClosed(t *testing.T) {
+	c, _, errb, dir := job{np: 2, cas: "chatter"}.cmd(t)
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Stdout = pw
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "rank ") {
+		c.Process.Kill()
+		t.Fatalf("first line %q: %v\n%s", line, err, errb)
+	}
+	pr.Close() // head -1 exits
+	done := make(chan error, 1)
+	go func() { done <- c.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(hangGuard):
+		c.Process.Kill()
+		t.Fatalf("gorun did not end within %v of its output's reader going away\n%s", hangGuard, errb)
+	}
+	if code := c.ProcessState.ExitCode(); code != 141 {
+		t.Fatalf("exit %d (state %v), want 141\n%s", code, c.ProcessState, errb)
+	}
+	if !strings.Contains(errb.String(), "broken pipe") {
+		t.Errorf("stderr does not say why the job ended:\n%s", errb)
+	}
+	checkNothingLeft(t, result{dir: dir})
+}
