@@ -22,15 +22,59 @@ type seed struct {
 
 	mu    sync.Mutex
 	nodes map[int]*memberlist.Node
+
+	// Events from memberlist's callbacks wait in queue until forward
+	// hands them to the loop: memberlist forbids its callbacks to block
+	// (delegate.go), and the loop may be busy, its channel full, or gone.
+	qmu   sync.Mutex
+	queue []event
+	wake  chan struct{} // capacity 1: "the queue has something"
+	stop  chan struct{} // closed by close
+}
+
+// post queues ev for the loop without blocking.
+func (s *seed) post(ev event) {
+	s.qmu.Lock()
+	s.queue = append(s.queue, ev)
+	s.qmu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// forward moves queued events to the loop, in order, until close.
+func (s *seed) forward() {
+	for {
+		select {
+		case <-s.wake:
+		case <-s.stop:
+			return
+		}
+		s.qmu.Lock()
+		q := s.queue
+		s.queue = nil
+		s.qmu.Unlock()
+		for _, ev := range q {
+			select {
+			case s.events <- ev:
+			case <-s.stop:
+				return
+			}
+		}
+	}
 }
 
 func startSeed(bind string, secret []byte, jobID string, size int, events chan<- event) (*seed, error) {
-	s := &seed{events: events, jobID: jobID, size: size, nodes: map[int]*memberlist.Node{}}
+	s := &seed{events: events, jobID: jobID, size: size, nodes: map[int]*memberlist.Node{},
+		wake: make(chan struct{}, 1), stop: make(chan struct{})}
+	go s.forward()
 	conf := boot.MemberConfig(boot.LauncherNode, bind, boot.GossipKey(secret))
 	conf.Events = s
 	conf.Delegate = s
 	ml, err := memberlist.Create(conf)
 	if err != nil {
+		close(s.stop)
 		return nil, fmt.Errorf("start the membership seed on %s: %w", bind, err)
 	}
 	s.ml = ml
@@ -62,18 +106,18 @@ func (s *seed) NotifyJoin(n *memberlist.Node) {
 	}
 	card, err := boot.DecodeCard(n.Meta)
 	if err != nil || card.Rank != r {
-		s.events <- event{kind: evBadJoin, rank: r, err: fmt.Errorf("rank %d joined with an unreadable business card: %v", r, err)}
+		s.post(event{kind: evBadJoin, rank: r, err: fmt.Errorf("rank %d joined with an unreadable business card: %v", r, err)})
 		return
 	}
 	s.mu.Lock()
 	s.nodes[r] = n
 	s.mu.Unlock()
-	s.events <- event{kind: evJoined, rank: r, card: card}
+	s.post(event{kind: evJoined, rank: r, card: card})
 }
 
 func (s *seed) NotifyLeave(n *memberlist.Node) {
 	if r, ok := rankOf(n); ok {
-		s.events <- event{kind: evDead, rank: r, err: fmt.Errorf("declared dead by the failure detector (last address %s)", n.Address())}
+		s.post(event{kind: evDead, rank: r, err: fmt.Errorf("declared dead by the failure detector (last address %s)", n.Address())})
 	}
 }
 
@@ -137,6 +181,7 @@ func (s *seed) suspects() []int {
 }
 
 func (s *seed) close() {
+	close(s.stop)
 	done := make(chan struct{})
 	go func() { s.ml.Shutdown(); close(done) }()
 	select {
