@@ -136,13 +136,19 @@ const SplitShared SplitKind = 1
 
 // SplitType partitions c by kind: with SplitShared, the processes of each
 // host get a communicator together, ranked by key and then by rank in c
-// (MPI_Comm_split_type). Collective over c.
+// (MPI_Comm_split_type). A process that passes SplitKind(Undefined) takes
+// part and gets nil (MPI_UNDEFINED). Collective over c.
 func (c *Comm) SplitType(kind SplitKind, key int) (*Comm, error) {
 	if err := c.check("Comm.SplitType"); err != nil {
 		return nil, err
 	}
+	if kind == SplitKind(Undefined) {
+		return c.split("Comm.SplitType", Undefined, key)
+	}
 	if kind != SplitShared {
-		return nil, errorf(ErrArg, "Comm.SplitType", "unknown split kind %d", kind)
+		// Refused before the collective: the other processes then wait
+		// in it, as with any collective a process does not join.
+		return nil, errorf(ErrArg, "Comm.SplitType", "unknown split kind %d (SplitShared or SplitKind(Undefined))", kind)
 	}
 	hosts := hostsOf(c.rt, c.world)
 	color := c.rank

@@ -8,12 +8,44 @@ import (
 	"github.com/gorun/gorun/mpi"
 )
 
-// MPI semantics of corner arguments (issue 15, item 5).
+// MPI semantics of corner arguments (issue 15, items 2 and 5).
 
 func init() {
 	rankCases["probe-procnull"] = caseProbeProcNull
 	rankCases["zero-op"] = caseZeroOp
+	rankCases["splittype-undefined"] = caseSplitTypeUndefined
 }
+
+// caseSplitTypeUndefined (issue 15, item 2): rank 1 passes Undefined to
+// SplitType and gets nil; the others get their host's communicator without
+// rank 1; a collective on it and Finalize then work.
+func caseSplitTypeUndefined(w *mpi.Comm) error {
+	me, n := w.Rank(), w.Size()
+	kind := mpi.SplitShared
+	if me == 1 {
+		kind = mpi.SplitKind(mpi.Undefined)
+	}
+	c, err := w.SplitType(kind, 0)
+	if err != nil {
+		return err
+	}
+	if me == 1 {
+		if c != nil {
+			return fmt.Errorf("rank 1 passed Undefined and got a communicator of %d", c.Size())
+		}
+		return nil
+	}
+	if c == nil || c.Size() != n-1 {
+		return fmt.Errorf("rank %d: communicator %v, want one of the %d ranks other than rank 1", me, c, n-1)
+	}
+	x := []int{me}
+	if err := mpi.Allreduce(c, x, x, mpi.Sum); err != nil || x[0] != n*(n-1)/2-1 {
+		return fmt.Errorf("rank %d: Allreduce on the split: %v %v", me, x, err)
+	}
+	return nil
+}
+
+func TestSplitTypeUndefined(t *testing.T) { job{np: 3, cas: "splittype-undefined"}.ok(t) }
 
 // caseProbeProcNull: Probe and Iprobe from ProcNull complete at once with
 // source ProcNull, tag AnyTag and count 0, whatever the tag asked for, and
