@@ -187,6 +187,9 @@ func Run(spec Spec) (int, error) {
 		return ExitInternal, fmt.Errorf("temp dir: %w", err)
 	}
 	j.tmp = tmp
+	if w := startReaper(j.id, tmp); w != nil {
+		defer w.Close() // after cleanup (deferred later, so run first)
+	}
 	defer j.cleanup()
 
 	j.prog, err = resolveProgram(spec.Program, tmp)

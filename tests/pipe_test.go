@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -60,6 +61,44 @@ func TestStdoutClosed(t *testing.T) {
 	}
 	if !strings.Contains(errb.String(), "broken pipe") {
 		t.Errorf("stderr does not say why the job ended:\n%s", errb)
+	}
+	checkNothingLeft(t, result{dir: dir})
+}
+
+// TestGorunKilled (issue 15, item 4): SIGKILL of gorun itself, which can
+// clean nothing, still leaves no rank, no /dev/shm segment and no
+// temporary directory of the job behind: the ranks die with it, and the
+// reaper it started removes the files.
+func TestGorunKilled(t *testing.T) {
+	c, _, errb, dir := job{np: 3, cas: "sleep"}.cmd(t)
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(hangGuard)
+	for {
+		m, _ := filepath.Glob(filepath.Join(dir, "ready.*"))
+		if len(m) == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			c.Process.Kill()
+			t.Fatalf("ranks never got ready: %s", errb)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	id, _ := os.ReadFile(filepath.Join(dir, "jobid"))
+	if segs, _ := filepath.Glob("/dev/shm/gorun-" + string(id) + "-*"); len(segs) == 0 {
+		t.Fatalf("the ranks made no segment to leave behind (job %q)", id)
+	}
+	c.Process.Kill()
+	c.Wait()
+	// The reaper works once gorun is gone; poll for a clean slate.
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		segs, _ := filepath.Glob("/dev/shm/gorun-" + string(id) + "-*")
+		tmps, _ := filepath.Glob(filepath.Join(os.TempDir(), "gorun-"+string(id)+"-*"))
+		if len(segs)+len(tmps) == 0 || time.Now().After(end) {
+			break
+		}
 	}
 	checkNothingLeft(t, result{dir: dir})
 }
