@@ -1,6 +1,7 @@
 package launcher
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -703,7 +704,16 @@ func (j *job) onDead(ev event) {
 		return
 	}
 	p := j.procs[ev.rank]
-	if p == nil || p.remote == nil || p.exited || p.finalized || j.ending {
+	if p == nil || p.exited || p.finalized || j.ending {
+		return
+	}
+	if p.remote == nil {
+		// Here the process is the authority: a live one that missed its
+		// probes is only busy (2 cores at load 8 did that), but one the
+		// kernel has stopped (SIGSTOP, a debugger) will never answer.
+		if st := procState(p.pid); st == 'T' || st == 't' {
+			j.fail(ExitInternal, fmt.Sprintf("gorun: %s is stopped (process state %c: SIGSTOP or a debugger) and stopped answering the failure detector; ending the job", p, st))
+		}
 		return
 	}
 	j.fail(ExitInternal, fmt.Sprintf("gorun: %s stopped responding: the failure detector declared it dead (is %s frozen or cut off?)", p, p.host))
@@ -986,4 +996,19 @@ func RemoveSegments(id string) {
 	for _, f := range m {
 		os.Remove(f)
 	}
+}
+
+// procState is the state letter of process pid (/proc/<pid>/stat: R, S,
+// D, T stopped, t traced, Z...), or 0 when it cannot be read.
+func procState(pid int) byte {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// The command name is in parentheses and may hold anything: the state
+	// follows the last ')'.
+	if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) {
+		return b[i+2]
+	}
+	return 0
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -99,6 +100,51 @@ func TestGorunKilled(t *testing.T) {
 		if len(segs)+len(tmps) == 0 || time.Now().After(end) {
 			break
 		}
+	}
+	checkNothingLeft(t, result{dir: dir})
+}
+
+// TestRankStopped (issue 15, item 3): a rank stopped with SIGSTOP, alive
+// but never answering, ends the job within seconds, named, instead of
+// hanging it until --timeout; nothing is left behind.
+func TestRankStopped(t *testing.T) {
+	c, _, errb, dir := job{np: 3, cas: "sleep", timeout: 100 * time.Second}.cmd(t)
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(hangGuard)
+	for {
+		m, _ := filepath.Glob(filepath.Join(dir, "ready.*"))
+		if len(m) == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			c.Process.Kill()
+			t.Fatalf("ranks never got ready: %s", errb)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "pid.1"))
+	if err != nil {
+		c.Process.Kill()
+		t.Fatal(err)
+	}
+	var pid int
+	fmt.Sscan(string(b), &pid)
+	stopped := time.Now()
+	syscall.Kill(pid, syscall.SIGSTOP)
+	done := make(chan error, 1)
+	go func() { done <- c.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(hangGuard):
+		syscall.Kill(pid, syscall.SIGKILL)
+		c.Process.Kill()
+		t.Fatalf("the job did not end within %v of rank 1 being stopped\n%s", hangGuard, errb)
+	}
+	t.Logf("ended %v after the SIGSTOP", time.Since(stopped).Round(time.Millisecond))
+	if c.ProcessState.ExitCode() == 0 || !strings.Contains(errb.String(), "rank 1") || !strings.Contains(errb.String(), "stopped") {
+		t.Errorf("exit %d; stderr should name rank 1 as stopped:\n%s", c.ProcessState.ExitCode(), errb)
 	}
 	checkNothingLeft(t, result{dir: dir})
 }
