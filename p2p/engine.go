@@ -363,12 +363,9 @@ func (e *Engine) take(r *Request, u *unexpected) {
 	}
 }
 
-// fill copies a whole eager message into r's buffer, noting truncation.
+// fill copies a whole eager message into r's host buffer, noting
+// truncation (deliver stages it to device memory).
 func (e *Engine) fill(r *Request, data []byte) {
-	if r.mem.Kind != btl.MemHost {
-		r.devErr = fmt.Errorf("receive from %w", noPathErr(r.st.Source, r.mem, e.routes[r.st.Source]))
-		return
-	}
 	n := copy(r.mem.Bytes, data)
 	if n < len(data) {
 		r.trunc = true

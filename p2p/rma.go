@@ -45,8 +45,7 @@ var rndvPool = sync.Pool{New: func() any { return new(rndv) }}
 // register takes an rndv for r and registers m with the route's module;
 // on success r.x holds it and r.ctl carries the region as its payload.
 func register(r *Request, mod *rmaMod, m btl.Mem) error {
-	x := rndvPool.Get().(*rndv)
-	*x = rndv{}
+	x := rndvPool.Get().(*rndv) // zero: free clears it before the pool
 	x.r, x.rma, x.kinds = r, mod.rma, mod.kinds
 	x.op.Owner = x
 	if err := x.rma.Register(m, &x.reg); err != nil {
