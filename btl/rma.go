@@ -60,6 +60,14 @@ type RMAOp struct {
 	Owner  RMACompleter
 }
 
+// InRegion reports whether op stays inside its remote region: Offset plus
+// Local.Len() at most Remote.Len, without overflow. A region decoded from
+// a peer is untrusted; modules check this before touching memory.
+func (op *RMAOp) InRegion() bool {
+	n := uint64(op.Local.Len())
+	return op.Offset <= op.Remote.Len && n <= op.Remote.Len-op.Offset
+}
+
 // RMACompleter is told when an RMA operation ends. RMADone is called with
 // the engine lock held, from inside Get, Put or Progress; it must not block
 // and must not call back into the engine's public API.

@@ -194,7 +194,7 @@ func (m *module) start(op *btl.RMAOp, put bool) error {
 		return fail(fmt.Errorf("%v and %v memory: %w (device memory only)", loc.Kind, rem.Kind, btl.ErrRMARefused))
 	}
 	n := uint64(loc.N)
-	if op.Offset > rem.Len || n > rem.Len-op.Offset {
+	if !op.InRegion() {
 		return fail(fmt.Errorf("%d bytes at %d outside its region of %d", n, op.Offset, rem.Len))
 	}
 	if len(rem.Key()) != len(drv.IPCMemHandle{}) {

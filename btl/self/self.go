@@ -157,7 +157,7 @@ func (m *module) rma(op *btl.RMAOp, put bool) error {
 	}
 	g := m.regs[op.Remote.Addr]
 	n := uint64(len(op.Local.Bytes))
-	if g == nil || op.Remote.Len > uint64(len(g.b)) || op.Offset > op.Remote.Len || n > op.Remote.Len-op.Offset {
+	if g == nil || op.Remote.Len > uint64(len(g.b)) || !op.InRegion() {
 		return fmt.Errorf("self: rma of %d bytes at %d in region %#x+%d: not a registered range", n, op.Offset, op.Remote.Addr, op.Remote.Len)
 	}
 	remote := g.b[op.Offset : op.Offset+n]

@@ -98,7 +98,7 @@ func (m *module) rma(op *btl.RMAOp, write bool) error {
 	if op.Local.Kind != btl.MemHost || op.Remote.Kind != btl.MemHost {
 		return fmt.Errorf("sm: rank %d: %s rank %d: %v and %v: %w (host memory only)", m.env.Rank, what, op.Peer, op.Local, op.Remote.Kind, btl.ErrRMARefused)
 	}
-	if op.Offset > op.Remote.Len || uint64(n) > op.Remote.Len-op.Offset {
+	if !op.InRegion() {
 		return fmt.Errorf("sm: rank %d: %s rank %d: %d bytes at %d outside its region of %d", m.env.Rank, what, op.Peer, n, op.Offset, op.Remote.Len)
 	}
 	p, err := m.copyCheck(op.Peer, what)
