@@ -61,20 +61,10 @@ func RecvGPU(c *Comm, b gpu.Buffer, source, tag int) (Status, error) {
 
 // IsendGPU starts sending the device buffer b.
 func IsendGPU(c *Comm, b gpu.Buffer, dest, tag int) (*Request, error) {
-	q := &Request{c: c, op: "IsendGPU", elem: elemOf(b)}
-	r, err := startSend("IsendGPU", c, deviceMem(b), dest, tag, false, &q.raw)
-	if err != nil {
-		return nil, err
-	}
-	return q.started(r), nil
+	return isendMem("IsendGPU", c, deviceMem(b), elemOf(b), dest, tag, false)
 }
 
 // IrecvGPU starts receiving into the device buffer b.
 func IrecvGPU(c *Comm, b gpu.Buffer, source, tag int) (*Request, error) {
-	q := &Request{c: c, op: "IrecvGPU", elem: elemOf(b)}
-	r, err := startRecv("IrecvGPU", c, deviceMem(b), source, tag, &q.raw)
-	if err != nil {
-		return nil, err
-	}
-	return q.started(r), nil
+	return irecvMem("IrecvGPU", c, deviceMem(b), elemOf(b), source, tag)
 }

@@ -84,24 +84,32 @@ func finishRaw(op string, c *Comm, r *p2p.Request, elem int) (Status, error) {
 	return Status{Source: c.fromWorld(ps.Source), Tag: ps.Tag, bytes: ps.Bytes, elem: elem}, wrap(op, err)
 }
 
-// isend and irecvBytes start the operation inside the public request, one
-// allocation for both.
-func isend[T Numeric](op string, c *Comm, buf []T, dest, tag int, sync bool) (*Request, error) {
-	q := &Request{c: c, op: op, elem: elemSize[T]()}
-	r, err := startSend(op, c, btl.HostMem(elemBytes(buf)), dest, tag, sync, &q.raw)
+// isendMem and irecvMem start the operation inside the public request, one
+// allocation for both; elem is the size of the buffer's elements.
+func isendMem(op string, c *Comm, m btl.Mem, elem, dest, tag int, sync bool) (*Request, error) {
+	q := &Request{c: c, op: op, elem: elem}
+	r, err := startSend(op, c, m, dest, tag, sync, &q.raw)
 	if err != nil {
 		return nil, err
 	}
 	return q.started(r), nil
 }
 
-func irecvBytes(op string, c *Comm, b []byte, elem, source, tag int) (*Request, error) {
+func irecvMem(op string, c *Comm, m btl.Mem, elem, source, tag int) (*Request, error) {
 	q := &Request{c: c, op: op, elem: elem}
-	r, err := startRecv(op, c, btl.HostMem(b), source, tag, &q.raw)
+	r, err := startRecv(op, c, m, source, tag, &q.raw)
 	if err != nil {
 		return nil, err
 	}
 	return q.started(r), nil
+}
+
+func isend[T Numeric](op string, c *Comm, buf []T, dest, tag int, sync bool) (*Request, error) {
+	return isendMem(op, c, btl.HostMem(elemBytes(buf)), elemSize[T](), dest, tag, sync)
+}
+
+func irecvBytes(op string, c *Comm, b []byte, elem, source, tag int) (*Request, error) {
+	return irecvMem(op, c, btl.HostMem(b), elem, source, tag)
 }
 
 // Isend starts sending buf to rank dest of c with tag. buf must stay
