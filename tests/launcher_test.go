@@ -1,10 +1,12 @@
 package tests
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -140,6 +142,25 @@ func markReady() {
 	}
 }
 
+// startReady starts j, whose ranks run a case that calls markReady, and
+// returns once every rank is ready (failing the test after hangGuard).
+func startReady(t *testing.T, j job) (*exec.Cmd, *bytes.Buffer, string) {
+	t.Helper()
+	c, _, errb, dir := j.cmd(t)
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(hangGuard); ; time.Sleep(10 * time.Millisecond) {
+		if m, _ := filepath.Glob(filepath.Join(dir, "ready.*")); len(m) == j.np {
+			return c, errb, dir
+		}
+		if time.Now().After(deadline) {
+			c.Process.Kill()
+			t.Fatalf("ranks never got ready: %s", errb)
+		}
+	}
+}
+
 // hangGuard is far above the 1 s that gorun needs to stop a job: it
 // catches hangs, it is not a performance assertion.
 const hangGuard = 20 * time.Second
@@ -184,22 +205,7 @@ func TestLauncherEndings(t *testing.T) {
 func TestInterrupt(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
 		t.Run(sig.String(), func(t *testing.T) {
-			c, _, errb, dir := job{np: 3, cas: "sleep"}.cmd(t)
-			if err := c.Start(); err != nil {
-				t.Fatal(err)
-			}
-			deadline := time.Now().Add(hangGuard)
-			for {
-				m, _ := filepath.Glob(filepath.Join(dir, "ready.*"))
-				if len(m) == 3 {
-					break
-				}
-				if time.Now().After(deadline) {
-					c.Process.Kill()
-					t.Fatalf("ranks never got ready: %s", errb)
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			c, errb, dir := startReady(t, job{np: 3, cas: "sleep"})
 			c.Process.Signal(sig)
 			err := c.Wait()
 			code := c.ProcessState.ExitCode()

@@ -71,24 +71,10 @@ func TestStdoutClosed(t *testing.T) {
 // temporary directory of the job behind: the ranks die with it, and the
 // reaper it started removes the files.
 func TestGorunKilled(t *testing.T) {
-	c, _, errb, dir := job{np: 3, cas: "sleep"}.cmd(t)
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(hangGuard)
-	for {
-		m, _ := filepath.Glob(filepath.Join(dir, "ready.*"))
-		if len(m) == 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			c.Process.Kill()
-			t.Fatalf("ranks never got ready: %s", errb)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	c, _, dir := startReady(t, job{np: 3, cas: "sleep"})
 	id, _ := os.ReadFile(filepath.Join(dir, "jobid"))
 	if segs, _ := filepath.Glob("/dev/shm/gorun-" + string(id) + "-*"); len(segs) == 0 {
+		c.Process.Kill()
 		t.Fatalf("the ranks made no segment to leave behind (job %q)", id)
 	}
 	c.Process.Kill()
@@ -108,22 +94,7 @@ func TestGorunKilled(t *testing.T) {
 // but never answering, ends the job within seconds, named, instead of
 // hanging it until --timeout; nothing is left behind.
 func TestRankStopped(t *testing.T) {
-	c, _, errb, dir := job{np: 3, cas: "sleep", timeout: 100 * time.Second}.cmd(t)
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(hangGuard)
-	for {
-		m, _ := filepath.Glob(filepath.Join(dir, "ready.*"))
-		if len(m) == 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			c.Process.Kill()
-			t.Fatalf("ranks never got ready: %s", errb)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	c, errb, dir := startReady(t, job{np: 3, cas: "sleep", timeout: 100 * time.Second})
 	b, err := os.ReadFile(filepath.Join(dir, "pid.1"))
 	if err != nil {
 		c.Process.Kill()
