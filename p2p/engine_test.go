@@ -481,14 +481,10 @@ func TestOrdering(t *testing.T) {
 					sendAll(t, w.sender(), w.dst(), msgs)
 				}, func() {
 					e := w.receiver()
-					release := sync.OnceFunc(func() { close(ready) })
+					release, ok := unexpectedFirst(t, e, mode, ready, 4, w.src(), 2)
 					defer release()
-					if mode == "unexpected" {
-						release()
-						if _, err := e.Probe(4, w.src(), 2); err != nil {
-							t.Errorf("probe: %v", err)
-							return
-						}
+					if !ok {
+						return
 					}
 					n := len(msgs) - 1
 					rs := make([]*Request, n)
@@ -558,14 +554,10 @@ func TestTruncation(t *testing.T) {
 						sendAll(t, w.sender(), w.dst(), []msg{{ctx: 5, tag: 3, data: data}})
 					}, func() {
 						e := w.receiver()
-						release := sync.OnceFunc(func() { close(ready) })
+						release, ok := unexpectedFirst(t, e, mode, ready, 5, w.src(), 3)
 						defer release()
-						if mode == "unexpected" {
-							release()
-							if _, err := e.Probe(5, w.src(), 3); err != nil {
-								t.Errorf("probe: %v", err)
-								return
-							}
+						if !ok {
+							return
 						}
 						r, err := e.Irecv(5, w.src(), 3, buf)
 						if err != nil {
@@ -755,14 +747,10 @@ func TestDeviceMemory(t *testing.T) {
 							}
 						}, func() {
 							e := w.receiver()
-							release := sync.OnceFunc(func() { close(ready) })
+							release, ok := unexpectedFirst(t, e, mode, ready, 8, w.src(), 2)
 							defer release()
-							if mode == "unexpected" {
-								release()
-								if _, err := e.Probe(8, w.src(), 2); err != nil {
-									t.Errorf("probe: %v", err)
-									return
-								}
+							if !ok {
+								return
 							}
 							m := btl.HostMem(make([]byte, n))
 							if c.recvDev {
@@ -1101,4 +1089,20 @@ func TestFailedRendezvousKeepsItsWire(t *testing.T) {
 			})
 		})
 	}
+}
+
+// unexpectedFirst returns the receiver's release of ready, on which the
+// sender waits. In "unexpected" mode it releases at once and probes until
+// the message (ctx, src, tag) has arrived, so that the receives posted
+// next find it unexpected; ok is false when the probe failed.
+func unexpectedFirst(t *testing.T, e *Engine, mode string, ready chan struct{}, ctx uint32, src, tag int) (release func(), ok bool) {
+	release = sync.OnceFunc(func() { close(ready) })
+	if mode == "unexpected" {
+		release()
+		if _, err := e.Probe(ctx, src, tag); err != nil {
+			t.Errorf("probe: %v", err)
+			return release, false
+		}
+	}
+	return release, true
 }
