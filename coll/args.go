@@ -1,6 +1,10 @@
 package coll
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/gorun/gorun/gpu"
+)
 
 // Op is a reduction operation on bytes.
 type Op interface {
@@ -62,6 +66,11 @@ type Args struct {
 	Elem int
 	// Root is a rooted collective's root.
 	Root int
+	// SendD and RecvD are a GPU collective's device buffers (gpu.go), in
+	// place of Send and Recv; SendD's zero value means in place. DOp is its
+	// operation, run by package gpu's kernels, in place of Op.
+	SendD, RecvD gpu.Buffer
+	DOp          gpu.Op
 }
 
 // commutative reports whether a's operation (if any) may be reordered.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/gorun/gorun/btl"
 	"github.com/gorun/gorun/p2p"
 )
 
@@ -125,15 +126,23 @@ func (c *Comm) sub(ranks []int, ch int) *Comm {
 }
 
 func (c *Comm) isend(buf []byte, dst int) (*p2p.Request, error) {
-	r, err := c.E.Isend(c.Ctx, c.World[dst], c.tag, buf, false)
+	return c.isendMem(btl.HostMem(buf), dst)
+}
+
+func (c *Comm) irecv(buf []byte, src int) (*p2p.Request, error) {
+	return c.irecvMem(btl.HostMem(buf), src)
+}
+
+func (c *Comm) isendMem(m btl.Mem, dst int) (*p2p.Request, error) {
+	r, err := c.E.IsendMem(c.Ctx, c.World[dst], c.tag, m, false)
 	if err != nil {
 		return nil, fmt.Errorf("send to rank %d: %w", dst, err)
 	}
 	return r, nil
 }
 
-func (c *Comm) irecv(buf []byte, src int) (*p2p.Request, error) {
-	r, err := c.E.Irecv(c.Ctx, c.World[src], c.tag, buf)
+func (c *Comm) irecvMem(m btl.Mem, src int) (*p2p.Request, error) {
+	r, err := c.E.IrecvMem(c.Ctx, c.World[src], c.tag, m)
 	if err != nil {
 		return nil, fmt.Errorf("receive from rank %d: %w", src, err)
 	}
@@ -225,7 +234,15 @@ type pending struct {
 }
 
 func (p *pending) send(c *Comm, buf []byte, dst int) error {
-	r, err := c.isend(buf, dst)
+	return p.sendMem(c, btl.HostMem(buf), dst)
+}
+
+func (p *pending) recv(c *Comm, buf []byte, src int) error {
+	return p.recvMem(c, btl.HostMem(buf), src)
+}
+
+func (p *pending) sendMem(c *Comm, m btl.Mem, dst int) error {
+	r, err := c.isendMem(m, dst)
 	if err != nil {
 		return err
 	}
@@ -233,12 +250,12 @@ func (p *pending) send(c *Comm, buf []byte, dst int) error {
 	return nil
 }
 
-func (p *pending) recv(c *Comm, buf []byte, src int) error {
-	r, err := c.irecv(buf, src)
+func (p *pending) recvMem(c *Comm, m btl.Mem, src int) error {
+	r, err := c.irecvMem(m, src)
 	if err != nil {
 		return err
 	}
-	p.rs, p.peer, p.want = append(p.rs, r), append(p.peer, src), append(p.want, len(buf))
+	p.rs, p.peer, p.want = append(p.rs, r), append(p.peer, src), append(p.want, m.Len())
 	return nil
 }
 

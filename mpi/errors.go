@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/gorun/gorun/btl"
+	"github.com/gorun/gorun/gpu"
 	"github.com/gorun/gorun/p2p"
 )
 
@@ -98,7 +99,7 @@ func wrap(op string, err error) error {
 		c = ErrNotInit
 	case errors.Is(err, p2p.ErrProtocol):
 		c = ErrIntern
-	case errors.Is(err, p2p.ErrNoDevicePath):
+	case errors.Is(err, p2p.ErrNoDevicePath), errors.Is(err, gpu.ErrNoGPU):
 		c = ErrBuffer
 	}
 	return &Error{Class: c, Op: op, Err: err}

@@ -1,0 +1,130 @@
+package coll
+
+// The GPU collectives' entry points and selection. Each is registered as a
+// collective of its own ("gpu_allreduce", ...), so that GORUN_COLL_GPU_<NAME>
+// and SetAlgorithm force an algorithm, and the stall and abort notices of
+// notice.go cover GPU calls as they do host ones. The buffers are
+// Args.SendD and RecvD; what each entry reads is in its comment.
+
+var (
+	collGPUAllreduce, collGPUBcast, collGPUReduce, collGPUAllgather, collGPUReduceScatterBlock, collGPUGather, collGPUScatter, collGPUAlltoall *collective
+)
+
+// gpuOneshotMax: up to this many bytes per rank the one-shot algorithms
+// (one exchange, then n-1 local reductions) are chosen at any process count;
+// at two ranks they are chosen at every size, since a ring moves the same
+// bytes there in two steps (MEASUREMENTS.md, GPU collectives).
+const gpuOneshotMax = 256 << 10
+
+func tableGPUReduction(n, size int, _ bool) string {
+	if n <= 2 || size <= gpuOneshotMax {
+		return "oneshot"
+	}
+	return "ring"
+}
+
+func tableGPUAllgather(n, size int, _ bool) string {
+	if n <= 2 || size*n <= gpuOneshotMax {
+		return "direct"
+	}
+	return "ring"
+}
+
+func gpuBlock(_ *Comm, a *Args) int {
+	if len(a.Counts) == 0 {
+		return 0
+	}
+	return a.Counts[0]
+}
+
+func init() {
+	recvLen := func(_ *Comm, a *Args) int { return a.RecvD.Len() }
+	ownLen := func(_ *Comm, a *Args) int {
+		if a.SendD.Len() > 0 {
+			return a.SendD.Len()
+		}
+		return a.RecvD.Len()
+	}
+	linear := func(int, int, bool) string { return "linear" }
+	collGPUAllreduce = register(&collective{name: "gpu_allreduce", algs: []algorithm{
+		{name: "oneshot", run: gpuAllreduceOneshot},
+		{name: "ring", run: gpuAllreduceRing},
+	}, table: tableGPUReduction, size: recvLen})
+	collGPUBcast = register(&collective{name: "gpu_bcast", algs: []algorithm{
+		{name: "binomial", run: gpuBcastBinomial},
+	}, table: func(int, int, bool) string { return "binomial" }, size: recvLen})
+	collGPUReduce = register(&collective{name: "gpu_reduce", algs: []algorithm{
+		{name: "oneshot", run: gpuReduceOneshot},
+		{name: "ring", run: gpuReduceRing},
+	}, table: tableGPUReduction, size: ownLen})
+	collGPUAllgather = register(&collective{name: "gpu_allgather", algs: []algorithm{
+		{name: "direct", run: gpuAllgatherDirect},
+		{name: "ring", run: gpuAllgatherRing},
+	}, table: tableGPUAllgather, size: gpuBlock})
+	collGPUReduceScatterBlock = register(&collective{name: "gpu_reduce_scatter_block", algs: []algorithm{
+		{name: "oneshot", run: gpuReduceScatterOneshot},
+		{name: "ring", run: gpuReduceScatterRing},
+	}, table: tableGPUReduction, size: gpuBlock})
+	collGPUGather = register(&collective{name: "gpu_gather", algs: []algorithm{
+		{name: "linear", run: gpuGatherLinear},
+	}, table: linear, size: gpuBlock})
+	collGPUScatter = register(&collective{name: "gpu_scatter", algs: []algorithm{
+		{name: "linear", run: gpuScatterLinear},
+	}, table: linear, size: gpuBlock})
+	collGPUAlltoall = register(&collective{name: "gpu_alltoall", algs: []algorithm{
+		{name: "linear", run: gpuAlltoallLinear},
+	}, table: linear, size: gpuBlock})
+}
+
+// gpuCall runs a GPU collective; on a communicator of one rank it copies
+// the input to the output (unless in place) and returns.
+func gpuCall(k *collective, c *Comm, a *Args) error {
+	if c.Size() > 1 {
+		return k.call(c, a, nil)
+	}
+	d, err := newDevCall(a)
+	if err != nil {
+		return err
+	}
+	if !d.in && d.rcv.Len() > 0 && d.own.Len() > 0 {
+		if err := d.copy(bytesOf(d.rcv, 0, min(d.rcv.Len(), d.own.Len())), d.own); err != nil {
+			return err
+		}
+	}
+	return d.sync()
+}
+
+// AllreduceGPU combines every rank's a.SendD (zero: in place, in a.RecvD)
+// with a.DOp into every rank's a.RecvD; a.Elem is the element size.
+func AllreduceGPU(c *Comm, a *Args) error { return gpuCall(collGPUAllreduce, c, a) }
+
+// BcastGPU copies the root's a.RecvD into every rank's a.RecvD.
+func BcastGPU(c *Comm, a *Args) error { return gpuCall(collGPUBcast, c, a) }
+
+// ReduceGPU combines every rank's a.SendD (the root's may be zero: in
+// place, in a.RecvD) into the root's a.RecvD.
+func ReduceGPU(c *Comm, a *Args) error { return gpuCall(collGPUReduce, c, a) }
+
+// AllgatherGPU collects every rank's a.SendD (zero: in place, already at
+// block r of a.RecvD) into every rank's a.RecvD; a.Counts holds the block
+// size n times.
+func AllgatherGPU(c *Comm, a *Args) error { return gpuCall(collGPUAllgather, c, a) }
+
+// ReduceScatterBlockGPU reduces every rank's a.SendD (n blocks of
+// a.Counts[r] bytes; zero: in place, the input in a.RecvD) and leaves block
+// r at the start of rank r's a.RecvD.
+func ReduceScatterBlockGPU(c *Comm, a *Args) error {
+	return gpuCall(collGPUReduceScatterBlock, c, a)
+}
+
+// GatherGPU collects every rank's a.SendD into the root's a.RecvD (block r
+// at r*a.Counts[0]); the root's a.SendD may be zero (in place).
+func GatherGPU(c *Comm, a *Args) error { return gpuCall(collGPUGather, c, a) }
+
+// ScatterGPU sends block r of the root's a.SendD to rank r's a.RecvD; the
+// root's a.RecvD may be zero (in place).
+func ScatterGPU(c *Comm, a *Args) error { return gpuCall(collGPUScatter, c, a) }
+
+// AlltoallGPU sends block r of every rank's a.SendD to rank r, which puts
+// it at block (sender) of its a.RecvD. Not in place.
+func AlltoallGPU(c *Comm, a *Args) error { return gpuCall(collGPUAlltoall, c, a) }

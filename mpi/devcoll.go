@@ -1,0 +1,331 @@
+package mpi
+
+import (
+	"github.com/gorun/gorun/coll"
+	"github.com/gorun/gorun/gpu"
+)
+
+// GPU memory in collectives: the same calls on gpu.Buffers, counts in
+// their elements, with the rules on CUDA streams of device.go (buffers
+// written by the caller's streams must be synchronized before the call; the
+// result is in place for every stream when the call returns). A send buffer
+// and a receive buffer must be on one device and of one element type.
+//
+// In place: pass the zero gpu.Buffer (gpu.Buffer{}) as the send buffer
+// (Allreduce, Reduce at the root, Allgather, ReduceScatterBlock, Gather at
+// the root) or as the receive buffer (Scatter at the root), or the receive
+// buffer itself as the send buffer.
+//
+// Reductions take Sum, Prod, Min and Max (package gpu's kernels: float32,
+// float64, float16, bfloat16, int32, int64, uint8); any other Op fails with
+// ErrOp. Every rank gets the same bits. Without a usable GPU the calls
+// fail with ErrBuffer on every rank.
+
+// isZeroBuf reports whether b is the zero gpu.Buffer (in place).
+func isZeroBuf(b gpu.Buffer) bool { return b.Len() == 0 && b.DType() == 0 && b.Ptr() == 0 }
+
+// gpuOp maps op to a kernel operation.
+func gpuOp(name string, op Op) (gpu.Op, error) {
+	switch op.kind {
+	case opSum:
+		return gpu.Sum, nil
+	case opProd:
+		return gpu.Prod, nil
+	case opMin:
+		return gpu.Min, nil
+	case opMax:
+		return gpu.Max, nil
+	case opNone:
+		return 0, errorf(ErrOp, name, "the zero Op is not an operation (use Sum, Prod, Min or Max)")
+	}
+	return 0, errorf(ErrOp, name, "%s has no GPU kernel: GPU buffers take Sum, Prod, Min and Max", op)
+}
+
+// checkDev checks a GPU call's buffers (zero ones are skipped): a GPU in
+// this process, valid element types, one type and one device for all, and
+// no partial overlap between two of them (the same range twice is in
+// place).
+func checkDev(name string, bufs ...gpu.Buffer) error {
+	if ok, why := gpu.Available(); !ok {
+		return errorf(ErrBuffer, name, "GPU buffers, but this process has no usable GPU: %s", why)
+	}
+	var first gpu.Buffer
+	for _, b := range bufs {
+		if isZeroBuf(b) {
+			continue
+		}
+		if !b.DType().Valid() {
+			return errorf(ErrType, name, "%v has no valid element type", b)
+		}
+		if isZeroBuf(first) {
+			first = b
+			continue
+		}
+		if b.DType() != first.DType() {
+			return errorf(ErrType, name, "element types differ: %v and %v", first, b)
+		}
+		if b.Device() != first.Device() {
+			return errorf(ErrBuffer, name, "buffers on different devices: %v and %v", first, b)
+		}
+		lo, hi := max(b.Ptr(), first.Ptr()), min(b.Ptr()+uintptr(b.Len()), first.Ptr()+uintptr(first.Len()))
+		if lo < hi && (b.Ptr() != first.Ptr() || b.Len() != first.Len()) {
+			return errorf(ErrBuffer, name, "send and receive buffers overlap: %v and %v", first, b)
+		}
+	}
+	return nil
+}
+
+// sameBuf reports whether a and b are the same range (in place).
+func sameBuf(a, b gpu.Buffer) bool {
+	return !isZeroBuf(a) && a.Ptr() == b.Ptr() && a.Len() == b.Len() && a.Device() == b.Device()
+}
+
+// inPlaceGPU reports whether send means "in place" for recv.
+func inPlaceGPU(send, recv gpu.Buffer) bool { return isZeroBuf(send) || sameBuf(send, recv) }
+
+// elemSizeOf is the element size of the first non-zero buffer.
+func elemSizeOf(bufs ...gpu.Buffer) int {
+	for _, b := range bufs {
+		if s := b.DType().Size(); s > 0 {
+			return s
+		}
+	}
+	return 1
+}
+
+// devCollective runs a GPU collective: prep checks the arguments after the
+// call has begun, so that a rank whose arguments are wrong aborts the call
+// for every rank instead of leaving them waiting.
+func devCollective(c *Comm, name string, fn func(*coll.Comm, *coll.Args) error, prep func() (coll.Args, error)) error {
+	v, err := c.begin(name)
+	if err != nil {
+		return err
+	}
+	var cl call
+	a, err := prep()
+	if err == nil {
+		cl = call{fn: fn, args: a}
+	}
+	return finish(name, &v, &cl, err)
+}
+
+// blockCounts is n blocks of k elements of elem bytes, in bytes.
+func blockCounts(n, k, elem int) []int {
+	cs := make([]int, n)
+	for i := range cs {
+		cs[i] = k * elem
+	}
+	return cs
+}
+
+// AllreduceGPU combines every rank's sendbuf with op and leaves the result
+// in every rank's recvbuf (MPI_Allreduce on device memory). The count is
+// sendbuf's; in place, recvbuf's.
+func AllreduceGPU(c *Comm, sendbuf, recvbuf gpu.Buffer, op Op) error {
+	const name = "AllreduceGPU"
+	return devCollective(c, name, coll.AllreduceGPU, func() (coll.Args, error) {
+		o, err := gpuOp(name, op)
+		if err != nil {
+			return coll.Args{}, err
+		}
+		if err := checkDev(name, sendbuf, recvbuf); err != nil {
+			return coll.Args{}, err
+		}
+		a := coll.Args{DOp: o, Elem: elemSizeOf(recvbuf, sendbuf)}
+		if inPlaceGPU(sendbuf, recvbuf) {
+			a.RecvD = recvbuf
+			return a, nil
+		}
+		if recvbuf.Count() < sendbuf.Count() {
+			return a, errorf(ErrCount, name, "receive buffer of %d elements for %d", recvbuf.Count(), sendbuf.Count())
+		}
+		a.SendD, a.RecvD = sendbuf, recvbuf.Slice(0, sendbuf.Count())
+		return a, nil
+	})
+}
+
+// ReduceGPU combines every rank's sendbuf with op into the root's recvbuf
+// (MPI_Reduce on device memory); recvbuf is read at the root only.
+func ReduceGPU(c *Comm, sendbuf, recvbuf gpu.Buffer, op Op, root int) error {
+	const name = "ReduceGPU"
+	return devCollective(c, name, coll.ReduceGPU, func() (coll.Args, error) {
+		if err := c.checkRoot(name, root); err != nil {
+			return coll.Args{}, err
+		}
+		o, err := gpuOp(name, op)
+		if err != nil {
+			return coll.Args{}, err
+		}
+		a := coll.Args{DOp: o, Root: root}
+		if c.Rank() != root {
+			a.SendD, a.Elem = sendbuf, elemSizeOf(sendbuf)
+			return a, checkDev(name, sendbuf)
+		}
+		if err := checkDev(name, sendbuf, recvbuf); err != nil {
+			return a, err
+		}
+		a.Elem = elemSizeOf(recvbuf, sendbuf)
+		if inPlaceGPU(sendbuf, recvbuf) {
+			a.RecvD = recvbuf
+			return a, nil
+		}
+		if recvbuf.Count() < sendbuf.Count() {
+			return a, errorf(ErrCount, name, "receive buffer of %d elements for %d", recvbuf.Count(), sendbuf.Count())
+		}
+		a.SendD, a.RecvD = sendbuf, recvbuf.Slice(0, sendbuf.Count())
+		return a, nil
+	})
+}
+
+// BcastGPU copies the root's buf into every rank's buf (MPI_Bcast on
+// device memory).
+func BcastGPU(c *Comm, buf gpu.Buffer, root int) error {
+	const name = "BcastGPU"
+	return devCollective(c, name, coll.BcastGPU, func() (coll.Args, error) {
+		if err := c.checkRoot(name, root); err != nil {
+			return coll.Args{}, err
+		}
+		return coll.Args{RecvD: buf, Root: root, Elem: elemSizeOf(buf)}, checkDev(name, buf)
+	})
+}
+
+// AllgatherGPU collects every rank's sendbuf into every rank's recvbuf,
+// rank r's at element r*count (MPI_Allgather on device memory). In place,
+// each rank's block is already at its place in recvbuf, whose length
+// divided by the size is the count.
+func AllgatherGPU(c *Comm, sendbuf, recvbuf gpu.Buffer) error {
+	const name = "AllgatherGPU"
+	return devCollective(c, name, coll.AllgatherGPU, func() (coll.Args, error) {
+		if err := checkDev(name, sendbuf, recvbuf); err != nil {
+			return coll.Args{}, err
+		}
+		n, elem := c.Size(), elemSizeOf(recvbuf, sendbuf)
+		in := inPlaceGPU(sendbuf, recvbuf)
+		k := sendbuf.Count()
+		if in {
+			k = recvbuf.Count() / n
+		}
+		if recvbuf.Count() < n*k {
+			return coll.Args{}, errorf(ErrCount, name, "receive buffer of %d elements for %d ranks of %d", recvbuf.Count(), n, k)
+		}
+		a := coll.Args{RecvD: recvbuf.Slice(0, n*k), Elem: elem, Counts: blockCounts(n, k, elem)}
+		if !in {
+			a.SendD = sendbuf
+		}
+		return a, nil
+	})
+}
+
+// ReduceScatterBlockGPU reduces every rank's sendbuf (size × count
+// elements) with op and leaves block r of the result, count elements, in
+// rank r's recvbuf (MPI_Reduce_scatter_block on device memory); count is
+// recvbuf's length. In place, recvbuf holds the input (its length divided
+// by the size is the count) and block r is left at its start.
+func ReduceScatterBlockGPU(c *Comm, sendbuf, recvbuf gpu.Buffer, op Op) error {
+	const name = "ReduceScatterBlockGPU"
+	return devCollective(c, name, coll.ReduceScatterBlockGPU, func() (coll.Args, error) {
+		o, err := gpuOp(name, op)
+		if err != nil {
+			return coll.Args{}, err
+		}
+		if err := checkDev(name, sendbuf, recvbuf); err != nil {
+			return coll.Args{}, err
+		}
+		n, elem := c.Size(), elemSizeOf(recvbuf, sendbuf)
+		a := coll.Args{DOp: o, Elem: elem}
+		if inPlaceGPU(sendbuf, recvbuf) {
+			k := recvbuf.Count() / n
+			a.RecvD, a.Counts = recvbuf.Slice(0, n*k), blockCounts(n, k, elem)
+			return a, nil
+		}
+		k := recvbuf.Count()
+		if sendbuf.Count() < n*k {
+			return a, errorf(ErrCount, name, "send buffer of %d elements for %d ranks of %d", sendbuf.Count(), n, k)
+		}
+		a.SendD, a.RecvD, a.Counts = sendbuf.Slice(0, n*k), recvbuf, blockCounts(n, k, elem)
+		return a, nil
+	})
+}
+
+// GatherGPU collects every rank's sendbuf into the root's recvbuf, rank r's
+// at element r*count (MPI_Gather on device memory); recvbuf is read at the
+// root only. In place at the root, its block is already in recvbuf, whose
+// length divided by the size is the count.
+func GatherGPU(c *Comm, sendbuf, recvbuf gpu.Buffer, root int) error {
+	const name = "GatherGPU"
+	return devCollective(c, name, coll.GatherGPU, func() (coll.Args, error) {
+		return rootedGPU(c, name, sendbuf, recvbuf, root, true)
+	})
+}
+
+// ScatterGPU sends block r (count elements) of the root's sendbuf to rank
+// r's recvbuf (MPI_Scatter on device memory); sendbuf is read at the root
+// only. The count is recvbuf's length; in place at the root (a zero
+// recvbuf), sendbuf's divided by the size.
+func ScatterGPU(c *Comm, sendbuf, recvbuf gpu.Buffer, root int) error {
+	const name = "ScatterGPU"
+	return devCollective(c, name, coll.ScatterGPU, func() (coll.Args, error) {
+		return rootedGPU(c, name, sendbuf, recvbuf, root, false)
+	})
+}
+
+// rootedGPU prepares GatherGPU (gather) or ScatterGPU.
+func rootedGPU(c *Comm, name string, sendbuf, recvbuf gpu.Buffer, root int, gather bool) (coll.Args, error) {
+	if err := c.checkRoot(name, root); err != nil {
+		return coll.Args{}, err
+	}
+	n := c.Size()
+	// whole is the root's n blocks, one the block of every rank.
+	whole, one := recvbuf, sendbuf
+	if !gather {
+		whole, one = sendbuf, recvbuf
+	}
+	if c.Rank() != root {
+		whole = gpu.Buffer{}
+	}
+	if err := checkDev(name, whole, one); err != nil {
+		return coll.Args{}, err
+	}
+	elem := elemSizeOf(one, whole)
+	k := one.Count()
+	if c.Rank() == root && isZeroBuf(one) {
+		k = whole.Count() / n
+	}
+	if c.Rank() == root && whole.Count() < n*k {
+		return coll.Args{}, errorf(ErrCount, name, "the root's buffer of %d elements for %d ranks of %d", whole.Count(), n, k)
+	}
+	if c.Rank() == root {
+		whole = whole.Slice(0, n*k)
+	}
+	a := coll.Args{Root: root, Elem: elem, Counts: blockCounts(n, k, elem)}
+	if gather {
+		a.SendD, a.RecvD = one, whole
+	} else {
+		a.SendD, a.RecvD = whole, one
+	}
+	return a, nil
+}
+
+// AlltoallGPU sends block r of every rank's sendbuf (its length divided by
+// the size) to rank r, which puts it at block (sender) of its recvbuf
+// (MPI_Alltoall on device memory). It does not work in place.
+func AlltoallGPU(c *Comm, sendbuf, recvbuf gpu.Buffer) error {
+	const name = "AlltoallGPU"
+	return devCollective(c, name, coll.AlltoallGPU, func() (coll.Args, error) {
+		if inPlaceGPU(sendbuf, recvbuf) {
+			return coll.Args{}, errorf(ErrBuffer, name, "in place is not supported on GPU buffers: pass a separate send buffer")
+		}
+		if err := checkDev(name, sendbuf, recvbuf); err != nil {
+			return coll.Args{}, err
+		}
+		n, elem := c.Size(), elemSizeOf(sendbuf)
+		k := sendbuf.Count() / n
+		if sendbuf.Count() != n*k {
+			return coll.Args{}, errorf(ErrCount, name, "send buffer of %d elements is not %d equal blocks", sendbuf.Count(), n)
+		}
+		if recvbuf.Count() < n*k {
+			return coll.Args{}, errorf(ErrCount, name, "receive buffer of %d elements for %d ranks of %d", recvbuf.Count(), n, k)
+		}
+		return coll.Args{SendD: sendbuf, RecvD: recvbuf.Slice(0, n*k), Elem: elem, Counts: blockCounts(n, k, elem)}, nil
+	})
+}
