@@ -22,6 +22,14 @@ func main() {
 	defer mpi.Finalize()
 	w := mpi.World()
 	n := w.Size()
+	if w.Rank() == 0 {
+		osu.Header("Allgather Latency Test", "Avg Latency(us)")
+	}
+	if o.Device {
+		s, r := o.Buffer(o.Max), o.Buffer(o.Max*n)
+		osu.RunCollective(w, o, func(size int) error { return mpi.AllgatherGPU(w, s.Dev(size), r.Dev(size*n)) })
+		return
+	}
 	send := make([]byte, o.Max)
 	recv := make([]byte, o.Max*n)
 	for i := range send {
@@ -29,9 +37,6 @@ func main() {
 	}
 	for i := range recv {
 		recv[i] = 'b'
-	}
-	if w.Rank() == 0 {
-		osu.Header("Allgather Latency Test", "Avg Latency(us)")
 	}
 	osu.RunCollective(w, o, func(size int) error { return mpi.Allgather(w, send[:size], recv[:size*n]) })
 }

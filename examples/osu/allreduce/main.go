@@ -22,13 +22,20 @@ func main() {
 	}
 	defer mpi.Finalize()
 	w := mpi.World()
+	if w.Rank() == 0 {
+		osu.Header("Allreduce Latency Test", "Avg Latency(us)")
+	}
+	if o.Device {
+		s, r := o.Buffer(o.Max), o.Buffer(o.Max)
+		osu.RunCollective(w, o, func(size int) error {
+			return mpi.AllreduceGPU(w, s.Float32(size), r.Float32(size), mpi.Sum)
+		})
+		return
+	}
 	send := make([]float32, o.Max/4)
 	recv := make([]float32, o.Max/4)
 	for i := range send {
 		send[i] = 1
-	}
-	if w.Rank() == 0 {
-		osu.Header("Allreduce Latency Test", "Avg Latency(us)")
 	}
 	osu.RunCollective(w, o, func(size int) error {
 		return mpi.Allreduce(w, send[:size/4], recv[:size/4], mpi.Sum)

@@ -20,12 +20,17 @@ func main() {
 	}
 	defer mpi.Finalize()
 	w := mpi.World()
+	if w.Rank() == 0 {
+		osu.Header("Broadcast Latency Test", "Avg Latency(us)")
+	}
+	if o.Device {
+		b := o.Buffer(o.Max)
+		osu.RunCollective(w, o, func(size int) error { return mpi.BcastGPU(w, b.Dev(size), 0) })
+		return
+	}
 	buf := make([]byte, o.Max)
 	for i := range buf {
 		buf[i] = 'a'
-	}
-	if w.Rank() == 0 {
-		osu.Header("Broadcast Latency Test", "Avg Latency(us)")
 	}
 	osu.RunCollective(w, o, func(size int) error { return mpi.Bcast(w, buf[:size], 0) })
 }

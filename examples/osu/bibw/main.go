@@ -24,8 +24,8 @@ func main() {
 	if me == 0 {
 		osu.Header("Bi-Directional Bandwidth Test", "Bandwidth (MB/s)")
 	}
-	sbuf := make([]byte, o.Max)
-	rbuf := make([]byte, o.Max)
+	sbuf := o.Buffer(o.Max)
+	rbuf := o.Buffer(o.Max)
 	reqs := make([]*mpi.Request, 2*o.Window)
 	for _, size := range o.Sizes() {
 		iters, warm := o.Counts(size)
@@ -39,11 +39,11 @@ func main() {
 				}
 				var err error
 				for k := 0; k < o.Window; k++ {
-					reqs[k], err = mpi.Irecv(w, rbuf[:size], peer, 10)
+					reqs[k], err = osu.Irecv(w, rbuf.Slice(size), peer, 10)
 					osu.Must(err)
 				}
 				for k := 0; k < o.Window; k++ {
-					reqs[o.Window+k], err = mpi.Isend(w, sbuf[:size], peer, 10)
+					reqs[o.Window+k], err = osu.Isend(w, sbuf.Slice(size), peer, 10)
 					osu.Must(err)
 				}
 				_, err = mpi.Waitall(reqs)

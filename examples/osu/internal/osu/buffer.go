@@ -77,3 +77,15 @@ func Irecv(c *mpi.Comm, b Buf, src, tag int) (*mpi.Request, error) {
 	}
 	return mpi.Irecv(c, b.host, src, tag)
 }
+
+// Bytes is the first n bytes of a host buffer.
+func (b Buf) Bytes(n int) []byte { return b.host[:n] }
+
+// Float32 is the first n bytes of a device buffer as float32 elements
+// (n/4 of them), for the reductions' -d cuda form.
+func (b Buf) Float32(n int) gpu.Buffer {
+	return gpu.Wrap(b.dev.Device(), b.dev.Ptr(), gpu.Float32, n/4)
+}
+
+// Dev is the first n bytes of a device buffer.
+func (b Buf) Dev(n int) gpu.Buffer { return b.dev.Slice(0, n) }

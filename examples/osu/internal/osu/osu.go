@@ -37,7 +37,7 @@ func Parse(name string, defMin, defMax, iters, warm, largeIters, largeWarm, larg
 	i := fs.Int("i", 0, "timed iterations per size")
 	x := fs.Int("x", -1, "warm-up iterations per size")
 	w := fs.Int("W", 64, "window size (bw, bibw)")
-	d := fs.String("d", "host", "where buffers live: host, or cuda (GPU memory; point-to-point benchmarks)")
+	d := fs.String("d", "host", "where buffers live: host, or cuda (GPU memory)")
 	fs.Parse(os.Args[1:])
 	switch *d {
 	case "host":
