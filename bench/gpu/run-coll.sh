@@ -32,7 +32,7 @@ rc=0
 echo "== $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | xargs), $ng GPUs"
 if [ "${SKIP_TESTS:-}" != 1 ]; then
 	echo "== tests"
-	GORUN_TEST_GORUN=$bin/gorun "$bin/tests.test" -test.run '^TestGPU' -test.v -test.timeout 400s >"$out/gpu-tests.log" 2>&1 || rc=1
+	GORUN_TEST_GORUN=$bin/gorun timeout 300 "$bin/tests.test" -test.run '^TestGPU' -test.v -test.timeout 400s >"$out/gpu-tests.log" 2>&1 || rc=1
 	grep -E '^(\s*--- |FAIL|ok|PASS)|GPU collective results exact' "$out/gpu-tests.log" | sort | uniq -c | sort -rn | head -30
 	awk '/^=== RUN/ { buf = ""; n = 0 } { if (n++ < 40) buf = buf $0 "\n" } /^[ \t]*--- FAIL/ { printf "%s", buf }' "$out/gpu-tests.log" | head -80
 fi
@@ -41,13 +41,13 @@ echo "== gorun, osu -d cuda, np $ng"
 for c in allreduce allgather reduce_scatter bcast; do
 	m=$max
 	[ "$c" = allgather ] && m=$((max / ng))
-	"$bin/gorun" -np "$ng" "$bin/osu_$c" -d cuda -m "1:$m" >"$out/gorun-$c.txt" 2>&1 || { rc=1; tail -5 "$out/gorun-$c.txt"; }
+	timeout 150 "$bin/gorun" -np "$ng" "$bin/osu_$c" -d cuda -m "1:$m" >"$out/gorun-$c.txt" 2>&1 || { rc=1; tail -5 "$out/gorun-$c.txt"; }
 done
 for a in oneshot ring; do
-	GORUN_COLL_GPU_ALLREDUCE=$a "$bin/gorun" -np "$ng" "$bin/osu_allreduce" -d cuda -m "1:$max" >"$out/gorun-allreduce-$a.txt" 2>&1 || rc=1
+	GORUN_COLL_GPU_ALLREDUCE=$a timeout 150 "$bin/gorun" -np "$ng" "$bin/osu_allreduce" -d cuda -m "1:$max" >"$out/gorun-allreduce-$a.txt" 2>&1 || rc=1
 done
 echo "== NCCL"
-python3 bench/gpu/nccl_coll.py "$max" >"$out/nccl.txt" 2>"$out/nccl.err" || { rc=1; tail -5 "$out/nccl.err"; }
+timeout 200 python3 bench/gpu/nccl_coll.py "$max" >"$out/nccl.txt" 2>"$out/nccl.err" || { rc=1; tail -5 "$out/nccl.err"; }
 python3 bench/gpu/compare.py "$ng" "$out" | tee "$out/summary.txt"
 echo "== exit $rc"
 exit $rc
