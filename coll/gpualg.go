@@ -8,13 +8,12 @@ import (
 // the device buffers; a.Elem is the element size and a.Counts, where a
 // collective uses it, holds its block size n times.
 
-// gpuChunk is the piece size of the pipelined one-shot algorithms: the
-// reduction of piece k runs while piece k+1 is still on its way.
-const gpuChunk = 8 << 20
-
-// pieces splits total bytes into pieces of at most gpuChunk whole elements.
+// pieces splits total bytes into pieces of at most GORUN_COLL_GPU_CHUNK
+// (8 MiB) whole elements: the pipelined one-shot algorithms reduce piece k
+// while piece k+1 is still on its way.
 func pieces(total, elem int) (counts, displs []int) {
-	k := max(1, (total+gpuChunk-1)/gpuChunk)
+	chunk := max(pGPUChunk(), 64<<10)
+	k := max(1, (total+chunk-1)/chunk)
 	return blocks(total, k, elem)
 }
 

@@ -13,10 +13,22 @@ var (
 // gpuOneshotMax: up to this many bytes per rank the one-shot algorithms
 // (one exchange, then n-1 local reductions) are chosen at any process count;
 // at two ranks they are chosen at every size, since a ring moves the same
-// bytes there in two steps (MEASUREMENTS.md, GPU collectives).
+// bytes there in two steps (MEASUREMENTS.md, GPU collectives). Below
+// ipcSlot(n) the IPC regions serve (gpuipc.go; they fall back to the p2p
+// algorithm on a communicator across hosts).
 const gpuOneshotMax = 256 << 10
 
 func tableGPUReduction(n, size int, _ bool) string {
+	switch {
+	case size <= ipcSlot(n):
+		return "ipc"
+	case n <= 2 || size <= gpuOneshotMax:
+		return "oneshot"
+	}
+	return "ring"
+}
+
+func tableGPUReduce(n, size int, _ bool) string {
 	if n <= 2 || size <= gpuOneshotMax {
 		return "oneshot"
 	}
@@ -24,10 +36,20 @@ func tableGPUReduction(n, size int, _ bool) string {
 }
 
 func tableGPUAllgather(n, size int, _ bool) string {
-	if n <= 2 || size*n <= gpuOneshotMax {
+	switch {
+	case size <= ipcSlot(n):
+		return "ipc"
+	case n <= 2 || size*n <= gpuOneshotMax:
 		return "direct"
 	}
 	return "ring"
+}
+
+func tableGPUBcast(n, size int, _ bool) string {
+	if size <= ipcSlot(n) {
+		return "ipc"
+	}
+	return "binomial"
 }
 
 func gpuBlock(_ *Comm, a *Args) int {
@@ -49,21 +71,25 @@ func init() {
 	collGPUAllreduce = register(&collective{name: "gpu_allreduce", algs: []algorithm{
 		{name: "oneshot", run: gpuAllreduceOneshot},
 		{name: "ring", run: gpuAllreduceRing},
+		{name: "ipc", run: gpuAllreduceIPC},
 	}, table: tableGPUReduction, size: recvLen})
 	collGPUBcast = register(&collective{name: "gpu_bcast", algs: []algorithm{
 		{name: "binomial", run: gpuBcastBinomial},
-	}, table: func(int, int, bool) string { return "binomial" }, size: recvLen})
+		{name: "ipc", run: gpuBcastIPC},
+	}, table: tableGPUBcast, size: recvLen})
 	collGPUReduce = register(&collective{name: "gpu_reduce", algs: []algorithm{
 		{name: "oneshot", run: gpuReduceOneshot},
 		{name: "ring", run: gpuReduceRing},
-	}, table: tableGPUReduction, size: ownLen})
+	}, table: tableGPUReduce, size: ownLen})
 	collGPUAllgather = register(&collective{name: "gpu_allgather", algs: []algorithm{
 		{name: "direct", run: gpuAllgatherDirect},
 		{name: "ring", run: gpuAllgatherRing},
+		{name: "ipc", run: gpuAllgatherIPC},
 	}, table: tableGPUAllgather, size: gpuBlock})
 	collGPUReduceScatterBlock = register(&collective{name: "gpu_reduce_scatter_block", algs: []algorithm{
 		{name: "oneshot", run: gpuReduceScatterOneshot},
 		{name: "ring", run: gpuReduceScatterRing},
+		{name: "ipc", run: gpuReduceScatterIPC},
 	}, table: tableGPUReduction, size: gpuBlock})
 	collGPUGather = register(&collective{name: "gpu_gather", algs: []algorithm{
 		{name: "linear", run: gpuGatherLinear},

@@ -99,6 +99,8 @@ type shared struct {
 	hist    [64]callRec // recent calls, by seq mod 64 (under mu)
 	waiters atomic.Int32
 	tick    atomic.Uint64 // ticks received
+
+	gpu gpuShared // GPU collectives' state (gpuipc.go)
 }
 
 // send sends a notice to every other rank of the communicator; fire and
@@ -339,6 +341,7 @@ func (c *Comm) Close() {
 		return
 	}
 	unwatch(s)
+	s.gpu.close()
 	s.mu.Lock()
 	s.closed = true
 	r := s.ab.Load()

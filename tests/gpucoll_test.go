@@ -465,27 +465,32 @@ func joinLines(s []string, most int) string {
 
 // TestGPUCollectives runs every GPU collective against its reference on
 // the GPUs there are (the lent GPU hosts run it; see docs/gpu.md): two
-// ranks on their own GPUs with each algorithm forced, four ranks (sharing
-// GPUs when there are fewer), two on one GPU, and through the staging
-// pipeline over TCP as between hosts. Without a GPU it checks that the
+// ranks on their own GPUs with the table's choice (the IPC regions up to
+// their slot size) and with each p2p algorithm forced, on two pretend
+// hosts, three and four ranks (sharing GPUs when there are fewer), two on
+// one GPU, and through the staging pipeline over TCP as between hosts. Without a GPU it checks that the
 // calls fail cleanly.
 func TestGPUCollectives(t *testing.T) {
 	if ok, _ := gpu.Available(); !ok {
 		job{np: 2, cas: "gpu-coll"}.ok(t)
 		return
 	}
+	force := func(alg, ag, bc string) []string {
+		return []string{"GORUN_COLL_GPU_ALLREDUCE=" + alg, "GORUN_COLL_GPU_REDUCE_SCATTER_BLOCK=" + alg,
+			"GORUN_COLL_GPU_ALLGATHER=" + ag, "GORUN_COLL_GPU_BCAST=" + bc}
+	}
+	p2p := force("oneshot", "direct", "binomial")
+	ring := append(force("ring", "ring", "binomial"), "GORUN_COLL_GPU_REDUCE=ring")
 	t.Run("np2", func(t *testing.T) { job{np: 2, cas: "gpu-coll"}.ok(t) })
-	t.Run("np2-ring", func(t *testing.T) {
-		job{np: 2, cas: "gpu-coll", env: []string{"GORUN_COLL_GPU_ALLREDUCE=ring", "GORUN_COLL_GPU_REDUCE=ring",
-			"GORUN_COLL_GPU_ALLGATHER=ring", "GORUN_COLL_GPU_REDUCE_SCATTER_BLOCK=ring"}}.ok(t)
-	})
+	t.Run("np2-p2p", func(t *testing.T) { job{np: 2, cas: "gpu-coll", env: p2p}.ok(t) })
+	t.Run("np2-ring", func(t *testing.T) { job{np: 2, cas: "gpu-coll", env: ring}.ok(t) })
+	// Two pretend hosts: the IPC algorithms fall back to p2p.
+	t.Run("np2-two-nodes", func(t *testing.T) { job{np: 2, cas: "gpu-coll", env: []string{"GORUN_COLL_FAKE_NODES=2"}}.ok(t) })
 	t.Run("np3", func(t *testing.T) { job{np: 3, cas: "gpu-coll"}.ok(t) })
-	t.Run("np4-ring", func(t *testing.T) {
-		job{np: 4, cas: "gpu-coll", env: []string{"GORUN_COLL_GPU_ALLREDUCE=ring", "GORUN_COLL_GPU_REDUCE=ring",
-			"GORUN_COLL_GPU_ALLGATHER=ring", "GORUN_COLL_GPU_REDUCE_SCATTER_BLOCK=ring"}}.ok(t)
-	})
+	t.Run("np4", func(t *testing.T) { job{np: 4, cas: "gpu-coll"}.ok(t) })
+	t.Run("np4-ring", func(t *testing.T) { job{np: 4, cas: "gpu-coll", env: ring}.ok(t) })
 	t.Run("same-gpu", func(t *testing.T) { job{np: 2, cas: "gpu-coll", env: []string{"GORUN_TEST_GPU_SAME=1"}}.ok(t) })
 	t.Run("staged-tcp", func(t *testing.T) {
-		job{np: 2, cas: "gpu-coll", env: []string{"GORUN_CUDA_IPC=none", "GORUN_BTL=tcp,self,cuda"}}.ok(t)
+		job{np: 2, cas: "gpu-coll", env: append(p2p, "GORUN_CUDA_IPC=none", "GORUN_BTL=tcp,self,cuda")}.ok(t)
 	})
 }

@@ -1,0 +1,394 @@
+package coll
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/gorun/gorun/gpu"
+)
+
+// The "ipc" GPU algorithms, for small and medium buffers on one host: each
+// rank of a communicator allocates one device region, and every other rank
+// maps it once (CUDA IPC, at the communicator's first such call). A call
+// then pushes its data straight into the peers' regions with the copy
+// engines, synchronizes its stream, and exchanges one empty host message
+// with every peer: when a rank has every peer's message, what they pushed
+// is in its own region, local memory for its kernels. That is one copy and
+// one host round trip, where the p2p path pays a rendezvous (request,
+// grant, completion) per message.
+//
+// The region holds two sets of n slots, used by alternate calls: a rank
+// writes set p for call k only after every peer's message of call k-1,
+// which each peer sends after it has finished call k-2, the last reader of
+// set p. Slot r of a set is written by rank r alone.
+//
+// Every rank decides alike: the table picks "ipc" by size and process
+// count, the algorithm runs it only on a communicator within one host, and
+// the set-up ends with every rank telling the others whether it could map
+// every region, so that either all use the regions or all fall back to the
+// p2p algorithm.
+
+// ipcSlot is the slot size for n ranks: 4 MiB, less from 8 ranks on, so
+// that a region (2n slots) stays at 64 MiB.
+func ipcSlot(n int) int {
+	s := 4 << 20
+	for s > 64<<10 && 2*n*s > 64<<20 {
+		s >>= 1
+	}
+	return s
+}
+
+// ipcState is a communicator's IPC regions.
+type ipcState struct {
+	ok    bool // every rank mapped every region
+	n     int
+	dev   int // the device of this rank's region
+	slot  int
+	own   gpu.Buffer   // this rank's region
+	peers []gpu.Buffer // rank r's region, mapped here (r != me)
+	calls uint64       // calls that used the regions: the set is calls mod 2
+}
+
+// gpuShared is the GPU state of a communicator (in shared).
+type gpuShared struct {
+	mu  sync.Mutex
+	ipc *ipcState
+}
+
+// ipcRegions returns c's regions, setting them up at the first call (every
+// rank is in the same call: the choice of algorithm is the same
+// everywhere). A nil state with a nil error means "use the p2p algorithm".
+func (c *Comm) ipcRegions(d *devCall) (*ipcState, error) {
+	if c.Nodes != 1 || c.sh == nil {
+		return nil, nil
+	}
+	g := &c.sh.gpu
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.ipc == nil {
+		st, err := c.ipcSetup(d)
+		if err != nil {
+			return nil, err
+		}
+		g.ipc = st
+	}
+	st := g.ipc
+	if !st.ok || st.n != c.Size() {
+		return nil, nil
+	}
+	if st.dev != d.dev {
+		// This call's buffers are on another device than the region: its
+		// kernels read the region over peer access.
+		if err := gpu.EnablePeerAccess(d.dev, st.dev); err != nil {
+			return nil, fmt.Errorf("GPU collective: device %d reading device %d: %w", d.dev, st.dev, err)
+		}
+	}
+	return st, nil
+}
+
+// ipcSetup allocates this rank's region, sends its handle to every peer,
+// maps theirs, and agrees with them on whether all of that worked.
+func (c *Comm) ipcSetup(d *devCall) (*ipcState, error) {
+	n, me := c.Size(), c.Rank()
+	st := &ipcState{n: n, dev: d.dev, slot: ipcSlot(n), peers: make([]gpu.Buffer, n)}
+	const hsize = 81 // gpu.IPCHandle's binary form
+	msg := make([]byte, 1+hsize)
+	own, err := gpu.Alloc(d.dev, gpu.Uint8, 2*n*st.slot)
+	if err == nil {
+		st.own = own
+		var h gpu.IPCHandle
+		if h, err = own.ExportIPC(); err == nil {
+			var b []byte
+			if b, err = h.MarshalBinary(); err == nil && len(b) == hsize {
+				msg[0] = 1
+				copy(msg[1:], b)
+			}
+		}
+	}
+	got := make([][]byte, n)
+	var p pending
+	for r := range n {
+		if r != me {
+			got[r] = make([]byte, len(msg))
+			if err := p.recv(c, got[r], r); err != nil {
+				return nil, err
+			}
+			if err := p.send(c, msg, r); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := p.wait(c); err != nil {
+		st.free()
+		return nil, err
+	}
+	ok := msg[0] == 1
+	for r := range n {
+		if r == me || !ok {
+			continue
+		}
+		var h gpu.IPCHandle
+		if got[r][0] != 1 || h.UnmarshalBinary(got[r][1:]) != nil {
+			ok = false
+			continue
+		}
+		if st.peers[r], err = gpu.OpenIPC(d.dev, h); err != nil {
+			ok = false
+		}
+	}
+	// Agree: the regions are used only if every rank mapped all of them.
+	vote := []byte{0}
+	if ok {
+		vote[0] = 1
+	}
+	votes := make([]byte, n)
+	for r := range n {
+		if r != me {
+			if err := p.recv(c, votes[r:r+1], r); err != nil {
+				return nil, err
+			}
+			if err := p.send(c, vote, r); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := p.wait(c); err != nil {
+		st.free()
+		return nil, err
+	}
+	for r := range n {
+		if r != me && votes[r] != 1 {
+			ok = false
+		}
+	}
+	st.ok = ok
+	if !ok {
+		st.free()
+	}
+	return st, nil
+}
+
+// free unmaps the peers' regions and frees this rank's.
+func (st *ipcState) free() {
+	for i, b := range st.peers {
+		if b.Len() > 0 {
+			_ = b.Free()
+		}
+		st.peers[i] = gpu.Buffer{}
+	}
+	if st.own.Len() > 0 {
+		_ = st.own.Free()
+		st.own = gpu.Buffer{}
+	}
+	st.ok = false
+}
+
+// close releases a communicator's GPU state (Comm.Close).
+func (g *gpuShared) close() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.ipc != nil {
+		g.ipc.free()
+		g.ipc = nil
+	}
+}
+
+// ipcExchange pushes send(r) (nothing when empty) into slot me of rank r's
+// region, for every peer r, then exchanges the empty messages. It returns
+// slot r of this rank's region for this call: what rank r pushed here.
+func (d *devCall) ipcExchange(c *Comm, st *ipcState, send func(r int) gpu.Buffer) (func(r, n int) gpu.Buffer, error) {
+	n, me := c.Size(), c.Rank()
+	set := int(st.calls & 1)
+	st.calls++
+	at := func(region gpu.Buffer, r, m int) gpu.Buffer { return bytesOf(region, (set*n+r)*st.slot, m) }
+	for r := range n {
+		if r == me {
+			continue
+		}
+		if b := send(r); b.Len() > 0 {
+			if err := d.copy(at(st.peers[r], me, b.Len()), b); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := d.sync(); err != nil {
+		return nil, err
+	}
+	var p pending
+	for r := range n {
+		if r != me {
+			if err := p.recv(c, nil, r); err != nil {
+				return nil, err
+			}
+			if err := p.send(c, nil, r); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := p.wait(c); err != nil {
+		return nil, err
+	}
+	return func(r, m int) gpu.Buffer { return at(st.own, r, m) }, nil
+}
+
+// reduceAll reduces x(0) op x(1) op ... op x(n-1) into dst, in rank order.
+func (d *devCall) reduceAll(n int, dst gpu.Buffer, x func(r int) gpu.Buffer) error {
+	if err := d.reduce(dst, x(0), x(1)); err != nil {
+		return err
+	}
+	for r := 2; r < n; r++ {
+		if err := d.reduce(dst, dst, x(r)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// gpuAllreduceIPC: every rank pushes its input to every peer and reduces
+// the n inputs itself in rank order (one-shot); the p2p one-shot where the
+// regions cannot serve.
+func gpuAllreduceIPC(c *Comm, a *Args) error {
+	d, err := newDevCall(a)
+	if err != nil {
+		return err
+	}
+	defer d.done()
+	st, err := c.ipcRegions(d)
+	size := d.rcv.Len()
+	if err != nil || st == nil || size > st.slot {
+		if err != nil {
+			return err
+		}
+		return gpuAllreduceOneshot(c, a)
+	}
+	n, me := c.Size(), c.Rank()
+	own := d.own
+	if d.in && me >= 2 {
+		// The first kernels would overwrite the input before its turn;
+		// slot me of this rank's own region is never written by a peer.
+		keep := bytesOf(st.own, (int(st.calls&1)*n+me)*st.slot, size)
+		if err := d.copy(keep, own); err != nil {
+			return err
+		}
+		own = keep
+	}
+	in, err := d.ipcExchange(c, st, func(int) gpu.Buffer { return d.own })
+	if err != nil {
+		return err
+	}
+	if err := d.reduceAll(n, d.rcv, func(r int) gpu.Buffer {
+		if r == me {
+			return own
+		}
+		return in(r, size)
+	}); err != nil {
+		return err
+	}
+	return d.sync()
+}
+
+// gpuReduceScatterIPC: block r of every input is pushed to rank r, which
+// reduces the n blocks in rank order.
+func gpuReduceScatterIPC(c *Comm, a *Args) error {
+	d, err := newDevCall(a)
+	if err != nil {
+		return err
+	}
+	defer d.done()
+	st, err := c.ipcRegions(d)
+	me := c.Rank()
+	if err != nil || st == nil || a.Counts[me] > st.slot {
+		if err != nil {
+			return err
+		}
+		return gpuReduceScatterOneshot(c, a)
+	}
+	n, m := c.Size(), a.Counts[me]
+	displs := evenDispls(a.Counts)
+	in, err := d.ipcExchange(c, st, func(r int) gpu.Buffer { return bytesOf(d.own, displs[r], a.Counts[r]) })
+	if err != nil {
+		return err
+	}
+	// In place, the output is block 0 of the input: rank 0's first kernel
+	// reads each element before writing it; other ranks no longer need it.
+	if err := d.reduceAll(n, bytesOf(d.rcv, 0, m), func(r int) gpu.Buffer {
+		if r == me {
+			return bytesOf(d.own, displs[me], m)
+		}
+		return in(r, m)
+	}); err != nil {
+		return err
+	}
+	return d.sync()
+}
+
+// gpuAllgatherIPC: every rank pushes its block to every peer, then copies
+// the pushed blocks into place from its region.
+func gpuAllgatherIPC(c *Comm, a *Args) error {
+	d, err := newDevCall(a)
+	if err != nil {
+		return err
+	}
+	defer d.done()
+	st, err := c.ipcRegions(d)
+	me := c.Rank()
+	if err != nil || st == nil || a.Counts[me] > st.slot {
+		if err != nil {
+			return err
+		}
+		return gpuAllgatherDirect(c, a)
+	}
+	n := c.Size()
+	counts, displs := a.Counts, evenDispls(a.Counts)
+	mine := bytesOf(d.rcv, displs[me], counts[me])
+	if d.in {
+		d.own = mine
+	}
+	in, err := d.ipcExchange(c, st, func(int) gpu.Buffer { return d.own })
+	if err != nil {
+		return err
+	}
+	for r := range n {
+		src := d.own
+		if r != me {
+			src = in(r, counts[r])
+		}
+		if err := d.copy(bytesOf(d.rcv, displs[r], counts[r]), src); err != nil {
+			return err
+		}
+	}
+	return d.sync()
+}
+
+// gpuBcastIPC: the root pushes the buffer to every rank, which copies it
+// out of its region.
+func gpuBcastIPC(c *Comm, a *Args) error {
+	d, err := newDevCall(a)
+	if err != nil {
+		return err
+	}
+	defer d.done()
+	st, err := c.ipcRegions(d)
+	if err != nil || st == nil || d.rcv.Len() > st.slot {
+		if err != nil {
+			return err
+		}
+		return gpuBcastBinomial(c, a)
+	}
+	me := c.Rank()
+	in, err := d.ipcExchange(c, st, func(int) gpu.Buffer {
+		if me == a.Root {
+			return d.rcv
+		}
+		return gpu.Buffer{}
+	})
+	if err != nil {
+		return err
+	}
+	if me != a.Root {
+		if err := d.copy(d.rcv, in(a.Root, d.rcv.Len())); err != nil {
+			return err
+		}
+	}
+	return d.sync()
+}
