@@ -10,17 +10,21 @@ import (
 // The "ipc" GPU algorithms, for small and medium buffers on one host: each
 // rank of a communicator allocates one device region, and every other rank
 // maps it once (CUDA IPC, at the communicator's first such call). A call
-// then pushes its data straight into the peers' regions with the copy
-// engines, synchronizes its stream, and exchanges one empty host message
-// with every peer: when a rank has every peer's message, what they pushed
-// is in its own region, local memory for its kernels. That is one copy and
-// one host round trip, where the p2p path pays a rendezvous (request,
-// grant, completion) per message.
+// exchanges an empty host message with every peer ("ready": the sender has
+// finished its earlier calls, so nothing still reads the slots this call
+// writes), pushes its data straight into the peers' regions with the copy
+// engines, synchronizes its stream, and exchanges a second empty message
+// ("pushed"): when a rank has every peer's, what they pushed is in its own
+// region, local memory for its kernels. That is one copy and two host
+// round trips, where the p2p path pays a rendezvous (request, grant,
+// completion) per message.
 //
-// The region holds two sets of n slots, used by alternate calls: a rank
-// writes set p for call k only after every peer's message of call k-1,
-// which each peer sends after it has finished call k-2, the last reader of
-// set p. Slot r of a set is written by rank r alone.
+// The region holds two sets of n slots, used by calls of odd and even
+// sequence numbers, so that the "pushed" messages of one call and the
+// reads of the next need no ordering between them. Slot r of a set is
+// written by rank r alone. Nothing depends on earlier calls having
+// succeeded: a call that failed half-way leaves nothing that a later one
+// reads.
 //
 // Every rank decides alike: the table picks "ipc" by size and process
 // count, the algorithm runs it only on a communicator within one host, and
@@ -46,7 +50,11 @@ type ipcState struct {
 	slot  int
 	own   gpu.Buffer   // this rank's region
 	peers []gpu.Buffer // rank r's region, mapped here (r != me)
-	calls uint64       // calls that used the regions: the set is calls mod 2
+}
+
+// at returns m bytes of slot r of the set call c uses in region.
+func (st *ipcState) at(c *Comm, region gpu.Buffer, r, m int) gpu.Buffer {
+	return bytesOf(region, (int(c.seq&1)*st.n+r)*st.slot, m)
 }
 
 // gpuShared is the GPU state of a communicator (in shared).
@@ -193,20 +201,35 @@ func (g *gpuShared) close() {
 	}
 }
 
-// ipcExchange pushes send(r) (nothing when empty) into slot me of rank r's
-// region, for every peer r, then exchanges the empty messages. It returns
-// slot r of this rank's region for this call: what rank r pushed here.
+// ipcExchange exchanges the "ready" messages, pushes send(r) (nothing when
+// empty) into slot me of rank r's region for every peer r, and exchanges
+// the "pushed" messages. It returns slot r of this rank's region for this
+// call: what rank r pushed here.
 func (d *devCall) ipcExchange(c *Comm, st *ipcState, send func(r int) gpu.Buffer) (func(r, n int) gpu.Buffer, error) {
 	n, me := c.Size(), c.Rank()
-	set := int(st.calls & 1)
-	st.calls++
-	at := func(region gpu.Buffer, r, m int) gpu.Buffer { return bytesOf(region, (set*n+r)*st.slot, m) }
+	signal := func() error {
+		var p pending
+		for r := range n {
+			if r != me {
+				if err := p.recv(c, nil, r); err != nil {
+					return err
+				}
+				if err := p.send(c, nil, r); err != nil {
+					return err
+				}
+			}
+		}
+		return p.wait(c)
+	}
+	if err := signal(); err != nil {
+		return nil, err
+	}
 	for r := range n {
 		if r == me {
 			continue
 		}
 		if b := send(r); b.Len() > 0 {
-			if err := d.copy(at(st.peers[r], me, b.Len()), b); err != nil {
+			if err := d.copy(st.at(c, st.peers[r], me, b.Len()), b); err != nil {
 				return nil, err
 			}
 		}
@@ -214,21 +237,10 @@ func (d *devCall) ipcExchange(c *Comm, st *ipcState, send func(r int) gpu.Buffer
 	if err := d.sync(); err != nil {
 		return nil, err
 	}
-	var p pending
-	for r := range n {
-		if r != me {
-			if err := p.recv(c, nil, r); err != nil {
-				return nil, err
-			}
-			if err := p.send(c, nil, r); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if err := p.wait(c); err != nil {
+	if err := signal(); err != nil {
 		return nil, err
 	}
-	return func(r, m int) gpu.Buffer { return at(st.own, r, m) }, nil
+	return func(r, m int) gpu.Buffer { return st.at(c, st.own, r, m) }, nil
 }
 
 // reduceAll reduces x(0) op x(1) op ... op x(n-1) into dst, in rank order.
@@ -266,7 +278,7 @@ func gpuAllreduceIPC(c *Comm, a *Args) error {
 	if d.in && me >= 2 {
 		// The first kernels would overwrite the input before its turn;
 		// slot me of this rank's own region is never written by a peer.
-		keep := bytesOf(st.own, (int(st.calls&1)*n+me)*st.slot, size)
+		keep := st.at(c, st.own, me, size)
 		if err := d.copy(keep, own); err != nil {
 			return err
 		}

@@ -8,7 +8,7 @@ import "github.com/gorun/gorun/internal/params"
 var (
 	pSegSize = params.Int("GORUN_COLL_SEGSIZE", 0,
 		"testing: segment size in bytes of the pipelined algorithms (bcast pipeline, reduce pipeline, ring allreduce); 0 uses each algorithm's measured default. Small values make tests cross many segments")
-	pGPUChunk = params.Int("GORUN_COLL_GPU_CHUNK", 8<<20,
+	pGPUChunk = params.Int("GORUN_COLL_GPU_CHUNK", 32<<20,
 		"piece size in bytes of the pipelined one-shot GPU algorithms (the reduction of a piece overlaps the transfer of the next)")
 	pFakeNodes = params.Int("GORUN_COLL_FAKE_NODES", 0,
 		"testing: pretend world rank r runs on node r mod N (N > 1), so that the hierarchical algorithms run on one host")

@@ -356,7 +356,7 @@ func caseGPUColl(w *mpi.Comm) error {
 		return err
 	}
 	g.seed = seed[0]
-	const big = 3<<20 + 5 // float32: 12 MiB, more than one pipelined piece
+	const big = 3<<20 + 5 // float32: 12 MiB, beyond the IPC slots; many pieces with GORUN_COLL_GPU_CHUNK
 	if g.send, err = gpu.Alloc(g.dev, gpu.Uint8, n*big*8); err != nil {
 		return err
 	}
@@ -479,7 +479,7 @@ func TestGPUCollectives(t *testing.T) {
 		return []string{"GORUN_COLL_GPU_ALLREDUCE=" + alg, "GORUN_COLL_GPU_REDUCE_SCATTER_BLOCK=" + alg,
 			"GORUN_COLL_GPU_ALLGATHER=" + ag, "GORUN_COLL_GPU_BCAST=" + bc}
 	}
-	p2p := force("oneshot", "direct", "binomial")
+	p2p := append(force("oneshot", "direct", "binomial"), "GORUN_COLL_GPU_CHUNK=1048576")
 	ring := append(force("ring", "ring", "binomial"), "GORUN_COLL_GPU_REDUCE=ring")
 	t.Run("np2", func(t *testing.T) { job{np: 2, cas: "gpu-coll"}.ok(t) })
 	t.Run("np2-p2p", func(t *testing.T) { job{np: 2, cas: "gpu-coll", env: p2p}.ok(t) })
