@@ -34,6 +34,15 @@
 // intra-node again, each level with the table's flat choice) of Barrier,
 // Bcast, Reduce and Allreduce.
 //
+// GPU collectives (gpu.go, gpualg.go, gpuipc.go, gpuentry.go) take device
+// buffers in Args.SendD and RecvD and are registered as collectives of
+// their own (gpu_allreduce, ...): ipc (per-communicator CUDA IPC regions:
+// one copy-engine push and two empty host messages per call), oneshot
+// (device point-to-point, pipelined pieces reduced on arrival), ring, and
+// plain movements for bcast, allgather, gather, scatter and alltoall. They
+// move bytes through p2p's device path and reduce with package gpu's
+// kernels.
+//
 // # Calls, tags and concurrency
 //
 // A call begins with Comm.Begin, in the caller's goroutine, which takes

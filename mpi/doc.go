@@ -18,13 +18,19 @@
 // stay untouched until its Request completes. Counts are in elements of the
 // slice's type; a received message's length is in Status.
 //
-// GPU memory: a gpu.Buffer (gpu.Alloc, or gpu.Wrap around a CUDA pointer
-// and length from another library) goes to SendGPU, RecvGPU, IsendGPU and
-// IrecvGPU; device.go says how these calls order against CUDA streams
-// (synchronize what wrote a send buffer before the call; a completed
-// receive is visible to every stream). Collectives on device memory are
-// not built yet. Without a GPU transport these calls fail with ErrBuffer
-// on both sides and the job goes on.
+// GPU memory: a gpu.Buffer (gpu.Alloc, or gpu.Wrap(dev, ptr, dtype, count)
+// around a CUDA pointer and length from another library, such as PyTorch's
+// tensor.data_ptr()) goes to SendGPU, RecvGPU, IsendGPU, IrecvGPU and the
+// collectives AllreduceGPU, ReduceGPU, BcastGPU, AllgatherGPU,
+// ReduceScatterBlockGPU, GatherGPU, ScatterGPU and AlltoallGPU (the zero
+// gpu.Buffer, or the receive buffer itself, as the send buffer means in
+// place; reductions take Sum, Prod, Min and Max). device.go and devcoll.go
+// say how these calls order against CUDA streams: synchronize the streams
+// that wrote a send buffer before the call; when a call returns (or its
+// request completes) its result is visible to every stream of the device.
+// Without a usable GPU these calls fail with ErrBuffer on every rank
+// involved and the job goes on. Not yet on device memory: the v forms,
+// Scan, nonblocking collectives and Sendrecv.
 //
 // Any msgpack-encodable value goes through the object API (SendObj,
 // RecvObj, BcastObj), like mpi4py's lower-case methods.
