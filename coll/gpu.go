@@ -157,16 +157,20 @@ func (d *devCall) take(n int) (gpu.Buffer, error) {
 	return bytesOf(b, 0, n), nil
 }
 
-// done gives the scratch back; every path out of an algorithm calls it,
-// after the stream has passed every kernel that used the scratch (a
-// failed call waits for the stream first).
-func (d *devCall) done() {
+// done gives the scratch back once the stream has passed every kernel
+// that used it; every path out of an algorithm calls it with the
+// algorithm's error. After a failure the scratch is not reused: receives
+// into it may still be posted (p2p has no cancel), and a peer's copy could
+// land in it later, so it is left to the process.
+func (d *devCall) done(err error) {
 	if len(d.scratch) == 0 {
 		return
 	}
 	_ = d.s.Synchronize()
-	for _, b := range d.scratch {
-		putDev(b)
+	if err == nil {
+		for _, b := range d.scratch {
+			putDev(b)
+		}
 	}
 	d.scratch = nil
 }

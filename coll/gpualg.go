@@ -26,22 +26,22 @@ func pieces(total, elem int) (counts, displs []int) {
 // and at n = 2 also the bandwidth one (each rank moves the buffer once each
 // way, as a ring does, and reduces it once). Pieces of gpuChunk bytes
 // travel as separate messages, each reduced as soon as it is in.
-func gpuAllreduceOneshot(c *Comm, a *Args) error {
+func gpuAllreduceOneshot(c *Comm, a *Args) (err error) {
 	d, err := newDevCall(a)
 	if err != nil {
 		return err
 	}
-	defer d.done()
+	defer func() { d.done(err) }()
 	n, me, size := c.Size(), c.Rank(), a.RecvD.Len()
-	slots, err := d.take(n * size)
-	if err != nil {
-		return err
-	}
-	slot := func(r, off, m int) gpu.Buffer { return bytesOf(slots, r*size+off, m) }
 	// In place, this rank's input is the output; reducing x0 op x1 into it
 	// reads each element before writing it, but from rank 2 on the first
 	// kernels would overwrite it before its turn: keep a copy.
 	keep := d.in && me >= 2
+	slots, err := d.take(slotCount(n, keep) * size)
+	if err != nil {
+		return err
+	}
+	slot := func(r, off, m int) gpu.Buffer { return bytesOf(slots, slotIndex(r, me, n)*size+off, m) }
 	if keep {
 		if err := d.copy(slot(me, 0, size), d.own); err != nil {
 			return err
@@ -85,15 +85,35 @@ func gpuAllreduceOneshot(c *Comm, a *Args) error {
 	return d.sync()
 }
 
+// slotCount is the scratch slots of a one-shot: one per peer, and one for
+// this rank's own input when it must be kept (in place, rank >= 2).
+func slotCount(n int, keep bool) int {
+	if keep {
+		return n
+	}
+	return n - 1
+}
+
+// slotIndex is rank r's slot: peers in rank order, this rank's last.
+func slotIndex(r, me, n int) int {
+	switch {
+	case r == me:
+		return n - 1
+	case r > me:
+		return r - 1
+	}
+	return r
+}
+
 // gpuAllreduceRing: a ring reduce-scatter over n blocks, then a ring
 // allgather; each rank moves 2(n-1)/n of the buffer, the bandwidth choice
 // from three ranks on.
-func gpuAllreduceRing(c *Comm, a *Args) error {
+func gpuAllreduceRing(c *Comm, a *Args) (err error) {
 	d, err := newDevCall(a)
 	if err != nil {
 		return err
 	}
-	defer d.done()
+	defer func() { d.done(err) }()
 	counts, displs := blocks(a.RecvD.Len(), c.Size(), a.Elem)
 	if err := d.ringReduceScatter(c, d.rcv, counts, displs, 0); err != nil {
 		return err
@@ -203,12 +223,12 @@ func gpuBcastBinomial(c *Comm, a *Args) error {
 
 // gpuReduceOneshot: every rank sends its input to the root, which reduces
 // the n contributions in rank order.
-func gpuReduceOneshot(c *Comm, a *Args) error {
+func gpuReduceOneshot(c *Comm, a *Args) (err error) {
 	d, err := newDevCall(a)
 	if err != nil {
 		return err
 	}
-	defer d.done()
+	defer func() { d.done(err) }()
 	n, me := c.Size(), c.Rank()
 	var p pending
 	if me != a.Root {
@@ -218,12 +238,12 @@ func gpuReduceOneshot(c *Comm, a *Args) error {
 		return p.wait(c)
 	}
 	size := d.rcv.Len()
-	slots, err := d.take(n * size)
+	keep := d.in && me >= 2
+	slots, err := d.take(slotCount(n, keep) * size)
 	if err != nil {
 		return err
 	}
-	slot := func(r int) gpu.Buffer { return bytesOf(slots, r*size, size) }
-	keep := d.in && me >= 2
+	slot := func(r int) gpu.Buffer { return bytesOf(slots, slotIndex(r, me, n)*size, size) }
 	if keep {
 		if err := d.copy(slot(me), d.own); err != nil {
 			return err
@@ -259,12 +279,12 @@ func gpuReduceOneshot(c *Comm, a *Args) error {
 // gpuReduceRing: a ring reduce-scatter that leaves rank r with block r of
 // the result, then every block to the root: 2(n-1)/n of the buffer per
 // rank instead of the root's n-1 buffers.
-func gpuReduceRing(c *Comm, a *Args) error {
+func gpuReduceRing(c *Comm, a *Args) (err error) {
 	d, err := newDevCall(a)
 	if err != nil {
 		return err
 	}
-	defer d.done()
+	defer func() { d.done(err) }()
 	n, me := c.Size(), c.Rank()
 	size := d.own.Len()
 	work := d.rcv
@@ -296,12 +316,12 @@ func gpuReduceRing(c *Comm, a *Args) error {
 
 // gpuAllgatherRing: the ring allgather, this rank's block sent from its
 // input while a copy puts it in place.
-func gpuAllgatherRing(c *Comm, a *Args) error {
+func gpuAllgatherRing(c *Comm, a *Args) (err error) {
 	d, err := newDevCall(a)
 	if err != nil {
 		return err
 	}
-	defer d.done()
+	defer func() { d.done(err) }()
 	me := c.Rank()
 	counts, displs := a.Counts, evenDispls(a.Counts)
 	first := gpu.Buffer{}
@@ -315,12 +335,12 @@ func gpuAllgatherRing(c *Comm, a *Args) error {
 }
 
 // gpuAllgatherDirect: every rank sends its block to every other at once.
-func gpuAllgatherDirect(c *Comm, a *Args) error {
+func gpuAllgatherDirect(c *Comm, a *Args) (err error) {
 	d, err := newDevCall(a)
 	if err != nil {
 		return err
 	}
-	defer d.done()
+	defer func() { d.done(err) }()
 	n, me := c.Size(), c.Rank()
 	counts, displs := a.Counts, evenDispls(a.Counts)
 	mine := bytesOf(d.rcv, displs[me], counts[me])
@@ -349,12 +369,12 @@ func gpuAllgatherDirect(c *Comm, a *Args) error {
 
 // gpuReduceScatterRing: the ring reduce-scatter into scratch, leaving
 // block me, then copied out.
-func gpuReduceScatterRing(c *Comm, a *Args) error {
+func gpuReduceScatterRing(c *Comm, a *Args) (err error) {
 	d, err := newDevCall(a)
 	if err != nil {
 		return err
 	}
-	defer d.done()
+	defer func() { d.done(err) }()
 	me := c.Rank()
 	counts, displs := a.Counts, evenDispls(a.Counts)
 	work, err := d.take(sum(counts))
@@ -372,12 +392,12 @@ func gpuReduceScatterRing(c *Comm, a *Args) error {
 
 // gpuReduceScatterOneshot: block r of every input goes straight to rank
 // r, which reduces the n blocks in rank order.
-func gpuReduceScatterOneshot(c *Comm, a *Args) error {
+func gpuReduceScatterOneshot(c *Comm, a *Args) (err error) {
 	d, err := newDevCall(a)
 	if err != nil {
 		return err
 	}
-	defer d.done()
+	defer func() { d.done(err) }()
 	n, me := c.Size(), c.Rank()
 	counts, displs := a.Counts, evenDispls(a.Counts)
 	m := counts[me]
@@ -489,12 +509,12 @@ func gpuRooted(c *Comm, a *Args, toRoot bool) error {
 }
 
 // gpuAlltoallLinear: every block to its rank at once.
-func gpuAlltoallLinear(c *Comm, a *Args) error {
+func gpuAlltoallLinear(c *Comm, a *Args) (err error) {
 	d, err := newDevCall(a)
 	if err != nil {
 		return err
 	}
-	defer d.done()
+	defer func() { d.done(err) }()
 	n, me := c.Size(), c.Rank()
 	counts, displs := a.Counts, evenDispls(a.Counts)
 	var p pending

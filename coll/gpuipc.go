@@ -76,6 +76,13 @@ func (c *Comm) ipcRegions(d *devCall) (*ipcState, error) {
 	if g.ipc == nil {
 		st, err := c.ipcSetup(d)
 		if err != nil {
+			// Kept as failed, never retried: a set-up that fails part-way
+			// may have succeeded on other ranks, and retrying would send
+			// them set-up messages where they expect signals. Those ranks
+			// then fail their ipc calls with a count error (not a hang);
+			// the cause was a failed peer or link in the first place.
+			st.unmap()
+			g.ipc = st
 			return nil, err
 		}
 		g.ipc = st
@@ -119,16 +126,15 @@ func (c *Comm) ipcSetup(d *devCall) (*ipcState, error) {
 		if r != me {
 			got[r] = make([]byte, len(msg))
 			if err := p.recv(c, got[r], r); err != nil {
-				return nil, err
+				return st, err
 			}
 			if err := p.send(c, msg, r); err != nil {
-				return nil, err
+				return st, err
 			}
 		}
 	}
 	if err := p.wait(c); err != nil {
-		st.free()
-		return nil, err
+		return st, err
 	}
 	ok := msg[0] == 1
 	for r := range n {
@@ -153,16 +159,15 @@ func (c *Comm) ipcSetup(d *devCall) (*ipcState, error) {
 	for r := range n {
 		if r != me {
 			if err := p.recv(c, votes[r:r+1], r); err != nil {
-				return nil, err
+				return st, err
 			}
 			if err := p.send(c, vote, r); err != nil {
-				return nil, err
+				return st, err
 			}
 		}
 	}
 	if err := p.wait(c); err != nil {
-		st.free()
-		return nil, err
+		return st, err
 	}
 	for r := range n {
 		if r != me && votes[r] != 1 {
@@ -171,32 +176,34 @@ func (c *Comm) ipcSetup(d *devCall) (*ipcState, error) {
 	}
 	st.ok = ok
 	if !ok {
-		st.free()
+		// This rank's region stays allocated: a peer may have mapped it.
+		st.unmap()
 	}
 	return st, nil
 }
 
-// free unmaps the peers' regions and frees this rank's.
-func (st *ipcState) free() {
+// unmap unmaps the peers' regions and marks the state unusable. This
+// rank's own region is never freed: peers may keep it mapped until they
+// end, and CUDA leaves freeing memory that another process maps undefined.
+func (st *ipcState) unmap() {
 	for i, b := range st.peers {
 		if b.Len() > 0 {
 			_ = b.Free()
 		}
 		st.peers[i] = gpu.Buffer{}
 	}
-	if st.own.Len() > 0 {
-		_ = st.own.Free()
-		st.own = gpu.Buffer{}
-	}
 	st.ok = false
 }
 
-// close releases a communicator's GPU state (Comm.Close).
+// close releases a communicator's GPU state (Comm.Close): it unmaps the
+// peers' regions but keeps this rank's own until the process ends, since
+// Comm.Free does not wait for the peers and CUDA leaves freeing memory that
+// another process still maps undefined.
 func (g *gpuShared) close() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.ipc != nil {
-		g.ipc.free()
+		g.ipc.unmap()
 		g.ipc = nil
 	}
 }
@@ -259,12 +266,12 @@ func (d *devCall) reduceAll(n int, dst gpu.Buffer, x func(r int) gpu.Buffer) err
 // gpuAllreduceIPC: every rank pushes its input to every peer and reduces
 // the n inputs itself in rank order (one-shot); the p2p one-shot where the
 // regions cannot serve.
-func gpuAllreduceIPC(c *Comm, a *Args) error {
+func gpuAllreduceIPC(c *Comm, a *Args) (err error) {
 	d, err := newDevCall(a)
 	if err != nil {
 		return err
 	}
-	defer d.done()
+	defer func() { d.done(err) }()
 	st, err := c.ipcRegions(d)
 	size := d.rcv.Len()
 	if err != nil || st == nil || size > st.slot {
@@ -301,12 +308,12 @@ func gpuAllreduceIPC(c *Comm, a *Args) error {
 
 // gpuReduceScatterIPC: block r of every input is pushed to rank r, which
 // reduces the n blocks in rank order.
-func gpuReduceScatterIPC(c *Comm, a *Args) error {
+func gpuReduceScatterIPC(c *Comm, a *Args) (err error) {
 	d, err := newDevCall(a)
 	if err != nil {
 		return err
 	}
-	defer d.done()
+	defer func() { d.done(err) }()
 	st, err := c.ipcRegions(d)
 	me := c.Rank()
 	if err != nil || st == nil || a.Counts[me] > st.slot {
@@ -336,12 +343,12 @@ func gpuReduceScatterIPC(c *Comm, a *Args) error {
 
 // gpuAllgatherIPC: every rank pushes its block to every peer, then copies
 // the pushed blocks into place from its region.
-func gpuAllgatherIPC(c *Comm, a *Args) error {
+func gpuAllgatherIPC(c *Comm, a *Args) (err error) {
 	d, err := newDevCall(a)
 	if err != nil {
 		return err
 	}
-	defer d.done()
+	defer func() { d.done(err) }()
 	st, err := c.ipcRegions(d)
 	me := c.Rank()
 	if err != nil || st == nil || a.Counts[me] > st.slot {
@@ -374,12 +381,12 @@ func gpuAllgatherIPC(c *Comm, a *Args) error {
 
 // gpuBcastIPC: the root pushes the buffer to every rank, which copies it
 // out of its region.
-func gpuBcastIPC(c *Comm, a *Args) error {
+func gpuBcastIPC(c *Comm, a *Args) (err error) {
 	d, err := newDevCall(a)
 	if err != nil {
 		return err
 	}
-	defer d.done()
+	defer func() { d.done(err) }()
 	st, err := c.ipcRegions(d)
 	if err != nil || st == nil || d.rcv.Len() > st.slot {
 		if err != nil {
