@@ -36,13 +36,9 @@ func devStream(dev int) (*cuda.Stream, error) {
 	if s, ok := devStreams.m[dev]; ok {
 		return s, nil
 	}
-	ctx, err := gpu.DeviceContext(dev)
+	s, err := gpu.NewStream(dev)
 	if err != nil {
 		return nil, err
-	}
-	s, err := ctx.NewStream()
-	if err != nil {
-		return nil, fmt.Errorf("GPU collective: stream on device %d: %w", dev, err)
 	}
 	if devStreams.m == nil {
 		devStreams.m = map[int]*cuda.Stream{}

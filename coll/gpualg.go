@@ -1,12 +1,62 @@
 package coll
 
 import (
+	"github.com/gorun/gorun/btl"
 	"github.com/gorun/gorun/gpu"
 )
 
 // The GPU algorithms (gpu.go has the machinery). Byte counts are those of
 // the device buffers; a.Elem is the element size and a.Counts, where a
-// collective uses it, holds its block size n times.
+// collective uses it, holds its block size n times. Each is registered
+// through gpuAlg, which hands it the call's devCall and gives the scratch
+// back when it returns.
+
+// gpuAlg makes an algorithm of f: it prepares the call's devCall and
+// releases it (done) with f's outcome.
+func gpuAlg(f func(*Comm, *Args, *devCall) error) func(*Comm, *Args) error {
+	return func(c *Comm, a *Args) error {
+		d, err := newDevCall(a)
+		if err != nil {
+			return err
+		}
+		err = f(c, a, d)
+		d.done(err)
+		return err
+	}
+}
+
+// everyPeer posts, for every other rank r, a receive into recv(r) and a
+// send of send(r); a nil function posts none of its kind.
+func (p *pending) everyPeer(c *Comm, recv, send func(r int) btl.Mem) error {
+	for r := range c.Size() {
+		if r == c.Rank() {
+			continue
+		}
+		if recv != nil {
+			if err := p.recvMem(c, recv(r), r); err != nil {
+				return err
+			}
+		}
+		if send != nil {
+			if err := p.sendMem(c, send(r), r); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// swapD receives rb from rank from while it sends sb to rank to, and waits
+// for both (one step of a ring).
+func (p *pending) swapD(c *Comm, rb gpu.Buffer, from int, sb gpu.Buffer, to int) error {
+	if err := p.recvD(c, rb, from); err != nil {
+		return err
+	}
+	if err := p.sendD(c, sb, to); err != nil {
+		return err
+	}
+	return p.wait(c)
+}
 
 // pieces splits total bytes into pieces of at most GORUN_COLL_GPU_CHUNK
 // (32 MiB) whole elements: the pipelined one-shot algorithms reduce piece k
@@ -20,19 +70,28 @@ func pieces(total, elem int) (counts, displs []int) {
 	return blocks(total, k, elem)
 }
 
-// gpuAllreduceOneshot: every rank sends its whole input to every other and
-// reduces the n contributions itself, in rank order, so every rank computes
-// the same bits (x0 op x1 op ... op xn-1). One exchange: the latency choice,
-// and at n = 2 also the bandwidth one (each rank moves the buffer once each
-// way, as a ring does, and reduces it once). Pieces of gpuChunk bytes
-// travel as separate messages, each reduced as soon as it is in.
-func gpuAllreduceOneshot(c *Comm, a *Args) (err error) {
-	d, err := newDevCall(a)
-	if err != nil {
-		return err
+// oneshot sends this rank's input to every rank that reduces (every rank,
+// or only root when root >= 0), in pieces, and at a reducing rank reduces
+// the n inputs into d.rcv in rank order, each piece as soon as it is in,
+// so every reducing rank computes the same bits (x0 op x1 op ... op xn-1).
+func (d *devCall) oneshot(c *Comm, a *Args, root int) error {
+	n, me, size := c.Size(), c.Rank(), d.own.Len()
+	counts, displs := pieces(size, a.Elem)
+	piece := func(b gpu.Buffer, j int) gpu.Buffer { return bytesOf(b, displs[j], counts[j]) }
+	ps := make([]pending, len(counts))
+	if root >= 0 && me != root {
+		for j := range counts {
+			if err := ps[j].sendD(c, piece(d.own, j), root); err != nil {
+				return err
+			}
+		}
+		for j := range ps {
+			if err := ps[j].wait(c); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
-	defer func() { d.done(err) }()
-	n, me, size := c.Size(), c.Rank(), a.RecvD.Len()
 	// In place, this rank's input is the output; reducing x0 op x1 into it
 	// reads each element before writing it, but from rank 2 on the first
 	// kernels would overwrite it before its turn: keep a copy.
@@ -41,45 +100,32 @@ func gpuAllreduceOneshot(c *Comm, a *Args) (err error) {
 	if err != nil {
 		return err
 	}
-	slot := func(r, off, m int) gpu.Buffer { return bytesOf(slots, slotIndex(r, me, n)*size+off, m) }
+	slot := func(r, j int) gpu.Buffer { return piece(bytesOf(slots, slotIndex(r, me, n)*size, size), j) }
 	if keep {
-		if err := d.copy(slot(me, 0, size), d.own); err != nil {
+		if err := d.copy(bytesOf(slots, (n-1)*size, size), d.own); err != nil {
 			return err
 		}
 	}
-	counts, displs := pieces(size, a.Elem)
-	ps := make([]pending, len(counts))
+	var send func(r int) btl.Mem
 	for j := range counts {
-		for r := range n {
-			if r == me {
-				continue
-			}
-			if err := ps[j].recvD(c, slot(r, displs[j], counts[j]), r); err != nil {
-				return err
-			}
-			if err := ps[j].sendD(c, bytesOf(d.own, displs[j], counts[j]), r); err != nil {
-				return err
-			}
+		if root < 0 {
+			send = func(int) btl.Mem { return devMem(piece(d.own, j)) }
+		}
+		if err := ps[j].everyPeer(c, func(r int) btl.Mem { return devMem(slot(r, j)) }, send); err != nil {
+			return err
 		}
 	}
 	for j := range counts {
 		if err := ps[j].wait(c); err != nil {
 			return err
 		}
-		x := func(r int) gpu.Buffer {
+		if err := d.reduceAll(n, piece(d.rcv, j), func(r int) gpu.Buffer {
 			if r == me && !keep {
-				return bytesOf(d.own, displs[j], counts[j])
+				return piece(d.own, j)
 			}
-			return slot(r, displs[j], counts[j])
-		}
-		dst := bytesOf(d.rcv, displs[j], counts[j])
-		if err := d.reduce(dst, x(0), x(1)); err != nil {
+			return slot(r, j)
+		}); err != nil {
 			return err
-		}
-		for r := 2; r < n; r++ {
-			if err := d.reduce(dst, dst, x(r)); err != nil {
-				return err
-			}
 		}
 	}
 	return d.sync()
@@ -105,15 +151,20 @@ func slotIndex(r, me, n int) int {
 	return r
 }
 
+// gpuAllreduceOneshot: every rank sends its whole input to every other and
+// reduces the n contributions itself. One exchange: the latency choice,
+// and at n = 2 also the bandwidth one (each rank moves the buffer once each
+// way, as a ring does, and reduces it once).
+func gpuAllreduceOneshot(c *Comm, a *Args, d *devCall) error { return d.oneshot(c, a, -1) }
+
+// gpuReduceOneshot: every rank sends its input to the root, which reduces
+// the n contributions in rank order.
+func gpuReduceOneshot(c *Comm, a *Args, d *devCall) error { return d.oneshot(c, a, a.Root) }
+
 // gpuAllreduceRing: a ring reduce-scatter over n blocks, then a ring
 // allgather; each rank moves 2(n-1)/n of the buffer, the bandwidth choice
 // from three ranks on.
-func gpuAllreduceRing(c *Comm, a *Args) (err error) {
-	d, err := newDevCall(a)
-	if err != nil {
-		return err
-	}
-	defer func() { d.done(err) }()
+func gpuAllreduceRing(c *Comm, a *Args, d *devCall) error {
 	counts, displs := blocks(a.RecvD.Len(), c.Size(), a.Elem)
 	if err := d.ringReduceScatter(c, d.rcv, counts, displs, 0); err != nil {
 		return err
@@ -145,13 +196,7 @@ func (d *devCall) ringReduceScatter(c *Comm, work gpu.Buffer, counts, displs []i
 	for k := 0; k < n-1; k++ {
 		sb, rb := mod(me-shift-k, n), mod(me-shift-k-1, n)
 		t := bytesOf(tmp, 0, counts[rb])
-		if err := p.recvD(c, t, from); err != nil {
-			return err
-		}
-		if err := p.sendD(c, src(sb), to); err != nil {
-			return err
-		}
-		if err := p.wait(c); err != nil {
+		if err := p.swapD(c, t, from, src(sb), to); err != nil {
 			return err
 		}
 		if err := d.reduce(blk(work, rb), t, src(rb)); err != nil {
@@ -180,13 +225,7 @@ func (d *devCall) ringAllgather(c *Comm, buf, first gpu.Buffer, counts, displs [
 		if k == 0 && first.Len() > 0 {
 			s = first
 		}
-		if err := p.recvD(c, blk(rb), from); err != nil {
-			return err
-		}
-		if err := p.sendD(c, s, to); err != nil {
-			return err
-		}
-		if err := p.wait(c); err != nil {
+		if err := p.swapD(c, blk(rb), from, s, to); err != nil {
 			return err
 		}
 	}
@@ -195,7 +234,7 @@ func (d *devCall) ringAllgather(c *Comm, buf, first gpu.Buffer, counts, displs [
 
 // gpuBcastBinomial: a binomial tree from the root; the root's children
 // are sent to at once.
-func gpuBcastBinomial(c *Comm, a *Args) error {
+func gpuBcastBinomial(c *Comm, a *Args, _ *devCall) error {
 	n, me := c.Size(), c.Rank()
 	v := mod(me-a.Root, n)
 	var p pending
@@ -221,74 +260,15 @@ func gpuBcastBinomial(c *Comm, a *Args) error {
 	return p.wait(c)
 }
 
-// gpuReduceOneshot: every rank sends its input to the root, which reduces
-// the n contributions in rank order.
-func gpuReduceOneshot(c *Comm, a *Args) (err error) {
-	d, err := newDevCall(a)
-	if err != nil {
-		return err
-	}
-	defer func() { d.done(err) }()
-	n, me := c.Size(), c.Rank()
-	var p pending
-	if me != a.Root {
-		if err := p.sendD(c, d.own, a.Root); err != nil {
-			return err
-		}
-		return p.wait(c)
-	}
-	size := d.rcv.Len()
-	keep := d.in && me >= 2
-	slots, err := d.take(slotCount(n, keep) * size)
-	if err != nil {
-		return err
-	}
-	slot := func(r int) gpu.Buffer { return bytesOf(slots, slotIndex(r, me, n)*size, size) }
-	if keep {
-		if err := d.copy(slot(me), d.own); err != nil {
-			return err
-		}
-	}
-	for r := range n {
-		if r != me {
-			if err := p.recvD(c, slot(r), r); err != nil {
-				return err
-			}
-		}
-	}
-	if err := p.wait(c); err != nil {
-		return err
-	}
-	x := func(r int) gpu.Buffer {
-		if r == me && !keep {
-			return d.own
-		}
-		return slot(r)
-	}
-	if err := d.reduce(d.rcv, x(0), x(1)); err != nil {
-		return err
-	}
-	for r := 2; r < n; r++ {
-		if err := d.reduce(d.rcv, d.rcv, x(r)); err != nil {
-			return err
-		}
-	}
-	return d.sync()
-}
-
 // gpuReduceRing: a ring reduce-scatter that leaves rank r with block r of
 // the result, then every block to the root: 2(n-1)/n of the buffer per
 // rank instead of the root's n-1 buffers.
-func gpuReduceRing(c *Comm, a *Args) (err error) {
-	d, err := newDevCall(a)
-	if err != nil {
-		return err
-	}
-	defer func() { d.done(err) }()
+func gpuReduceRing(c *Comm, a *Args, d *devCall) error {
 	n, me := c.Size(), c.Rank()
 	size := d.own.Len()
 	work := d.rcv
 	if me != a.Root {
+		var err error
 		if work, err = d.take(size); err != nil {
 			return err
 		}
@@ -297,31 +277,23 @@ func gpuReduceRing(c *Comm, a *Args) (err error) {
 	if err := d.ringReduceScatter(c, work, counts, displs, 1); err != nil {
 		return err
 	}
+	blk := func(r int) gpu.Buffer { return bytesOf(work, displs[r], counts[r]) }
 	var p pending
+	var err error
 	if me != a.Root {
-		if err := p.sendD(c, bytesOf(work, displs[me], counts[me]), a.Root); err != nil {
-			return err
-		}
-		return p.wait(c)
+		err = p.sendD(c, blk(me), a.Root)
+	} else {
+		err = p.everyPeer(c, func(r int) btl.Mem { return devMem(blk(r)) }, nil)
 	}
-	for r := range n {
-		if r != me {
-			if err := p.recvD(c, bytesOf(work, displs[r], counts[r]), r); err != nil {
-				return err
-			}
-		}
+	if err != nil {
+		return err
 	}
 	return p.wait(c)
 }
 
 // gpuAllgatherRing: the ring allgather, this rank's block sent from its
 // input while a copy puts it in place.
-func gpuAllgatherRing(c *Comm, a *Args) (err error) {
-	d, err := newDevCall(a)
-	if err != nil {
-		return err
-	}
-	defer func() { d.done(err) }()
+func gpuAllgatherRing(c *Comm, a *Args, d *devCall) error {
 	me := c.Rank()
 	counts, displs := a.Counts, evenDispls(a.Counts)
 	first := gpu.Buffer{}
@@ -335,13 +307,8 @@ func gpuAllgatherRing(c *Comm, a *Args) (err error) {
 }
 
 // gpuAllgatherDirect: every rank sends its block to every other at once.
-func gpuAllgatherDirect(c *Comm, a *Args) (err error) {
-	d, err := newDevCall(a)
-	if err != nil {
-		return err
-	}
-	defer func() { d.done(err) }()
-	n, me := c.Size(), c.Rank()
+func gpuAllgatherDirect(c *Comm, a *Args, d *devCall) error {
+	me := c.Rank()
 	counts, displs := a.Counts, evenDispls(a.Counts)
 	mine := bytesOf(d.rcv, displs[me], counts[me])
 	if d.in {
@@ -350,16 +317,10 @@ func gpuAllgatherDirect(c *Comm, a *Args) (err error) {
 		return err
 	}
 	var p pending
-	for r := range n {
-		if r == me {
-			continue
-		}
-		if err := p.recvD(c, bytesOf(d.rcv, displs[r], counts[r]), r); err != nil {
-			return err
-		}
-		if err := p.sendD(c, d.own, r); err != nil {
-			return err
-		}
+	if err := p.everyPeer(c,
+		func(r int) btl.Mem { return devMem(bytesOf(d.rcv, displs[r], counts[r])) },
+		func(int) btl.Mem { return devMem(d.own) }); err != nil {
+		return err
 	}
 	if err := p.wait(c); err != nil {
 		return err
@@ -369,12 +330,7 @@ func gpuAllgatherDirect(c *Comm, a *Args) (err error) {
 
 // gpuReduceScatterRing: the ring reduce-scatter into scratch, leaving
 // block me, then copied out.
-func gpuReduceScatterRing(c *Comm, a *Args) (err error) {
-	d, err := newDevCall(a)
-	if err != nil {
-		return err
-	}
-	defer func() { d.done(err) }()
+func gpuReduceScatterRing(c *Comm, a *Args, d *devCall) error {
 	me := c.Rank()
 	counts, displs := a.Counts, evenDispls(a.Counts)
 	work, err := d.take(sum(counts))
@@ -392,12 +348,7 @@ func gpuReduceScatterRing(c *Comm, a *Args) (err error) {
 
 // gpuReduceScatterOneshot: block r of every input goes straight to rank
 // r, which reduces the n blocks in rank order.
-func gpuReduceScatterOneshot(c *Comm, a *Args) (err error) {
-	d, err := newDevCall(a)
-	if err != nil {
-		return err
-	}
-	defer func() { d.done(err) }()
+func gpuReduceScatterOneshot(c *Comm, a *Args, d *devCall) error {
 	n, me := c.Size(), c.Rank()
 	counts, displs := a.Counts, evenDispls(a.Counts)
 	m := counts[me]
@@ -406,92 +357,68 @@ func gpuReduceScatterOneshot(c *Comm, a *Args) (err error) {
 		return err
 	}
 	var p pending
-	for r := range n {
-		if r == me {
-			continue
-		}
-		if err := p.recvD(c, bytesOf(slots, r*m, m), r); err != nil {
-			return err
-		}
-		if err := p.sendD(c, bytesOf(d.own, displs[r], counts[r]), r); err != nil {
-			return err
-		}
+	if err := p.everyPeer(c,
+		func(r int) btl.Mem { return devMem(bytesOf(slots, r*m, m)) },
+		func(r int) btl.Mem { return devMem(bytesOf(d.own, displs[r], counts[r])) }); err != nil {
+		return err
 	}
 	if err := p.wait(c); err != nil {
 		return err
 	}
-	x := func(r int) gpu.Buffer {
+	// In place, the output is block 0 of the input: rank 0's first kernel
+	// reads each element before writing it; other ranks no longer need it.
+	if err := d.reduceAll(n, bytesOf(d.rcv, 0, m), func(r int) gpu.Buffer {
 		if r == me {
 			return bytesOf(d.own, displs[me], m)
 		}
 		return bytesOf(slots, r*m, m)
-	}
-	dst := bytesOf(d.rcv, 0, m)
-	// In place, dst is block 0 of the input: rank 0's first kernel reads
-	// each element before writing it; other ranks no longer need block 0.
-	if err := d.reduce(dst, x(0), x(1)); err != nil {
+	}); err != nil {
 		return err
-	}
-	for r := 2; r < n; r++ {
-		if err := d.reduce(dst, dst, x(r)); err != nil {
-			return err
-		}
 	}
 	return d.sync()
 }
 
 // gpuGatherLinear: the root receives every block at once.
-func gpuGatherLinear(c *Comm, a *Args) error {
-	return gpuRooted(c, a, true)
-}
+func gpuGatherLinear(c *Comm, a *Args, d *devCall) error { return gpuRooted(c, a, d, true) }
 
 // gpuScatterLinear: the root sends every block at once.
-func gpuScatterLinear(c *Comm, a *Args) error {
-	return gpuRooted(c, a, false)
-}
+func gpuScatterLinear(c *Comm, a *Args, d *devCall) error { return gpuRooted(c, a, d, false) }
 
 // gpuRooted runs a linear gather (toRoot) or scatter: the root's buffer
 // (RecvD for a gather, SendD for a scatter) holds n blocks of a.Counts;
 // every other rank's holds one. A zero buffer at the root is MPI's in place
 // (its own block is already where it belongs).
-func gpuRooted(c *Comm, a *Args, toRoot bool) error {
-	n, me := c.Size(), c.Rank()
-	counts, displs := a.Counts, evenDispls(a.Counts)
+func gpuRooted(c *Comm, a *Args, d *devCall, toRoot bool) error {
+	me := c.Rank()
 	var p pending
 	if me != a.Root {
+		var err error
 		if toRoot {
-			if err := p.sendD(c, a.SendD, a.Root); err != nil {
-				return err
-			}
-		} else if err := p.recvD(c, a.RecvD, a.Root); err != nil {
+			err = p.sendD(c, a.SendD, a.Root)
+		} else {
+			err = p.recvD(c, a.RecvD, a.Root)
+		}
+		if err != nil {
 			return err
 		}
 		return p.wait(c)
 	}
+	counts, displs := a.Counts, evenDispls(a.Counts)
 	whole, mine := a.RecvD, a.SendD
 	if !toRoot {
 		whole, mine = a.SendD, a.RecvD
 	}
-	for r := range n {
-		b := bytesOf(whole, displs[r], counts[r])
-		var err error
-		switch {
-		case r == me:
-			continue
-		case toRoot:
-			err = p.recvD(c, b, r)
-		default:
-			err = p.sendD(c, b, r)
-		}
-		if err != nil {
-			return err
-		}
+	blk := func(r int) btl.Mem { return devMem(bytesOf(whole, displs[r], counts[r])) }
+	var err error
+	if toRoot {
+		err = p.everyPeer(c, blk, nil)
+	} else {
+		err = p.everyPeer(c, nil, blk)
+	}
+	if err != nil {
+		return err
 	}
 	if mine.Len() > 0 {
-		d, err := newDevCall(a)
-		if err != nil {
-			return err
-		}
 		own := bytesOf(whole, displs[me], counts[me])
 		if toRoot {
 			err = d.copy(own, mine)
@@ -509,27 +436,17 @@ func gpuRooted(c *Comm, a *Args, toRoot bool) error {
 }
 
 // gpuAlltoallLinear: every block to its rank at once.
-func gpuAlltoallLinear(c *Comm, a *Args) (err error) {
-	d, err := newDevCall(a)
-	if err != nil {
+func gpuAlltoallLinear(c *Comm, a *Args, d *devCall) error {
+	me := c.Rank()
+	counts, displs := a.Counts, evenDispls(a.Counts)
+	blk := func(b gpu.Buffer, r int) gpu.Buffer { return bytesOf(b, displs[r], counts[r]) }
+	var p pending
+	if err := p.everyPeer(c,
+		func(r int) btl.Mem { return devMem(blk(d.rcv, r)) },
+		func(r int) btl.Mem { return devMem(blk(d.own, r)) }); err != nil {
 		return err
 	}
-	defer func() { d.done(err) }()
-	n, me := c.Size(), c.Rank()
-	counts, displs := a.Counts, evenDispls(a.Counts)
-	var p pending
-	for r := range n {
-		if r == me {
-			continue
-		}
-		if err := p.recvD(c, bytesOf(d.rcv, displs[r], counts[r]), r); err != nil {
-			return err
-		}
-		if err := p.sendD(c, bytesOf(d.own, displs[r], counts[r]), r); err != nil {
-			return err
-		}
-	}
-	if err := d.copy(bytesOf(d.rcv, displs[me], counts[me]), bytesOf(d.own, displs[me], counts[me])); err != nil {
+	if err := d.copy(blk(d.rcv, me), blk(d.own, me)); err != nil {
 		return err
 	}
 	if err := p.wait(c); err != nil {

@@ -69,36 +69,36 @@ func init() {
 	}
 	linear := func(int, int, bool) string { return "linear" }
 	collGPUAllreduce = register(&collective{name: "gpu_allreduce", algs: []algorithm{
-		{name: "oneshot", run: gpuAllreduceOneshot},
-		{name: "ring", run: gpuAllreduceRing},
-		{name: "ipc", run: gpuAllreduceIPC},
+		{name: "oneshot", run: gpuAlg(gpuAllreduceOneshot)},
+		{name: "ring", run: gpuAlg(gpuAllreduceRing)},
+		{name: "ipc", run: gpuAlg(gpuAllreduceIPC)},
 	}, table: tableGPUReduction, size: recvLen})
 	collGPUBcast = register(&collective{name: "gpu_bcast", algs: []algorithm{
-		{name: "binomial", run: gpuBcastBinomial},
-		{name: "ipc", run: gpuBcastIPC},
+		{name: "binomial", run: gpuAlg(gpuBcastBinomial)},
+		{name: "ipc", run: gpuAlg(gpuBcastIPC)},
 	}, table: tableGPUBcast, size: recvLen})
 	collGPUReduce = register(&collective{name: "gpu_reduce", algs: []algorithm{
-		{name: "oneshot", run: gpuReduceOneshot},
-		{name: "ring", run: gpuReduceRing},
+		{name: "oneshot", run: gpuAlg(gpuReduceOneshot)},
+		{name: "ring", run: gpuAlg(gpuReduceRing)},
 	}, table: tableGPUReduce, size: ownLen})
 	collGPUAllgather = register(&collective{name: "gpu_allgather", algs: []algorithm{
-		{name: "direct", run: gpuAllgatherDirect},
-		{name: "ring", run: gpuAllgatherRing},
-		{name: "ipc", run: gpuAllgatherIPC},
+		{name: "direct", run: gpuAlg(gpuAllgatherDirect)},
+		{name: "ring", run: gpuAlg(gpuAllgatherRing)},
+		{name: "ipc", run: gpuAlg(gpuAllgatherIPC)},
 	}, table: tableGPUAllgather, size: gpuBlock})
 	collGPUReduceScatterBlock = register(&collective{name: "gpu_reduce_scatter_block", algs: []algorithm{
-		{name: "oneshot", run: gpuReduceScatterOneshot},
-		{name: "ring", run: gpuReduceScatterRing},
-		{name: "ipc", run: gpuReduceScatterIPC},
+		{name: "oneshot", run: gpuAlg(gpuReduceScatterOneshot)},
+		{name: "ring", run: gpuAlg(gpuReduceScatterRing)},
+		{name: "ipc", run: gpuAlg(gpuReduceScatterIPC)},
 	}, table: tableGPUReduction, size: gpuBlock})
 	collGPUGather = register(&collective{name: "gpu_gather", algs: []algorithm{
-		{name: "linear", run: gpuGatherLinear},
+		{name: "linear", run: gpuAlg(gpuGatherLinear)},
 	}, table: linear, size: gpuBlock})
 	collGPUScatter = register(&collective{name: "gpu_scatter", algs: []algorithm{
-		{name: "linear", run: gpuScatterLinear},
+		{name: "linear", run: gpuAlg(gpuScatterLinear)},
 	}, table: linear, size: gpuBlock})
 	collGPUAlltoall = register(&collective{name: "gpu_alltoall", algs: []algorithm{
-		{name: "linear", run: gpuAlltoallLinear},
+		{name: "linear", run: gpuAlg(gpuAlltoallLinear)},
 	}, table: linear, size: gpuBlock})
 }
 

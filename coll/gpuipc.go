@@ -2,6 +2,7 @@ package coll
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/gorun/gorun/gpu"
@@ -63,11 +64,13 @@ type gpuShared struct {
 	ipc *ipcState
 }
 
-// ipcRegions returns c's regions, setting them up at the first call (every
-// rank is in the same call: the choice of algorithm is the same
-// everywhere). A nil state with a nil error means "use the p2p algorithm".
-func (c *Comm) ipcRegions(d *devCall) (*ipcState, error) {
-	if c.Nodes != 1 || c.sh == nil {
+// ipcRegions returns c's regions for a call moving at most size bytes per
+// slot, setting them up at the first call (every rank is in the same call:
+// the choice of algorithm is the same everywhere). A nil state with a nil
+// error means "use the p2p algorithm": a communicator across hosts, a
+// failed set-up, or more bytes than a slot holds.
+func (c *Comm) ipcRegions(d *devCall, size int) (*ipcState, error) {
+	if c.Nodes != 1 || c.sh == nil || size > ipcSlot(c.Size()) {
 		return nil, nil
 	}
 	g := &c.sh.gpu
@@ -75,6 +78,7 @@ func (c *Comm) ipcRegions(d *devCall) (*ipcState, error) {
 	defer g.mu.Unlock()
 	if g.ipc == nil {
 		st, err := c.ipcSetup(d)
+		g.ipc = st
 		if err != nil {
 			// Kept as failed, never retried: a set-up that fails part-way
 			// may have succeeded on other ranks, and retrying would send
@@ -82,10 +86,8 @@ func (c *Comm) ipcRegions(d *devCall) (*ipcState, error) {
 			// then fail their ipc calls with a count error (not a hang);
 			// the cause was a failed peer or link in the first place.
 			st.unmap()
-			g.ipc = st
 			return nil, err
 		}
-		g.ipc = st
 	}
 	st := g.ipc
 	if !st.ok || st.n != c.Size() {
@@ -101,81 +103,49 @@ func (c *Comm) ipcRegions(d *devCall) (*ipcState, error) {
 	return st, nil
 }
 
-// ipcSetup allocates this rank's region, sends its handle to every peer,
-// maps theirs, and agrees with them on whether all of that worked.
+// ipcSetup allocates this rank's region, gathers every rank's handle (a
+// zero handle from a rank that could not export one), maps the peers'
+// regions, and gathers every rank's verdict, so that the regions are used
+// only if every rank mapped all of them.
 func (c *Comm) ipcSetup(d *devCall) (*ipcState, error) {
 	n, me := c.Size(), c.Rank()
 	st := &ipcState{n: n, dev: d.dev, slot: ipcSlot(n), peers: make([]gpu.Buffer, n)}
-	const hsize = 81 // gpu.IPCHandle's binary form
-	msg := make([]byte, 1+hsize)
-	own, err := gpu.Alloc(d.dev, gpu.Uint8, 2*n*st.slot)
-	if err == nil {
+	msg := make([]byte, 1+gpu.IPCHandleSize) // ok flag, handle
+	if own, err := gpu.Alloc(d.dev, gpu.Uint8, 2*n*st.slot); err == nil {
 		st.own = own
-		var h gpu.IPCHandle
-		if h, err = own.ExportIPC(); err == nil {
-			var b []byte
-			if b, err = h.MarshalBinary(); err == nil && len(b) == hsize {
+		if h, err := own.ExportIPC(); err == nil {
+			if b, err := h.MarshalBinary(); err == nil {
 				msg[0] = 1
 				copy(msg[1:], b)
 			}
 		}
 	}
-	got := make([][]byte, n)
-	var p pending
-	for r := range n {
-		if r != me {
-			got[r] = make([]byte, len(msg))
-			if err := p.recv(c, got[r], r); err != nil {
-				return st, err
-			}
-			if err := p.send(c, msg, r); err != nil {
-				return st, err
-			}
-		}
-	}
-	if err := p.wait(c); err != nil {
+	all := make([]byte, n*len(msg))
+	if err := collAllgather.runFlat(c, &Args{Send: msg, Recv: all}, nil); err != nil {
 		return st, err
 	}
-	ok := msg[0] == 1
+	ok := true
 	for r := range n {
-		if r == me || !ok {
-			continue
-		}
+		got := all[r*len(msg) : (r+1)*len(msg)]
 		var h gpu.IPCHandle
-		if got[r][0] != 1 || h.UnmarshalBinary(got[r][1:]) != nil {
+		if got[0] != 1 || h.UnmarshalBinary(got[1:]) != nil {
 			ok = false
-			continue
+		} else if r != me && ok {
+			var err error
+			if st.peers[r], err = gpu.OpenIPC(d.dev, h); err != nil {
+				ok = false
+			}
 		}
-		if st.peers[r], err = gpu.OpenIPC(d.dev, h); err != nil {
-			ok = false
-		}
-	}
-	// Agree: the regions are used only if every rank mapped all of them.
-	vote := []byte{0}
-	if ok {
-		vote[0] = 1
 	}
 	votes := make([]byte, n)
-	for r := range n {
-		if r != me {
-			if err := p.recv(c, votes[r:r+1], r); err != nil {
-				return st, err
-			}
-			if err := p.send(c, vote, r); err != nil {
-				return st, err
-			}
-		}
+	if ok {
+		votes[me] = 1
 	}
-	if err := p.wait(c); err != nil {
+	if err := collAllgather.runFlat(c, &Args{Recv: votes}, nil); err != nil {
 		return st, err
 	}
-	for r := range n {
-		if r != me && votes[r] != 1 {
-			ok = false
-		}
-	}
-	st.ok = ok
-	if !ok {
+	st.ok = !slices.Contains(votes, 0)
+	if !st.ok {
 		// This rank's region stays allocated: a peer may have mapped it.
 		st.unmap()
 	}
@@ -208,35 +178,18 @@ func (g *gpuShared) close() {
 	}
 }
 
-// ipcExchange exchanges the "ready" messages, pushes send(r) (nothing when
-// empty) into slot me of rank r's region for every peer r, and exchanges
-// the "pushed" messages. It returns slot r of this rank's region for this
-// call: what rank r pushed here.
+// ipcExchange waits until every rank is ready (it has finished its
+// earlier calls, so nothing still reads the slots this call writes),
+// pushes send(r) (nothing when empty) into slot me of rank r's region for
+// every peer r, and waits until every rank has pushed. It returns slot r
+// of this rank's region for this call: what rank r pushed here.
 func (d *devCall) ipcExchange(c *Comm, st *ipcState, send func(r int) gpu.Buffer) (func(r, n int) gpu.Buffer, error) {
-	n, me := c.Size(), c.Rank()
-	signal := func() error {
-		var p pending
-		for r := range n {
-			if r != me {
-				if err := p.recv(c, nil, r); err != nil {
-					return err
-				}
-				if err := p.send(c, nil, r); err != nil {
-					return err
-				}
-			}
-		}
-		return p.wait(c)
-	}
-	if err := signal(); err != nil {
+	if err := barrierFlat(c); err != nil {
 		return nil, err
 	}
-	for r := range n {
-		if r == me {
-			continue
-		}
-		if b := send(r); b.Len() > 0 {
-			if err := d.copy(st.at(c, st.peers[r], me, b.Len()), b); err != nil {
+	for r := range c.Size() {
+		if b := send(r); r != c.Rank() && b.Len() > 0 {
+			if err := d.copy(st.at(c, st.peers[r], c.Rank(), b.Len()), b); err != nil {
 				return nil, err
 			}
 		}
@@ -244,10 +197,32 @@ func (d *devCall) ipcExchange(c *Comm, st *ipcState, send func(r int) gpu.Buffer
 	if err := d.sync(); err != nil {
 		return nil, err
 	}
-	if err := signal(); err != nil {
+	if err := barrierFlat(c); err != nil {
 		return nil, err
 	}
 	return func(r, m int) gpu.Buffer { return st.at(c, st.own, r, m) }, nil
+}
+
+// barrierFlat is the table's barrier on c (the ready and pushed rounds).
+func barrierFlat(c *Comm) error { return collBarrier.runFlat(c, &Args{}, nil) }
+
+// ipcReduce pushes send(r) to every peer r and reduces, in rank order,
+// own (this rank's part) and what every peer pushed (m bytes each) into
+// dst.
+func (d *devCall) ipcReduce(c *Comm, st *ipcState, send func(r int) gpu.Buffer, own, dst gpu.Buffer) error {
+	in, err := d.ipcExchange(c, st, send)
+	if err != nil {
+		return err
+	}
+	if err := d.reduceAll(c.Size(), dst, func(r int) gpu.Buffer {
+		if r == c.Rank() {
+			return own
+		}
+		return in(r, dst.Len())
+	}); err != nil {
+		return err
+	}
+	return d.sync()
 }
 
 // reduceAll reduces x(0) op x(1) op ... op x(n-1) into dst, in rank order.
@@ -266,108 +241,65 @@ func (d *devCall) reduceAll(n int, dst gpu.Buffer, x func(r int) gpu.Buffer) err
 // gpuAllreduceIPC: every rank pushes its input to every peer and reduces
 // the n inputs itself in rank order (one-shot); the p2p one-shot where the
 // regions cannot serve.
-func gpuAllreduceIPC(c *Comm, a *Args) (err error) {
-	d, err := newDevCall(a)
-	if err != nil {
-		return err
-	}
-	defer func() { d.done(err) }()
-	st, err := c.ipcRegions(d)
-	size := d.rcv.Len()
-	if err != nil || st == nil || size > st.slot {
+func gpuAllreduceIPC(c *Comm, a *Args, d *devCall) error {
+	st, err := c.ipcRegions(d, d.rcv.Len())
+	if err != nil || st == nil {
 		if err != nil {
 			return err
 		}
-		return gpuAllreduceOneshot(c, a)
+		return gpuAllreduceOneshot(c, a, d)
 	}
-	n, me := c.Size(), c.Rank()
 	own := d.own
-	if d.in && me >= 2 {
+	if d.in && c.Rank() >= 2 {
 		// The first kernels would overwrite the input before its turn;
 		// slot me of this rank's own region is never written by a peer.
-		keep := st.at(c, st.own, me, size)
-		if err := d.copy(keep, own); err != nil {
+		own = st.at(c, st.own, c.Rank(), d.rcv.Len())
+		if err := d.copy(own, d.own); err != nil {
 			return err
 		}
-		own = keep
 	}
-	in, err := d.ipcExchange(c, st, func(int) gpu.Buffer { return d.own })
-	if err != nil {
-		return err
-	}
-	if err := d.reduceAll(n, d.rcv, func(r int) gpu.Buffer {
-		if r == me {
-			return own
-		}
-		return in(r, size)
-	}); err != nil {
-		return err
-	}
-	return d.sync()
+	return d.ipcReduce(c, st, func(int) gpu.Buffer { return d.own }, own, d.rcv)
 }
 
 // gpuReduceScatterIPC: block r of every input is pushed to rank r, which
 // reduces the n blocks in rank order.
-func gpuReduceScatterIPC(c *Comm, a *Args) (err error) {
-	d, err := newDevCall(a)
-	if err != nil {
-		return err
-	}
-	defer func() { d.done(err) }()
-	st, err := c.ipcRegions(d)
+func gpuReduceScatterIPC(c *Comm, a *Args, d *devCall) error {
 	me := c.Rank()
-	if err != nil || st == nil || a.Counts[me] > st.slot {
+	m := a.Counts[me]
+	st, err := c.ipcRegions(d, m)
+	if err != nil || st == nil {
 		if err != nil {
 			return err
 		}
-		return gpuReduceScatterOneshot(c, a)
+		return gpuReduceScatterOneshot(c, a, d)
 	}
-	n, m := c.Size(), a.Counts[me]
 	displs := evenDispls(a.Counts)
-	in, err := d.ipcExchange(c, st, func(r int) gpu.Buffer { return bytesOf(d.own, displs[r], a.Counts[r]) })
-	if err != nil {
-		return err
-	}
 	// In place, the output is block 0 of the input: rank 0's first kernel
 	// reads each element before writing it; other ranks no longer need it.
-	if err := d.reduceAll(n, bytesOf(d.rcv, 0, m), func(r int) gpu.Buffer {
-		if r == me {
-			return bytesOf(d.own, displs[me], m)
-		}
-		return in(r, m)
-	}); err != nil {
-		return err
-	}
-	return d.sync()
+	return d.ipcReduce(c, st, func(r int) gpu.Buffer { return bytesOf(d.own, displs[r], a.Counts[r]) },
+		bytesOf(d.own, displs[me], m), bytesOf(d.rcv, 0, m))
 }
 
 // gpuAllgatherIPC: every rank pushes its block to every peer, then copies
 // the pushed blocks into place from its region.
-func gpuAllgatherIPC(c *Comm, a *Args) (err error) {
-	d, err := newDevCall(a)
-	if err != nil {
-		return err
-	}
-	defer func() { d.done(err) }()
-	st, err := c.ipcRegions(d)
+func gpuAllgatherIPC(c *Comm, a *Args, d *devCall) error {
 	me := c.Rank()
-	if err != nil || st == nil || a.Counts[me] > st.slot {
+	st, err := c.ipcRegions(d, a.Counts[me])
+	if err != nil || st == nil {
 		if err != nil {
 			return err
 		}
-		return gpuAllgatherDirect(c, a)
+		return gpuAllgatherDirect(c, a, d)
 	}
-	n := c.Size()
 	counts, displs := a.Counts, evenDispls(a.Counts)
-	mine := bytesOf(d.rcv, displs[me], counts[me])
 	if d.in {
-		d.own = mine
+		d.own = bytesOf(d.rcv, displs[me], counts[me])
 	}
 	in, err := d.ipcExchange(c, st, func(int) gpu.Buffer { return d.own })
 	if err != nil {
 		return err
 	}
-	for r := range n {
+	for r := range c.Size() {
 		src := d.own
 		if r != me {
 			src = in(r, counts[r])
@@ -381,18 +313,13 @@ func gpuAllgatherIPC(c *Comm, a *Args) (err error) {
 
 // gpuBcastIPC: the root pushes the buffer to every rank, which copies it
 // out of its region.
-func gpuBcastIPC(c *Comm, a *Args) (err error) {
-	d, err := newDevCall(a)
-	if err != nil {
-		return err
-	}
-	defer func() { d.done(err) }()
-	st, err := c.ipcRegions(d)
-	if err != nil || st == nil || d.rcv.Len() > st.slot {
+func gpuBcastIPC(c *Comm, a *Args, d *devCall) error {
+	st, err := c.ipcRegions(d, d.rcv.Len())
+	if err != nil || st == nil {
 		if err != nil {
 			return err
 		}
-		return gpuBcastBinomial(c, a)
+		return gpuBcastBinomial(c, a, d)
 	}
 	me := c.Rank()
 	in, err := d.ipcExchange(c, st, func(int) gpu.Buffer {

@@ -22,8 +22,8 @@ type IPCHandle struct {
 	DType DType
 }
 
-// ipcHandleSize is the length of IPCHandle's binary form.
-const ipcHandleSize = 64 + 8 + 8 + 1
+// IPCHandleSize is the length of IPCHandle's binary form (MarshalBinary).
+const IPCHandleSize = 64 + 8 + 8 + 1
 
 // ExportIPC returns the handle through which another process can map b. The
 // memory must come from Alloc (or cudaMalloc/cuMemAlloc, through Wrap), and
@@ -68,7 +68,7 @@ func OpenIPC(dev int, h IPCHandle) (Buffer, error) {
 
 // MarshalBinary encodes the handle as 81 bytes.
 func (h IPCHandle) MarshalBinary() ([]byte, error) {
-	b := make([]byte, ipcHandleSize)
+	b := make([]byte, IPCHandleSize)
 	copy(b, h.Mem[:])
 	binary.LittleEndian.PutUint64(b[64:], h.Offset)
 	binary.LittleEndian.PutUint64(b[72:], h.Bytes)
@@ -78,8 +78,8 @@ func (h IPCHandle) MarshalBinary() ([]byte, error) {
 
 // UnmarshalBinary decodes MarshalBinary's form.
 func (h *IPCHandle) UnmarshalBinary(b []byte) error {
-	if len(b) != ipcHandleSize {
-		return fmt.Errorf("gpu: IPC handle: %d bytes, want %d", len(b), ipcHandleSize)
+	if len(b) != IPCHandleSize {
+		return fmt.Errorf("gpu: IPC handle: %d bytes, want %d", len(b), IPCHandleSize)
 	}
 	copy(h.Mem[:], b)
 	h.Offset = binary.LittleEndian.Uint64(b[64:])

@@ -124,23 +124,7 @@ func blockCounts(n, k, elem int) []int {
 func AllreduceGPU(c *Comm, sendbuf, recvbuf gpu.Buffer, op Op) error {
 	const name = "AllreduceGPU"
 	return devCollective(c, name, coll.AllreduceGPU, func() (coll.Args, error) {
-		o, err := gpuOp(name, op)
-		if err != nil {
-			return coll.Args{}, err
-		}
-		if err := checkDev(name, sendbuf, recvbuf); err != nil {
-			return coll.Args{}, err
-		}
-		a := coll.Args{DOp: o, Elem: elemSizeOf(recvbuf, sendbuf)}
-		if inPlaceGPU(sendbuf, recvbuf) {
-			a.RecvD = recvbuf
-			return a, nil
-		}
-		if recvbuf.Count() < sendbuf.Count() {
-			return a, errorf(ErrCount, name, "receive buffer of %d elements for %d", recvbuf.Count(), sendbuf.Count())
-		}
-		a.SendD, a.RecvD = sendbuf, recvbuf.Slice(0, sendbuf.Count())
-		return a, nil
+		return reductionGPU(name, sendbuf, recvbuf, op, coll.Args{}, true)
 	})
 }
 
@@ -152,29 +136,37 @@ func ReduceGPU(c *Comm, sendbuf, recvbuf gpu.Buffer, op Op, root int) error {
 		if err := c.checkRoot(name, root); err != nil {
 			return coll.Args{}, err
 		}
-		o, err := gpuOp(name, op)
-		if err != nil {
-			return coll.Args{}, err
-		}
-		a := coll.Args{DOp: o, Root: root}
-		if c.Rank() != root {
-			a.SendD, a.Elem = sendbuf, elemSizeOf(sendbuf)
-			return a, checkDev(name, sendbuf)
-		}
-		if err := checkDev(name, sendbuf, recvbuf); err != nil {
-			return a, err
-		}
-		a.Elem = elemSizeOf(recvbuf, sendbuf)
-		if inPlaceGPU(sendbuf, recvbuf) {
-			a.RecvD = recvbuf
-			return a, nil
-		}
-		if recvbuf.Count() < sendbuf.Count() {
-			return a, errorf(ErrCount, name, "receive buffer of %d elements for %d", recvbuf.Count(), sendbuf.Count())
-		}
-		a.SendD, a.RecvD = sendbuf, recvbuf.Slice(0, sendbuf.Count())
-		return a, nil
+		return reductionGPU(name, sendbuf, recvbuf, op, coll.Args{Root: root}, c.Rank() == root)
 	})
+}
+
+// reductionGPU prepares AllreduceGPU and ReduceGPU's a. Where the result
+// lands here (result), the count is sendbuf's (in place, recvbuf's) and
+// recvbuf must hold as many; elsewhere (a non-root's Reduce) recvbuf is
+// not read.
+func reductionGPU(name string, sendbuf, recvbuf gpu.Buffer, op Op, a coll.Args, result bool) (coll.Args, error) {
+	o, err := gpuOp(name, op)
+	if err != nil {
+		return a, err
+	}
+	if !result {
+		recvbuf = gpu.Buffer{}
+	}
+	if err := checkDev(name, sendbuf, recvbuf); err != nil {
+		return a, err
+	}
+	a.DOp, a.Elem = o, elemSizeOf(recvbuf, sendbuf)
+	switch {
+	case !result:
+		a.SendD = sendbuf
+	case inPlaceGPU(sendbuf, recvbuf):
+		a.RecvD = recvbuf
+	case recvbuf.Count() < sendbuf.Count():
+		return a, errorf(ErrCount, name, "receive buffer of %d elements for %d", recvbuf.Count(), sendbuf.Count())
+	default:
+		a.SendD, a.RecvD = sendbuf, recvbuf.Slice(0, sendbuf.Count())
+	}
+	return a, nil
 }
 
 // BcastGPU copies the root's buf into every rank's buf (MPI_Bcast on
