@@ -72,6 +72,20 @@ func DeviceContext(dev int) (*cuda.Context, error) {
 	return c, nil
 }
 
+// NewStream creates a stream on device dev's primary context that does not
+// synchronize with the legacy default stream; the caller destroys it.
+func NewStream(dev int) (*cuda.Stream, error) {
+	c, err := DeviceContext(dev)
+	if err != nil {
+		return nil, err
+	}
+	s, err := c.NewStream()
+	if err != nil {
+		return nil, fmt.Errorf("gpu: stream: %w", err)
+	}
+	return s, nil
+}
+
 // EnablePeerAccess lets device dev use memory of device peer directly
 // (kernels reading it, copies over NVLink or PCIe). It fails where the
 // hardware cannot (Topology's Link.PeerAccess says in advance).

@@ -272,11 +272,7 @@ func (m *module) stream(dev int) (*drv.Stream, error) {
 	if s := m.streams[dev]; s != nil {
 		return s, nil
 	}
-	ctx, err := gpu.DeviceContext(dev)
-	if err != nil {
-		return nil, err
-	}
-	s, err := ctx.NewStream()
+	s, err := gpu.NewStream(dev)
 	if err != nil {
 		return nil, err
 	}
