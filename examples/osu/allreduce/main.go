@@ -32,11 +32,7 @@ func main() {
 		})
 		return
 	}
-	send := make([]float32, o.Max/4)
-	recv := make([]float32, o.Max/4)
-	for i := range send {
-		send[i] = 1
-	}
+	send, recv := osu.Float32s(o.Max)
 	osu.RunCollective(w, o, func(size int) error {
 		return mpi.Allreduce(w, send[:size/4], recv[:size/4], mpi.Sum)
 	})

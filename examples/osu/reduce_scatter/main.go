@@ -38,11 +38,7 @@ func main() {
 		})
 		return
 	}
-	send := make([]float32, o.Max/4)
-	recv := make([]float32, o.Max/4)
-	for i := range send {
-		send[i] = 1
-	}
+	send, recv := osu.Float32s(o.Max)
 	osu.RunCollective(w, o, func(size int) error {
 		k := block(size) / 4
 		return mpi.ReduceScatterBlock(w, send[:k*n], recv[:k], mpi.Sum)

@@ -89,3 +89,13 @@ func (b Buf) Float32(n int) gpu.Buffer {
 
 // Dev is the first n bytes of a device buffer.
 func (b Buf) Dev(n int) gpu.Buffer { return b.dev.Slice(0, n) }
+
+// Float32s returns the reductions' host buffers: n bytes of float32 ones to
+// send and as many to receive into.
+func Float32s(n int) (send, recv []float32) {
+	send, recv = make([]float32, n/4), make([]float32, n/4)
+	for i := range send {
+		send[i] = 1
+	}
+	return send, recv
+}
