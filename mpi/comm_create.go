@@ -3,50 +3,7 @@ package mpi
 import (
 	"fmt"
 	"slices"
-	"sync"
 )
-
-// Context ids. Every communicator has two: ctx for point-to-point traffic
-// and ctx+1 for its collectives (MPI_COMM_WORLD uses 0 and 1,
-// MPI_COMM_SELF 2 and 3). A new communicator's pair is agreed by every
-// process of the parent: each proposes the lowest id it has never used,
-// the parent takes the maximum (an Allreduce, or carried in the Allgather
-// of Split), and every process then marks everything up to the pair's end
-// used. The agreed id is therefore fresh at every member, so traffic of
-// different communicators never mixes; ids are not reused after Free.
-//
-// Communicator constructors are collective over the parent. Like MPI
-// implementations without a context-id lock, gorun requires that a
-// process not run two of them at once from different goroutines on
-// overlapping parents: the proposals could then collide.
-var (
-	ctxMu   sync.Mutex
-	nextCtx uint32 = 4
-)
-
-func proposeCtx() int64 {
-	ctxMu.Lock()
-	defer ctxMu.Unlock()
-	return int64(nextCtx)
-}
-
-func takeCtx(agreed int64) uint32 {
-	ctxMu.Lock()
-	defer ctxMu.Unlock()
-	if uint32(agreed)+2 > nextCtx {
-		nextCtx = uint32(agreed) + 2
-	}
-	return uint32(agreed)
-}
-
-// agreeCtx runs the Allreduce-max of the proposals over c.
-func (c *Comm) agreeCtx(op string) (uint32, error) {
-	p := []int64{proposeCtx()}
-	if err := Allreduce(c, p, p, Max); err != nil {
-		return 0, reop(op, err)
-	}
-	return takeCtx(p[0]), nil
-}
 
 // reop renames the operation of an error from a nested call.
 func reop(op string, err error) error {
@@ -92,22 +49,26 @@ func (c *Comm) Split(color, key int) (*Comm, error) {
 
 func (c *Comm) split(op string, color, key int) (*Comm, error) {
 	n := c.Size()
-	mine := []int64{int64(color), int64(key), proposeCtx()}
-	all := make([]int64, 3*n)
+	mine := []int64{int64(color), int64(key)}
+	all := make([]int64, 2*n)
 	if err := Allgather(c, mine, all); err != nil {
 		return nil, reop(op, err)
 	}
-	var agreed int64
 	type member struct{ key, rank int }
 	var ms []member
 	for r := range n {
-		agreed = max(agreed, all[3*r+2])
-		if int(all[3*r]) == color && color != Undefined {
-			ms = append(ms, member{int(all[3*r+1]), r})
+		if int(all[2*r]) == color && color != Undefined {
+			ms = append(ms, member{int(all[2*r+1]), r})
 		}
 	}
-	ctx := takeCtx(agreed)
+	// One pair for every color's communicator: they have no member in
+	// common.
+	ctx, err := c.agreeCtx(op)
+	if err != nil {
+		return nil, err
+	}
 	if color == Undefined {
+		ctxs.release(ctx)
 		return nil, nil
 	}
 	slices.SortStableFunc(ms, func(a, b member) int {
@@ -179,6 +140,7 @@ func (c *Comm) Create(g *Group) (*Comm, error) {
 	}
 	me := slices.Index(g.world, c.world[c.rank])
 	if me < 0 {
+		ctxs.release(ctx)
 		return nil, nil
 	}
 	return newComm(c.name+" create", c.rt, ctx, slices.Clone(g.world), me), nil
@@ -198,6 +160,7 @@ func (c *Comm) Free() error {
 		return errorf(ErrComm, "Comm.Free", "communicator %s was freed", c.name)
 	}
 	c.cc.Close()
+	ctxs.release(c.ctx)
 	return nil
 }
 

@@ -43,7 +43,13 @@
 //
 // Concurrency: every function may be called from any goroutine
 // (MPI_THREAD_MULTIPLE); blocking calls poll the transports in the calling
-// goroutine.
+// goroutine. As in MPI, collectives (communicator constructors included)
+// on one communicator must be called in the same order by every process,
+// so concurrent ones need different communicators; constructors on
+// different parents may run at once from several goroutines, in any order
+// at each process (mpi/ctxid.go says how their context ids are agreed).
+// At most 4096 communicators are alive at once; the next constructor then
+// fails with ErrOther at every process.
 //
 // Data is exchanged in the machine's byte order; all ranks of a job must
 // share it (gorun does not convert between architectures).

@@ -157,6 +157,7 @@ func CartCreate(c *Comm, dims []int, periods []bool, reorder bool) (*Comm, error
 	order = order[:n]
 	me := slices.Index(order, c.rank)
 	if me < 0 {
+		ctxs.release(ctx)
 		return nil, nil
 	}
 	world := make([]int, n)

@@ -1,0 +1,171 @@
+package mpi
+
+import (
+	"math/bits"
+	"sync"
+)
+
+// Context ids. Every communicator has two: ctx for point-to-point traffic
+// and ctx+1 for its collectives (MPI_COMM_WORLD uses 0 and 1,
+// MPI_COMM_SELF 2 and 3, the others ctxBase + 2*pair). A new
+// communicator's pair must be free at every process of its parent, and
+// constructors may run at once from several goroutines on different
+// (overlapping) parents, in a different order at each process
+// (MPI_THREAD_MULTIPLE). gorun agrees on the pair the way MPICH does
+// (Gropp et al., "Multi-threaded context id allocation"):
+//
+//   - each process keeps a mask of its free pairs; a constructor
+//     contributes the mask to a bitwise-and Allreduce over the parent and
+//     takes the lowest pair free everywhere;
+//   - one constructor at a time holds a process's mask; a constructor
+//     that cannot hold it contributes zeros, the result is then empty at
+//     every member and they all try again;
+//   - a process gives its mask only to the waiting constructor whose
+//     parent has the lowest context id, so the lowest one in the whole
+//     job finds the masks of all its members, and every round ends with
+//     one constructor done: no livelock.
+//
+// One extra word of the reduction tells whether every member held its
+// mask (then an empty result means no pair is free everywhere), another
+// whether any member has pairs in quarantine. A pair freed by Comm.Free
+// (or agreed by a process that gets no communicator) waits in a
+// quarantine of ctxQuarantine pairs before it is offered again, so that a
+// late message of the old communicator is not matched by the new one
+// while the program frees and creates communicators in a loop; the
+// quarantine is emptied only when nothing else is free.
+const (
+	ctxBase       = 4
+	ctxWords      = 64 // 4096 communicators alive at once
+	ctxQuarantine = 256
+)
+
+// ctxAlloc is this process's share of the agreement.
+type ctxAlloc struct {
+	mu      sync.Mutex
+	free    [ctxWords]uint64 // bit set: pair free here
+	held    bool             // a constructor holds free for its round
+	waiting map[uint32]int   // parent ctx -> constructors in agreeCtx
+	quar    []int            // released pairs, oldest first
+}
+
+var ctxs = func() *ctxAlloc {
+	a := &ctxAlloc{waiting: map[uint32]int{}}
+	for i := range a.free {
+		a.free[i] = ^uint64(0)
+	}
+	return a
+}()
+
+// enter and leave bracket a constructor over the parent with context
+// parent.
+func (a *ctxAlloc) enter(parent uint32) {
+	a.mu.Lock()
+	a.waiting[parent]++
+	a.mu.Unlock()
+}
+
+func (a *ctxAlloc) leave(parent uint32) {
+	a.mu.Lock()
+	if a.waiting[parent]--; a.waiting[parent] == 0 {
+		delete(a.waiting, parent)
+	}
+	a.mu.Unlock()
+}
+
+// contribute fills buf (ctxWords+2 words) with this round's contribution
+// of a constructor over parent: the free mask and 1 when it may hold the
+// mask, zeros otherwise; the last word is 1 when the quarantine is empty.
+// It reports whether the constructor now holds the mask.
+func (a *ctxAlloc) contribute(parent uint32, buf []uint64) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	hold := !a.held
+	for p := range a.waiting {
+		if p < parent {
+			hold = false
+		}
+	}
+	clear(buf)
+	if hold {
+		a.held = true
+		copy(buf, a.free[:])
+		buf[ctxWords] = 1
+	}
+	if len(a.quar) == 0 {
+		buf[ctxWords+1] = 1
+	}
+	return hold
+}
+
+// finish ends a round: it takes pair (>= 0) out of the mask, and, when
+// flush, returns the quarantine to it.
+func (a *ctxAlloc) finish(held bool, pair int, flush bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if held {
+		a.held = false
+	}
+	if pair >= 0 {
+		a.free[pair/64] &^= 1 << (pair % 64)
+	}
+	if flush {
+		for _, q := range a.quar {
+			a.free[q/64] |= 1 << (q % 64)
+		}
+		a.quar = a.quar[:0]
+	}
+}
+
+// release puts the pair of ctx in quarantine, and the oldest quarantined
+// pair back into the mask once there are more than ctxQuarantine.
+func (a *ctxAlloc) release(ctx uint32) {
+	if ctx < ctxBase {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.quar = append(a.quar, int(ctx-ctxBase)/2)
+	if len(a.quar) > ctxQuarantine {
+		q := a.quar[0]
+		a.quar = a.quar[1:]
+		a.free[q/64] |= 1 << (q % 64)
+	}
+}
+
+// agreeCtx agrees with every process of c on a context pair free at all
+// of them, and takes it. Collective over c.
+func (c *Comm) agreeCtx(op string) (uint32, error) {
+	ctxs.enter(c.ctx)
+	defer ctxs.leave(c.ctx)
+	buf := make([]uint64, ctxWords+2)
+	for {
+		held := ctxs.contribute(c.ctx, buf)
+		if err := Allreduce(c, buf, buf, Band); err != nil {
+			ctxs.finish(held, -1, false)
+			return 0, reop(op, err)
+		}
+		if buf[ctxWords] == 0 {
+			// Some member's mask was held by another constructor.
+			ctxs.finish(held, -1, false)
+			continue
+		}
+		pair := -1
+		for i, w := range buf[:ctxWords] {
+			if w != 0 {
+				pair = 64*i + bits.TrailingZeros64(w)
+				break
+			}
+		}
+		if pair >= 0 {
+			ctxs.finish(held, pair, false)
+			return ctxBase + 2*uint32(pair), nil
+		}
+		if buf[ctxWords+1] == 1 {
+			ctxs.finish(held, -1, false)
+			return 0, errorf(ErrOther, op, "no context id is free at every process of %s: %d communicators are alive (free some)", c.name, 64*ctxWords)
+		}
+		// Only quarantined pairs are left somewhere: every member
+		// returns its quarantine and tries again.
+		ctxs.finish(held, -1, true)
+	}
+}
