@@ -72,7 +72,7 @@ func decodeMsg(b []byte, size int, m *msg) error {
 		return fmt.Errorf("%w: reserved bytes set", ErrMalformed)
 	}
 	src := binary.LittleEndian.Uint32(b[4:])
-	if uint64(src) >= uint64(size) {
+	if size <= 0 || int64(src) >= int64(size) {
 		return fmt.Errorf("%w: source rank %d in a job of %d", ErrMalformed, src, size)
 	}
 	m.src = int(src)
