@@ -48,7 +48,8 @@
 // of its own) with a 24-byte header: type, source rank, job cookie,
 // sequence number (wire.go). A frame goes as a first fragment (the
 // frame's length and btl.Header, then data) and continuations; frames up
-// to EagerLimit (16 KiB less 80 bytes) are one message. Payloads are
+// to 16 KiB less 80 bytes are one message. The eager limit is that on
+// RDMA hardware and 64 KiB on the tcp provider (module.go says why). Payloads are
 // copied into one of 128 registered send buffers, and received into one of
 // 128 receive buffers that stay posted (fi_recv with FI_ADDR_UNSPEC) and
 // are copied out into the slice Handler.Begin gives. A frame that fits the
