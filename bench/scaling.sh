@@ -1,20 +1,23 @@
 #!/usr/bin/env bash
-# Scaling run for the 64-core GPU host (no Go toolchain there): launch time
-# of hello world and the collectives at np = 16, 32, 64, gorun against Open
-# MPI, interleaved and repeated; medians go to $OUT.
+# Scaling run for a lent multi-core host (no Go toolchain there): launch time
+# of hello world and the collectives at np = $NPS, gorun (its defaults, and
+# with GORUN_COLL_SHM=0: the point-to-point algorithms only) against Open
+# MPI (its defaults), interleaved and repeated; bench/scaling_table.py turns
+# the outputs into medians, spreads and ratios.
 #
 # Here:   bench/scaling.sh build            (builds .devbin/: gorun and the Go programs)
 # There:  bench/scaling.sh run OUTDIR [REPEATS]   (builds the C references with mpicc)
+#         NPS="2 8 16" BENCHES="allreduce bcast" SIZES=8:65536 ITERS=1000
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BIN=.devbin
+BIN=${BIN:-.devbin}
 case "${1:-}" in
 build)
 	mkdir -p $BIN
 	go build -ldflags="-s -w" -o $BIN/gorun ./cmd/gorun
 	go build -ldflags="-s -w" -o $BIN/hello ./examples/hello
-	for b in allreduce bcast allgather alltoall; do
-		[ -d examples/osu/$b ] && go build -ldflags="-s -w" -o $BIN/osu_$b ./examples/osu/$b
+	for b in allreduce bcast allgather alltoall barrier reduce; do
+		go build -ldflags="-s -w" -o $BIN/osu_$b ./examples/osu/$b
 	done
 	ls -la $BIN
 	;;
@@ -25,11 +28,18 @@ run)
 	ref=/tmp/gorun-ref
 	make -s -C tests/openmpi OUT=$ref MPICC=${MPICC:-mpicc} >/dev/null
 	MPIRUN=${MPIRUN:-mpirun}
-	ompi() { $MPIRUN --allow-run-as-root --oversubscribe --bind-to none -np "$@"; }
+	ncores=$(nproc)
+	ompi() {
+		local np=$1
+		shift
+		local extra=()
+		[ "$np" -gt "$ncores" ] && extra=(--oversubscribe)
+		$MPIRUN --allow-run-as-root "${extra[@]}" -np "$np" "$@"
+	}
 	ms() { local s e; s=$(date +%s%N); "$@" >/dev/null 2>&1 || echo "FAILED: $*" >&2; e=$(date +%s%N); echo $(((e - s) / 1000000)); }
 	{
 		echo "# launch: hello world wall time (ms), gorun vs mpirun, $reps interleaved runs"
-		for np in 2 16 32 64; do
+		for np in ${NPS:-2 8 16}; do
 			g=() o=()
 			for i in $(seq "$reps"); do
 				g+=("$(ms $BIN/gorun -np $np $BIN/hello)")
@@ -38,12 +48,14 @@ run)
 			echo "np=$np gorun ${g[*]} ompi ${o[*]}"
 		done
 	} | tee "$out/launch.txt"
-	for np in 16 32 64; do
-		for b in ${BENCHES:-allreduce bcast allgather alltoall}; do
+	args=(-m "${SIZES:-8:65536}" -i "${ITERS:-1000}" -x 100)
+	for np in ${NPS:-2 8 16}; do
+		for b in ${BENCHES:-allreduce bcast barrier allgather reduce}; do
 			[ -x $BIN/osu_$b ] || continue
 			for i in $(seq "$reps"); do
-				timeout 120 $BIN/gorun -np $np $BIN/osu_$b -m ${SIZES:-8:65536} -i ${ITERS:-100} -x 10 >"$out/g-$b-np$np-$i.txt" 2>&1 || echo "gorun $b np=$np failed" >&2
-				timeout 120 bash -c "$MPIRUN --allow-run-as-root --oversubscribe --bind-to none -np $np $ref/osu_$b -m ${SIZES:-8:65536} -i ${ITERS:-100} -x 10" >"$out/o-$b-np$np-$i.txt" 2>&1 || echo "ompi $b np=$np failed" >&2
+				timeout 120 $BIN/gorun -np $np $BIN/osu_$b "${args[@]}" >"$out/g-$b-np$np-$i.txt" 2>&1 || echo "gorun $b np=$np failed" >&2
+				GORUN_COLL_SHM=0 timeout 120 $BIN/gorun -np $np $BIN/osu_$b "${args[@]}" >"$out/p-$b-np$np-$i.txt" 2>&1 || echo "gorun (shm off) $b np=$np failed" >&2
+				timeout 120 bash -c "$(declare -f ompi); MPIRUN=$MPIRUN ncores=$ncores ompi $np $ref/osu_$b ${args[*]}" >"$out/o-$b-np$np-$i.txt" 2>&1 || echo "ompi $b np=$np failed" >&2
 			done
 		done
 	done

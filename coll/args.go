@@ -71,6 +71,10 @@ type Args struct {
 	// operation, run by package gpu's kernels, in place of Op.
 	SendD, RecvD gpu.Buffer
 	DOp          gpu.Op
+	// Nonblocking: the call is a nonblocking collective (it runs in a
+	// goroutine of its own, possibly alongside other calls on the
+	// communicator), which the shared-memory algorithms do not take.
+	Nonblocking bool
 }
 
 // commutative reports whether a's operation (if any) may be reordered.

@@ -19,6 +19,7 @@ func init() {
 		{name: "linear", run: barrierLinear},
 		{name: "tree", run: barrierTree},
 		{name: "hier", run: barrierHier, hier: true},
+		{name: "shm", run: barrierShm, shm: true},
 	}, table: tableBarrier, size: func(*Comm, *Args) int { return 0 }})
 
 	collBcast = register(&collective{name: "bcast", algs: []algorithm{
@@ -27,6 +28,7 @@ func init() {
 		{name: "pipeline", run: bcastPipeline},
 		{name: "scatter_allgather", run: bcastScatterAllgather},
 		{name: "hier", run: bcastHier, hier: true},
+		{name: "shm", run: bcastShm, shm: true},
 	}, table: tableBcast, size: func(_ *Comm, a *Args) int { return len(a.Recv) }})
 
 	collReduce = register(&collective{name: "reduce", algs: []algorithm{
@@ -36,6 +38,7 @@ func init() {
 		{name: "pipeline", run: reducePipeline, commutative: true},
 		{name: "rabenseifner", run: reduceRabenseifner, commutative: true},
 		{name: "hier", run: reduceHier, commutative: true, hier: true},
+		{name: "shm", run: reduceShm, shm: true},
 	}, table: tableReduce, size: func(_ *Comm, a *Args) int { return len(a.own()) }})
 
 	collAllreduce = register(&collective{name: "allreduce", algs: []algorithm{
@@ -44,6 +47,7 @@ func init() {
 		{name: "ring", run: allreduceRing, commutative: true},
 		{name: "rabenseifner", run: allreduceRabenseifner, commutative: true},
 		{name: "hier", run: allreduceHier, commutative: true, hier: true},
+		{name: "shm", run: allreduceShm, shm: true},
 	}, table: tableAllreduce, size: func(_ *Comm, a *Args) int { return len(a.Recv) }})
 
 	collGather = register(&collective{name: "gather", algs: []algorithm{
@@ -70,6 +74,7 @@ func init() {
 		{name: "bruck", run: allgatherBruck},
 		{name: "linear", run: allgatherLinear},
 		{name: "direct", run: allgatherDirect},
+		{name: "shm", run: allgatherShm, shm: true},
 	}, table: tableAllgather, size: func(c *Comm, a *Args) int { return gatherBlock(c, a) }})
 
 	collAllgatherv = register(&collective{name: "allgatherv", algs: []algorithm{

@@ -101,6 +101,7 @@ type shared struct {
 	tick    atomic.Uint64 // ticks received
 
 	gpu gpuShared // GPU collectives' state (gpuipc.go)
+	shm shmShared // shared-memory collectives' state (shm.go)
 }
 
 // send sends a notice to every other rank of the communicator; fire and
@@ -342,6 +343,7 @@ func (c *Comm) Close() {
 	}
 	unwatch(s)
 	s.gpu.close()
+	s.shm.close()
 	s.mu.Lock()
 	s.closed = true
 	r := s.ab.Load()

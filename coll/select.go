@@ -17,15 +17,18 @@ type algorithm struct {
 	name string
 	run  func(*Comm, *Args) error
 	// commutative: the operation must be commutative; pow2: the size must
-	// be a power of two; hier: the communicator must span several nodes.
-	commutative, pow2, hier bool
+	// be a power of two; hier: the communicator must span several nodes;
+	// shm: a shared-memory algorithm (shm.go), for blocking calls within
+	// one host up to the slot size.
+	commutative, pow2, hier, shm bool
 }
 
-func (al *algorithm) applies(c *Comm, a *Args) bool {
+func (al *algorithm) applies(c *Comm, a *Args, size int) bool {
 	n := c.Size()
 	return (!al.commutative || a.commutative()) &&
 		(!al.pow2 || n&(n-1) == 0) &&
-		(!al.hier || c.multiNode())
+		(!al.hier || c.multiNode()) &&
+		(!al.shm || shmApplies(c, a, size))
 }
 
 // collective is one MPI collective: its algorithms, its selection table
@@ -105,23 +108,25 @@ func (k *collective) load() {
 // communicator spans several nodes, else the table's.
 func (k *collective) pick(c *Comm, a *Args) int {
 	k.load()
-	if i := int(k.forced.Load()) - 1; i >= 0 && k.algs[i].applies(c, a) {
+	size := k.size(c, a)
+	if i := int(k.forced.Load()) - 1; i >= 0 && k.algs[i].applies(c, a, size) {
 		return i
 	}
-	if c.multiNode() {
-		for i := range k.algs {
-			if k.algs[i].hier && k.algs[i].applies(c, a) {
-				return i
-			}
+	for i := range k.algs {
+		if (k.algs[i].hier || k.algs[i].shm) && k.algs[i].applies(c, a, size) {
+			return i
 		}
 	}
 	return k.flat(c, a)
 }
 
-// flat is the table's choice, never hierarchical.
+// flat is the table's choice among the point-to-point algorithms, never
+// hierarchical nor in shared memory (the levels of a hierarchical
+// algorithm and the set-up exchanges of shm.go and gpuipc.go run it).
 func (k *collective) flat(c *Comm, a *Args) int {
-	name := k.table(c.Size(), k.size(c, a), a.commutative())
-	if i := k.find(name); i >= 0 && k.algs[i].applies(c, a) {
+	size := k.size(c, a)
+	name := k.table(c.Size(), size, a.commutative())
+	if i := k.find(name); i >= 0 && !k.algs[i].shm && k.algs[i].applies(c, a, size) {
 		return i
 	}
 	// A table entry must apply; the first algorithm of every collective

@@ -35,6 +35,7 @@ func start(c *Comm, op string, v coll.Comm, cl call, err error) (*Request, error
 	if perr != nil {
 		return nil, wrap(op, perr)
 	}
+	cl.args.Nonblocking = true
 	var res collResult
 	q := &Request{r: done, c: c, op: op, elem: 1}
 	q.post = func(_ Status, err error) error {

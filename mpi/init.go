@@ -2,6 +2,7 @@ package mpi
 
 import (
 	"fmt"
+	"github.com/gorun/gorun/coll"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -55,6 +56,7 @@ func Init() error {
 		return errorf(ErrArg, "Init", "GORUN_BTL: %w", err)
 	}
 	eng := p2p.Alloc(env.Rank, env.Size)
+	coll.SetJob(env.JobID)
 	place := env.Placement()
 	benv := btl.Env{
 		Rank: env.Rank, Size: env.Size, JobID: env.JobID, HostID: env.HostID,

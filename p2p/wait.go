@@ -205,3 +205,46 @@ func (e *Engine) Probe(ctx uint32, src, tag int) (Status, error) {
 		w.idle()
 	}
 }
+
+// Idler passes the time of a blocked call that waits for something the
+// engine cannot see, such as a flag another process sets in shared memory
+// (coll's shared-memory collectives): the same three phases as a blocked
+// Wait (flat out, sched_yield, sleep), except that the third sleeps at
+// most IdleSleep, since no transport wakes it; every call of Idle from the
+// second phase on, and every 64th before, also polls the transports, so
+// that point-to-point traffic and notices keep moving meanwhile.
+type Idler struct {
+	w waiter
+}
+
+// IdleSleep is the longest sleep of an Idler.
+const IdleSleep = 20 * time.Microsecond
+
+// Idler returns an Idler for one wait.
+func (e *Engine) Idler() Idler { return Idler{w: waiter{e: e}} }
+
+// Idle is called after each check that found the condition unmet.
+func (i *Idler) Idle() {
+	w := &i.w
+	if w.phase == 0 && w.iter&63 != 63 {
+		w.idle()
+		return
+	}
+	w.e.Progress()
+	if w.phase < 2 {
+		w.idle()
+		return
+	}
+	time.Sleep(IdleSleep)
+}
+
+// Failed reports why peer can no longer be reached (its failure as the
+// failure detector or a transport reported it), or nil.
+func (e *Engine) Failed(peer int) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if peer < 0 || peer >= len(e.failed) {
+		return nil
+	}
+	return e.failed[peer]
+}

@@ -1,0 +1,565 @@
+package coll
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/gorun/gorun/internal/params"
+	"golang.org/x/sys/unix"
+)
+
+// Shared-memory collectives, for communicators whose ranks all run on one
+// host (the family of Open MPI's coll/sm and MPICH's release/gather
+// collectives): one segment per communicator that every rank maps, with a
+// slot per rank and flags in cache lines of their own. A call costs its
+// copies and a few cache-line transfers, where the point-to-point
+// algorithms pay log2(n) rounds of matched messages.
+//
+// Layout: a header line, then per rank a "ready" line, a "done" line and
+// two data buffers of shmSlot bytes, which the rank's shm calls use in
+// turn.
+//
+//	ready[r] = s<<32 | len<<1 | b
+//	                   rank r entered call s, and its data for it (len
+//	                   bytes, for the mismatch checks; 0 if the call has
+//	                   none) is in its buffer b; one word, so that a reader
+//	                   never pairs one call's number with another's length
+//	last[r]            the shm call r ran before the one in ready[r],
+//	                   written before it: a reader still in call s that
+//	                   finds r already in a later call learns from it
+//	                   whether r ran call s here at all (if not, the ranks
+//	                   disagree about the call: mismatched counts made r
+//	                   run a point-to-point algorithm, or r failed its
+//	                   arguments and aborted the call)
+//	done[r]  = s       rank r finished its share of call s (reduce owners)
+//
+// s is the call's sequence number (Comm.Begin), which every rank gives to
+// the same call, whether the call failed before its algorithm at some rank
+// or not; flags only grow, so a check is "flag >= s" and nothing is ever
+// reset. A rank writes the data of the calls it runs here into its two
+// buffers in turn, and says which in its ready line.
+//
+// Reuse of a buffer: a rank starts a shm call only once every rank has
+// entered its previous one (ready >= it), hence finished the one before,
+// the last that read the buffer this call writes. Most calls learn that on
+// the way (seen); a rank that did not polls the ready lines. A rank is
+// therefore never more than one shm call ahead of any other, which is how
+// a reader that finds a ready line already at a later call knows the
+// buffer of its own call: the other one. (Bcast readers write nothing,
+// but are held to this too: a reader that ran ahead several calls would
+// leave nothing to tell which buffer held the call a slower one reads.)
+//
+// Only blocking calls run here: nonblocking calls run their algorithm in
+// goroutines of their own, possibly several at once on one communicator,
+// and shm calls must run one at a time in the same order everywhere (MPI
+// forbids nonblocking and blocking calls from matching each other, so the
+// choice stays the same at every rank). Two blocking calls at once on one
+// communicator (from two goroutines: erroneous in MPI) fail with an error
+// instead of corrupting each other.
+//
+// Set-up, at a communicator's first shm call: rank 0 creates the segment
+// (/dev/shm/gorun-<job>-coll-<ctx>-<world rank>, removed by gorun's reaper
+// whatever happens), the others map it, every rank reports whether it
+// could, and rank 0 unlinks the file. If any rank failed, the
+// communicator never uses shm and the call runs its point-to-point
+// algorithm, on every rank alike.
+
+var (
+	pShm = params.Int("GORUN_COLL_SHM", 1,
+		"1: shared-memory collectives (barrier, bcast, reduce, allreduce, allgather) for blocking calls on communicators within one host; 0: point-to-point algorithms only")
+	pShmMax = params.Int("GORUN_COLL_SHM_MAX", 64<<10,
+		"largest message (per rank for allgather) that the shared-memory collectives take; the slot size of their segment")
+)
+
+// jobID names this job's segments; SetJob sets it.
+var jobID string
+
+// SetJob tells the package the job's id, which names its shared-memory
+// segments (gorun removes /dev/shm/gorun-<job>-* when the job ends).
+func SetJob(id string) { jobID = id }
+
+const line = 64
+
+// shmSlot is the data buffer size for n ranks: GORUN_COLL_SHM_MAX, less
+// for large n so that a segment stays within 64 MiB.
+func shmSlot(n int) int {
+	s := min(max(pShmMax(), line), 64<<20)
+	s = (s + line - 1) &^ (line - 1)
+	for s > 4<<10 && n*2*s > 64<<20 {
+		s >>= 1
+	}
+	return s
+}
+
+// shmSeg is a communicator's mapped segment.
+type shmSeg struct {
+	mem    []byte
+	n      int
+	slot   int
+	stride int
+	next   uint64 // the buffer this rank's next shm call writes
+	prev   uint64 // this rank's previous shm call
+	seen   uint64 // every rank is known to have entered call seen
+	busy   atomic.Bool
+}
+
+func (g *shmSeg) rank(r int) int { return line + r*g.stride }
+
+func (g *shmSeg) word(r, off int) *uint64 {
+	return (*uint64)(unsafe.Pointer(&g.mem[g.rank(r)+off]))
+}
+
+func (g *shmSeg) ready(r int) *uint64 { return g.word(r, 0) }
+func (g *shmSeg) done(r int) *uint64  { return g.word(r, line) }
+
+// buf returns rank r's data buffer b.
+func (g *shmSeg) buf(r int, b uint64) []byte {
+	off := g.rank(r) + 2*line + int(b&1)*g.slot
+	return g.mem[off : off+g.slot : off+g.slot]
+}
+
+// publish says that this rank entered call s with size bytes in buffer b.
+func (g *shmSeg) publish(me int, s, b uint64, size int) {
+	atomic.StoreUint64(g.word(me, 8), g.prev)
+	atomic.StoreUint64(g.ready(me), s<<32|uint64(size)<<1|b)
+}
+
+// entered reports whether rank r has entered call s.
+func (g *shmSeg) entered(r int, s uint64) bool { return atomic.LoadUint64(g.ready(r))>>32 >= s }
+
+// finished reports whether rank r has finished its share of call s.
+func (g *shmSeg) finished(r int, s uint64) bool { return atomic.LoadUint64(g.done(r)) >= s }
+
+// data returns rank r's buffer for call s, which r has entered, and the
+// length it published (-1 when r is already in its next call); ok is
+// false when r went past call s without running it here.
+func (g *shmSeg) data(r int, s uint64) (b []byte, size int, ok bool) {
+	v := atomic.LoadUint64(g.ready(r))
+	if v>>32 == s {
+		return g.buf(r, v&1), int(uint32(v) >> 1), true
+	}
+	// r is in its next call, and cannot go further before this rank
+	// enters a later one: last is stable.
+	if atomic.LoadUint64(g.word(r, 8)) != s {
+		return nil, 0, false
+	}
+	return g.buf(r, ^v&1), -1, true
+}
+
+// shmShared is a communicator's shm state (in shared).
+type shmShared struct {
+	mu     sync.Mutex
+	tried  bool
+	seg    *shmSeg // nil: not usable
+	closed bool
+}
+
+func (m *shmShared) close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.closed = true
+	if m.seg != nil {
+		unix.Munmap(m.seg.mem)
+		m.seg = nil
+	}
+}
+
+// shmApplies reports whether a call of size bytes may run in shared
+// memory: a blocking call on a communicator within one host, small enough.
+func shmApplies(c *Comm, a *Args, size int) bool {
+	return c.sh != nil && c.Nodes == 1 && c.Size() > 1 && !a.Nonblocking &&
+		size <= shmSlot(c.Size()) && pShm() != 0
+}
+
+// errConcurrent: two blocking collectives at once on one communicator.
+var errConcurrent = errors.New("two collective calls at once on one communicator (from different goroutines): MPI requires them to be ordered")
+
+// shmBegin returns the segment, setting it up at the communicator's first
+// shm call; a nil segment means "run the point-to-point algorithm". end
+// must be called when the call is over.
+func (c *Comm) shmBegin() (*shmSeg, error) {
+	m := &c.sh.shm
+	m.mu.Lock()
+	if !m.tried {
+		m.tried = true
+		seg, err := c.shmSetup()
+		if err != nil {
+			m.mu.Unlock()
+			return nil, err
+		}
+		m.seg = seg
+	}
+	g := m.seg
+	m.mu.Unlock()
+	if g == nil {
+		return nil, nil
+	}
+	if !g.busy.CompareAndSwap(false, true) {
+		return nil, errConcurrent
+	}
+	return g, nil
+}
+
+func (g *shmSeg) end() { g.busy.Store(false) }
+
+// shmSetup makes and maps the segment (see the package comment above).
+// The vote decides for every rank alike; an error is a failure of the
+// set-up's messages.
+func (c *Comm) shmSetup() (*shmSeg, error) {
+	n, me := c.Size(), c.Rank()
+	slot := shmSlot(n)
+	stride := 2*line + 2*slot
+	size := line + n*stride
+	path := filepath.Join("/dev/shm", "gorun-"+jobID+"-coll-"+strconv.FormatUint(uint64(c.Ctx), 10)+"-"+strconv.Itoa(c.World[0]))
+	var mem []byte
+	ok := byte(0)
+	if me == 0 {
+		if b, err := shmCreate(path, size); err == nil {
+			mem, ok = b, 1
+		} else if os.Getenv("GORUN_DEBUG") != "" {
+			fmt.Fprintf(os.Stderr, "gorun: coll: %v\n", err)
+		}
+	}
+	flag := []byte{ok}
+	if err := collBcast.runFlat(c, &Args{Recv: flag, Root: 0}, nil); err != nil {
+		if mem != nil {
+			unix.Munmap(mem)
+			unix.Unlink(path)
+		}
+		return nil, err
+	}
+	if me != 0 && flag[0] == 1 {
+		if b, err := shmOpen(path, size); err == nil {
+			mem, ok = b, 1
+		}
+	}
+	votes := make([]byte, n)
+	votes[me] = ok
+	err := collAllgather.runFlat(c, &Args{Recv: votes}, nil)
+	if me == 0 && mem != nil {
+		unix.Unlink(path)
+	}
+	all := err == nil
+	for _, v := range votes {
+		all = all && v == 1
+	}
+	if !all {
+		if mem != nil {
+			unix.Munmap(mem)
+		}
+		return nil, err
+	}
+	return &shmSeg{mem: mem, n: n, slot: slot, stride: stride}, nil
+}
+
+func shmCreate(path string, size int) ([]byte, error) {
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("create %s: %w", path, err)
+	}
+	defer unix.Close(fd)
+	// Backed now, so that a full /dev/shm is an error here and not a
+	// SIGBUS at first touch.
+	if err := unix.Fallocate(fd, 0, 0, int64(size)); err != nil {
+		unix.Unlink(path)
+		return nil, fmt.Errorf("allocate %s: %w", path, err)
+	}
+	b, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		unix.Unlink(path)
+		return nil, fmt.Errorf("map %s: %w", path, err)
+	}
+	return b, nil
+}
+
+func shmOpen(path string, size int) ([]byte, error) {
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Size != int64(size) {
+		return nil, fmt.Errorf("open %s: size %d, want %d (%v)", path, st.Size, size, err)
+	}
+	return unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+}
+
+// shmWait waits until ok(r) holds for every r in [lo, hi), polling the
+// transports now and then, and failing when the call is aborted (a
+// notice), when a rank it waits for has failed, or after the stall query
+// found the ranks disagreeing.
+func (c *Comm) shmWait(ok func(r int) bool, lo, hi int) error {
+	r := lo
+	for r < hi && ok(r) {
+		r++
+	}
+	if r == hi {
+		return nil
+	}
+	sh := c.sh
+	sh.waiters.Add(1)
+	defer sh.waiters.Add(-1)
+	t0 := sh.tick.Load()
+	idle := c.E.Idler()
+	for i := 1; ; i++ {
+		for r < hi && ok(r) {
+			r++
+		}
+		if r == hi {
+			return nil
+		}
+		if i&1023 == 0 {
+			if err := sh.check(c); err != nil {
+				return err
+			}
+			if err := c.E.Failed(c.World[r]); err != nil {
+				return fmt.Errorf("waiting for rank %d in shared memory: %w", r, err)
+			}
+			if !c.queried && sh.tick.Load()-t0 >= 3 {
+				c.queried = true
+				sh.query(c)
+			}
+		}
+		idle.Idle()
+	}
+}
+
+// shmCall is one call's view of the segment.
+type shmCall struct {
+	c *Comm
+	g *shmSeg
+	s uint64 // the call's sequence number
+	b uint64 // this rank's buffer for it
+}
+
+// enteredAll waits until every rank has entered call t.
+func (k *shmCall) enteredAll(t uint64) error {
+	g := k.g
+	if g.seen >= t {
+		return nil
+	}
+	if err := k.c.shmWait(func(r int) bool { return g.entered(r, t) }, 0, g.n); err != nil {
+		return err
+	}
+	g.seen = t
+	return nil
+}
+
+// mine returns this rank's buffer for the call.
+func (k *shmCall) mine() ([]byte, error) { return k.g.buf(k.c.Me, k.b), nil }
+
+// publish says this rank has entered the call, with size bytes of data.
+func (k *shmCall) publish(size int) { k.g.publish(k.c.Me, k.s, k.b, size) }
+
+// wait waits until rank r has entered the call and returns its data,
+// checking the length it published against want (-1: no check).
+func (k *shmCall) wait(r, want int) ([]byte, error) {
+	g, s := k.g, k.s
+	if err := k.c.shmWait(func(r int) bool { return g.entered(r, s) }, r, r+1); err != nil {
+		return nil, err
+	}
+	b, size, ok := g.data(r, s)
+	if !ok {
+		return nil, k.skipped(r)
+	}
+	if want >= 0 && size >= 0 && size != want {
+		return nil, fmt.Errorf("rank %d passed %d bytes where this rank passed %d (%w)", r, size, want, ErrCount)
+	}
+	return b, nil
+}
+
+// skipped is the error of a call that rank r went past without running it
+// in shared memory: the abort r sent if it failed the call (given a moment
+// to arrive), else a count mismatch.
+func (k *shmCall) skipped(r int) error {
+	c := k.c
+	deadline := time.Now().Add(100 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		c.E.Progress()
+		if err := c.sh.check(c); err != nil {
+			return err
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return fmt.Errorf("rank %d did not run this call in shared memory: the ranks passed mismatched counts (%w)", r, ErrCount)
+}
+
+// shmRun runs f on the segment, or fallback when the communicator has
+// none.
+func (c *Comm) shmRun(a *Args, f func(k *shmCall) error, fallback func(*Comm, *Args) error) error {
+	g, err := c.shmBegin()
+	if err != nil {
+		return err
+	}
+	if g == nil {
+		return fallback(c, a)
+	}
+	defer g.end()
+	k := &shmCall{c: c, g: g, s: uint64(c.seq), b: g.next}
+	// No rank starts a call before every rank has entered this rank's
+	// previous one: see "Reuse of a buffer".
+	if err = k.enteredAll(g.prev); err == nil {
+		err = f(k)
+	}
+	// This rank wrote its buffer (or would have): the next call takes
+	// the other one.
+	g.next ^= 1
+	g.prev = k.s
+	return err
+}
+
+// barrierShm: every rank announces itself and waits for all the others.
+func barrierShm(c *Comm, a *Args) error {
+	return c.shmRun(a, func(k *shmCall) error {
+		k.publish(0)
+		return k.enteredAll(k.s)
+	}, barrierDissemination)
+}
+
+// bcastShm: the root writes the buffer into its slot; the others copy it.
+func bcastShm(c *Comm, a *Args) error {
+	return c.shmRun(a, func(k *shmCall) error {
+		if c.Me == a.Root {
+			b, err := k.mine()
+			if err != nil {
+				return err
+			}
+			copy(b, a.Recv)
+			k.publish(len(a.Recv))
+			return nil
+		}
+		k.publish(len(a.Recv))
+		b, err := k.wait(a.Root, len(a.Recv))
+		if err != nil {
+			return err
+		}
+		copy(a.Recv, b)
+		return nil
+	}, bcastBinomial)
+}
+
+// allgatherShm: every rank writes its block into its slot and copies all
+// the others'.
+func allgatherShm(c *Comm, a *Args) error {
+	return c.shmRun(a, func(k *shmCall) error {
+		blk := gatherBlock(c, a)
+		mine := a.Send
+		if mine == nil {
+			mine = a.Recv[c.Me*blk : (c.Me+1)*blk]
+		}
+		b, err := k.mine()
+		if err != nil {
+			return err
+		}
+		copy(b, mine)
+		k.publish(blk)
+		if a.Send != nil {
+			copy(a.Recv[c.Me*blk:], a.Send)
+		}
+		for r := range k.g.n {
+			if r == c.Me {
+				continue
+			}
+			b, err := k.wait(r, blk)
+			if err != nil {
+				return err
+			}
+			copy(a.Recv[r*blk:(r+1)*blk], b)
+		}
+		k.g.seen = k.s
+		return nil
+	}, allgatherRing)
+}
+
+// shmSegments splits m bytes of elem-byte elements into per-owner
+// segments of at least 256 bytes (whole elements), so that small buffers
+// are reduced by one rank and large ones by all; it returns the segment
+// length and the number of owners.
+func shmSegments(m, elem, n int) (int, int) {
+	unit := elem * max(1, (256+elem-1)/elem)
+	per := (m + n - 1) / n
+	per = (per + unit - 1) / unit * unit
+	if per == 0 {
+		return 0, 0
+	}
+	return per, (m + per - 1) / per
+}
+
+// reduce is the reduction of allreduce and reduce: every rank writes its
+// contribution into its slot; owner j (j < owners) folds segment j of
+// every slot, in rank order, into slot n-1 (slot r's segment becomes the
+// reduction of ranks 0..r: any operation works, and every rank gets the
+// same bits), then marks it done. The result is then segment j of slot
+// n-1 for every j. reduce returns it once the owners are done, or nil at
+// a rank that need not wait (a non-root of reduce).
+func (k *shmCall) reduce(a *Args, own []byte, wantResult bool) ([]byte, error) {
+	c, g, s := k.c, k.g, k.s
+	n, me, m := g.n, c.Me, len(own)
+	b, err := k.mine()
+	if err != nil {
+		return nil, err
+	}
+	copy(b, own)
+	k.publish(m)
+	per, owners := shmSegments(m, a.Elem, n)
+	if me < owners {
+		lo, hi := me*per, min(m, (me+1)*per)
+		bufs := make([][]byte, n)
+		for r := range n {
+			if bufs[r], err = k.wait(r, m); err != nil {
+				return nil, err
+			}
+		}
+		g.seen = s
+		for r := 1; r < n; r++ {
+			a.Op.Apply(bufs[r-1][lo:hi], bufs[r][lo:hi])
+		}
+		atomic.StoreUint64(g.done(me), s)
+	}
+	if !wantResult || owners == 0 {
+		return nil, nil
+	}
+	if err := c.shmWait(func(r int) bool { return g.finished(r, s) }, 0, owners); err != nil {
+		return nil, err
+	}
+	g.seen = max(g.seen, s) // the owners waited for every rank to enter
+	res, _, ok := g.data(n-1, s)
+	if !ok {
+		return nil, k.skipped(n - 1)
+	}
+	return res[:m], nil
+}
+
+// allreduceShm: the reduction, then every rank copies the result.
+func allreduceShm(c *Comm, a *Args) error {
+	return c.shmRun(a, func(k *shmCall) error {
+		res, err := k.reduce(a, a.own(), true)
+		if err != nil {
+			return err
+		}
+		copy(a.Recv, res)
+		return nil
+	}, allreduceRecursiveDoubling)
+}
+
+// reduceShm: the reduction; the root copies the result.
+func reduceShm(c *Comm, a *Args) error {
+	return c.shmRun(a, func(k *shmCall) error {
+		res, err := k.reduce(a, a.own(), c.Me == a.Root)
+		if err != nil {
+			return err
+		}
+		if c.Me == a.Root {
+			copy(a.Recv, res)
+		}
+		return nil
+	}, reduceOrdered)
+}
