@@ -13,8 +13,10 @@ const (
 
 // Binding policies (--bind-to).
 const (
-	BindNone = "none" // the kernel places ranks (the default)
+	BindNone = "none" // the kernel places ranks
 	BindCore = "core" // rank with local rank i runs on the host's i-th usable CPU only
+	// The default (""): core on a host whose ranks fit its CPUs, none on
+	// an oversubscribed one.
 )
 
 // placement is where one rank runs.

@@ -427,12 +427,22 @@ func (j *job) place() error {
 
 // cpuOf is the CPU rank r is bound to, or -1.
 func (j *job) cpuOf(r int) int {
-	if j.spec.BindTo != BindCore {
-		return -1
-	}
 	pl := j.lay.ranks[r]
 	cpus := j.hosts[pl.host].cpus
 	if len(cpus) == 0 {
+		return -1
+	}
+	switch j.spec.BindTo {
+	case BindCore:
+	case "":
+		// The default, as Open MPI's: a core each while the host's ranks
+		// fit its cores. Unbound ranks at np = cores were 10-30x slower
+		// in small collectives on the lent 16-core host (two spinning
+		// ranks ended up sharing a core; coll/MEASUREMENTS.md).
+		if j.lay.localSize[pl.host] > len(cpus) {
+			return -1
+		}
+	default:
 		return -1
 	}
 	return cpus[pl.local%len(cpus)]

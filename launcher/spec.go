@@ -34,8 +34,9 @@ type Spec struct {
 	// MapBy is MapBySlot (default: fill each host's slots in turn) or
 	// MapByNode (one rank per host in turn).
 	MapBy string
-	// BindTo is BindNone (default) or BindCore: each rank is pinned to one
-	// CPU of its host (by local rank) before the program starts.
+	// BindTo is BindNone, BindCore (each rank is pinned to one CPU of its
+	// host, by local rank, before the program starts), or "" (default):
+	// BindCore on hosts whose ranks fit their CPUs, BindNone elsewhere.
 	BindTo string
 	// ReportBindings prints each rank's binding on Stderr before launch.
 	ReportBindings bool

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -299,5 +300,41 @@ func TestTopo(t *testing.T) {
 	}
 	if !strings.Contains(out, "no GPU: ") && !strings.Contains(out, "GPU0") {
 		t.Fatalf("gorun --topo printed neither GPUs nor the reason there are none:\n%s", out)
+	}
+}
+
+// TestDefaultBinding (issue 12): by default each rank runs on a CPU of its
+// own while the ranks fit the host's CPUs, as with Open MPI; with more
+// ranks than CPUs, or --bind-to none, the kernel places them.
+func TestDefaultBinding(t *testing.T) {
+	cpus := runtime.NumCPU()
+	show := []string{"sh", "-c", `echo "rank $GORUN_RANK cpus $(grep Cpus_allowed_list /proc/self/status | cut -f2)"`}
+	allowed := func(r result) map[string]bool {
+		seen := map[string]bool{}
+		for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+			if f := strings.Fields(l); len(f) == 4 && f[0] == "rank" {
+				seen[f[3]] = true
+			}
+		}
+		return seen
+	}
+	single := func(s string) bool { _, err := strconv.Atoi(s); return err == nil }
+	r := job{np: cpus, args: show}.ok(t)
+	got := allowed(r)
+	if len(got) != cpus {
+		t.Errorf("np=%d: %d distinct CPU sets, want one CPU each:\n%s", cpus, len(got), r.stdout)
+	}
+	for s := range got {
+		if !single(s) {
+			t.Errorf("np=%d: a rank may run on CPUs %q, want one:\n%s", cpus, s, r.stdout)
+		}
+	}
+	for _, j := range []job{{np: cpus + 1, args: show}, {np: cpus, args: show, flags: []string{"--bind-to", "none"}}} {
+		r := j.ok(t)
+		for s := range allowed(r) {
+			if cpus > 1 && single(s) {
+				t.Errorf("np=%d %v: a rank bound to CPU %s, want unbound:\n%s", j.np, j.flags, s, r.stdout)
+			}
+		}
 	}
 }

@@ -46,7 +46,8 @@ Hosts (default: this host only):
                       (also --machinefile)
   --map-by slot|node  fill each host's slots in turn (slot, default) or one rank per host
                       in turn (node)
-  --bind-to core|none pin each rank to one CPU of its host, by local rank (default none)
+  --bind-to core|none pin each rank to one CPU of its host, by local rank (default: core
+                      where a host's ranks fit its CPUs, none where they do not)
   --report-bindings   print where each rank is bound before launching
   --nooversubscribe   refuse more ranks than slots (default: allowed, with a warning)
   --if-include LIST   network for both control and data: interface names or CIDR blocks,
@@ -139,7 +140,7 @@ func run(args []string) int {
 	hostfile := fs.String("hostfile", "", "")
 	fs.StringVar(hostfile, "machinefile", "", "")
 	mapBy := fs.String("map-by", launcher.MapBySlot, "")
-	bindTo := fs.String("bind-to", launcher.BindNone, "")
+	bindTo := fs.String("bind-to", "", "")
 	reportBindings := fs.Bool("report-bindings", false, "")
 	noOversub := fs.Bool("nooversubscribe", false, "")
 	ifInclude := fs.String("if-include", "", "")
