@@ -76,6 +76,13 @@ var (
 		"1: shared-memory collectives (barrier, bcast, reduce, allreduce, allgather) for blocking calls on communicators within one host; 0: point-to-point algorithms only")
 	pShmMax = params.Int("GORUN_COLL_SHM_MAX", 64<<10,
 		"largest message (per rank for allgather) that the shared-memory collectives take; the slot size of their segment")
+	// Read once: every collective call's pick asks (shmApplies), and a
+	// parameter read is an environment lookup.
+	shmOn  = sync.OnceValue(func() bool { return pShm() != 0 })
+	shmMax = sync.OnceValue(func() int {
+		s := min(max(pShmMax(), line), 64<<20)
+		return (s + line - 1) &^ (line - 1)
+	})
 )
 
 // jobID names this job's segments; SetJob sets it.
@@ -90,8 +97,7 @@ const line = 64
 // shmSlot is the data buffer size for n ranks: GORUN_COLL_SHM_MAX, less
 // for large n so that a segment stays within 64 MiB.
 func shmSlot(n int) int {
-	s := min(max(pShmMax(), line), 64<<20)
-	s = (s + line - 1) &^ (line - 1)
+	s := shmMax()
 	for s > 4<<10 && n*2*s > 64<<20 {
 		s >>= 1
 	}
@@ -155,16 +161,14 @@ func (g *shmSeg) data(r int, s uint64) (b []byte, size int, ok bool) {
 
 // shmShared is a communicator's shm state (in shared).
 type shmShared struct {
-	mu     sync.Mutex
-	tried  bool
-	seg    *shmSeg // nil: not usable
-	closed bool
+	mu    sync.Mutex
+	tried bool
+	seg   *shmSeg // nil: not usable
 }
 
 func (m *shmShared) close() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.closed = true
 	if m.seg != nil {
 		unix.Munmap(m.seg.mem)
 		m.seg = nil
@@ -175,7 +179,7 @@ func (m *shmShared) close() {
 // memory: a blocking call on a communicator within one host, small enough.
 func shmApplies(c *Comm, a *Args, size int) bool {
 	return c.sh != nil && c.Nodes == 1 && c.Size() > 1 && !a.Nonblocking &&
-		size <= shmSlot(c.Size()) && pShm() != 0
+		shmOn() && size <= shmSlot(c.Size())
 }
 
 // errConcurrent: two blocking collectives at once on one communicator.
@@ -354,7 +358,7 @@ func (k *shmCall) enteredAll(t uint64) error {
 }
 
 // mine returns this rank's buffer for the call.
-func (k *shmCall) mine() ([]byte, error) { return k.g.buf(k.c.Me, k.b), nil }
+func (k *shmCall) mine() []byte { return k.g.buf(k.c.Me, k.b) }
 
 // publish says this rank has entered the call, with size bytes of data.
 func (k *shmCall) publish(size int) { k.g.publish(k.c.Me, k.s, k.b, size) }
@@ -428,11 +432,7 @@ func barrierShm(c *Comm, a *Args) error {
 func bcastShm(c *Comm, a *Args) error {
 	return c.shmRun(a, func(k *shmCall) error {
 		if c.Me == a.Root {
-			b, err := k.mine()
-			if err != nil {
-				return err
-			}
-			copy(b, a.Recv)
+			copy(k.mine(), a.Recv)
 			k.publish(len(a.Recv))
 			return nil
 		}
@@ -455,11 +455,7 @@ func allgatherShm(c *Comm, a *Args) error {
 		if mine == nil {
 			mine = a.Recv[c.Me*blk : (c.Me+1)*blk]
 		}
-		b, err := k.mine()
-		if err != nil {
-			return err
-		}
-		copy(b, mine)
+		copy(k.mine(), mine)
 		k.publish(blk)
 		if a.Send != nil {
 			copy(a.Recv[c.Me*blk:], a.Send)
@@ -503,25 +499,24 @@ func shmSegments(m, elem, n int) (int, int) {
 func (k *shmCall) reduce(a *Args, own []byte, wantResult bool) ([]byte, error) {
 	c, g, s := k.c, k.g, k.s
 	n, me, m := g.n, c.Me, len(own)
-	b, err := k.mine()
-	if err != nil {
-		return nil, err
-	}
-	copy(b, own)
+	copy(k.mine(), own)
 	k.publish(m)
 	per, owners := shmSegments(m, a.Elem, n)
 	if me < owners {
 		lo, hi := me*per, min(m, (me+1)*per)
-		bufs := make([][]byte, n)
-		for r := range n {
-			if bufs[r], err = k.wait(r, m); err != nil {
+		acc, err := k.wait(0, m)
+		if err != nil {
+			return nil, err
+		}
+		for r := 1; r < n; r++ {
+			b, err := k.wait(r, m)
+			if err != nil {
 				return nil, err
 			}
+			a.Op.Apply(acc[lo:hi], b[lo:hi])
+			acc = b
 		}
 		g.seen = s
-		for r := 1; r < n; r++ {
-			a.Op.Apply(bufs[r-1][lo:hi], bufs[r][lo:hi])
-		}
 		atomic.StoreUint64(g.done(me), s)
 	}
 	if !wantResult || owners == 0 {
@@ -539,27 +534,20 @@ func (k *shmCall) reduce(a *Args, own []byte, wantResult bool) ([]byte, error) {
 }
 
 // allreduceShm: the reduction, then every rank copies the result.
-func allreduceShm(c *Comm, a *Args) error {
-	return c.shmRun(a, func(k *shmCall) error {
-		res, err := k.reduce(a, a.own(), true)
-		if err != nil {
-			return err
-		}
-		copy(a.Recv, res)
-		return nil
-	}, allreduceRecursiveDoubling)
-}
+func allreduceShm(c *Comm, a *Args) error { return c.shmReduction(a, -1, allreduceRecursiveDoubling) }
 
 // reduceShm: the reduction; the root copies the result.
-func reduceShm(c *Comm, a *Args) error {
+func reduceShm(c *Comm, a *Args) error { return c.shmReduction(a, a.Root, reduceOrdered) }
+
+// shmReduction runs the reduction and copies the result at root (every
+// rank when root < 0).
+func (c *Comm) shmReduction(a *Args, root int, fallback func(*Comm, *Args) error) error {
 	return c.shmRun(a, func(k *shmCall) error {
-		res, err := k.reduce(a, a.own(), c.Me == a.Root)
-		if err != nil {
-			return err
-		}
-		if c.Me == a.Root {
+		want := root < 0 || c.Me == root
+		res, err := k.reduce(a, a.own(), want)
+		if err == nil && want {
 			copy(a.Recv, res)
 		}
-		return nil
-	}, reduceOrdered)
+		return err
+	}, fallback)
 }
