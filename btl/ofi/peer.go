@@ -120,8 +120,7 @@ func (p *peer) push() {
 		if len(m.txFree) == 0 {
 			break
 		}
-		i := m.txFree[len(m.txFree)-1]
-		b := m.f.buf(nRecv + i)
+		b := m.f.buf(nRecv + m.txFree[len(m.txFree)-1])
 		payload := o.f.Payload
 		var n int
 		if !o.first {
@@ -131,20 +130,9 @@ func (p *peer) push() {
 			putFixed(b, tCont, m.env.Rank, m.cookie, p.sendSeq)
 			n = fixedLen + copy(b[fixedLen:], payload[o.off:])
 		}
-		r := m.f.send(i, n, p.addr)
-		if isEAGAIN(r) {
-			p.refused()
+		if !p.post(n, txSlot{p: p, frame: o}, "send to") {
 			break
 		}
-		if r != 0 {
-			p.fail(fmt.Errorf("ofi: send to rank %d: %s", p.rank, errText(r)))
-			return
-		}
-		m.txFree = m.txFree[:len(m.txFree)-1]
-		m.tx[i] = txSlot{p: p, frame: o}
-		p.stuck = time.Time{}
-		p.sendSeq++
-		p.inflight++
 		o.pending++
 		if !o.first {
 			o.first = true
@@ -187,24 +175,12 @@ func (p *peer) sendHello() bool {
 	if len(m.txFree) == 0 {
 		return false
 	}
-	i := m.txFree[len(m.txFree)-1]
-	b := m.f.buf(nRecv + i)
+	b := m.f.buf(nRecv + m.txFree[len(m.txFree)-1])
 	putFixed(b, tHello, m.env.Rank, m.cookie, p.sendSeq)
 	n := fixedLen + copy(b[fixedLen:], m.card)
-	r := m.f.send(i, n, p.addr)
-	if isEAGAIN(r) {
-		p.refused()
+	if !p.post(n, txSlot{p: p}, "hello to") {
 		return false
 	}
-	if r != 0 {
-		p.fail(fmt.Errorf("ofi: hello to rank %d: %s", p.rank, errText(r)))
-		return false
-	}
-	m.txFree = m.txFree[:len(m.txFree)-1]
-	m.tx[i] = txSlot{p: p}
-	p.stuck = time.Time{}
-	p.sendSeq++
-	p.inflight++
 	p.hello = true
 	return true
 }
@@ -216,23 +192,34 @@ func (p *peer) sendProbe() {
 	if len(m.txFree) == 0 || !p.reached {
 		return
 	}
+	putFixed(m.f.buf(nRecv+m.txFree[len(m.txFree)-1]), tProbe, m.env.Rank, m.cookie, p.sendSeq)
+	if p.post(fixedLen, txSlot{p: p, probe: true}, "probe") {
+		p.probing = true
+	}
+}
+
+// post sends the first n bytes of the last free send buffer, which the
+// caller filled, as the peer's next message, with slot as its use. False
+// when the provider refused it for now (noted by refused) or failed (the
+// peer failed: "ofi: <what> rank N: ...").
+func (p *peer) post(n int, slot txSlot, what string) bool {
+	m := p.m
 	i := m.txFree[len(m.txFree)-1]
-	putFixed(m.f.buf(nRecv+i), tProbe, m.env.Rank, m.cookie, p.sendSeq)
-	r := m.f.send(i, fixedLen, p.addr)
+	r := m.f.send(i, n, p.addr)
 	if isEAGAIN(r) {
 		p.refused()
-		return
+		return false
 	}
 	if r != 0 {
-		p.fail(fmt.Errorf("ofi: probe rank %d: %s", p.rank, errText(r)))
-		return
+		p.fail(fmt.Errorf("ofi: %s rank %d: %s", what, p.rank, errText(r)))
+		return false
 	}
 	m.txFree = m.txFree[:len(m.txFree)-1]
-	m.tx[i] = txSlot{p: p, probe: true}
+	m.tx[i] = slot
 	p.stuck = time.Time{}
 	p.sendSeq++
 	p.inflight++
-	p.probing = true
+	return true
 }
 
 // business reports whether the module waits on the peer for something:
