@@ -20,8 +20,6 @@ type regCache[V any] struct {
 	entries map[regKey]*regEntry[V]
 	lru     list.List // unused entries, oldest first
 	release func(*regEntry[V])
-	// hits and misses count lookups, for GORUN_OFI_VERBOSE and tests.
-	hits, misses int
 }
 
 type regKey struct {
@@ -45,10 +43,8 @@ func newRegCache[V any](limit int, release func(*regEntry[V])) *regCache[V] {
 func (c *regCache[V]) get(addr uintptr, n int) *regEntry[V] {
 	e := c.entries[regKey{addr, n}]
 	if e == nil {
-		c.misses++
 		return nil
 	}
-	c.hits++
 	if e.refs == 0 {
 		c.lru.Remove(e.elem)
 		e.elem = nil

@@ -94,7 +94,6 @@ typedef struct {
 	int32_t idx;
 	int32_t err;
 	uint64_t len;
-	uint64_t flags;
 } gofi_ev;
 
 static int gofi_close(gofi *g) {
@@ -251,7 +250,6 @@ static ssize_t gofi_poll(gofi *g, gofi_ev *ev, int max) {
 			ev[i].idx = e[i].op_context ? (int32_t)((struct fi_context2 *)e[i].op_context - g->ctx) : -1;
 			ev[i].err = 0;
 			ev[i].len = e[i].len;
-			ev[i].flags = e[i].flags;
 		}
 		return n;
 	}
@@ -264,7 +262,6 @@ static ssize_t gofi_poll(gofi *g, gofi_ev *ev, int max) {
 		ev[0].idx = ee.op_context ? (int32_t)((struct fi_context2 *)ee.op_context - g->ctx) : -1;
 		ev[0].err = ee.err ? ee.err : FI_EIO;
 		ev[0].len = ee.len;
-		ev[0].flags = ee.flags;
 		const char *s = fi_cq_strerror(g->cq, ee.prov_errno, ee.err_data, NULL, 0);
 		snprintf(g->errbuf, sizeof g->errbuf, "%s (provider: %s)", p_strerror(ev[0].err), s ? s : "?");
 		return 1;
@@ -292,31 +289,20 @@ static struct fi_info *gofi_info_next(struct fi_info *i) { return i->next; }
 static uint64_t gofi_info_caps(struct fi_info *i) { return i->caps; }
 static size_t gofi_info_inject(struct fi_info *i) { return i->tx_attr->inject_size; }
 static size_t gofi_info_maxmsg(struct fi_info *i) { return i->ep_attr->max_msg_size; }
-static size_t gofi_info_txsize(struct fi_info *i) { return i->tx_attr->size; }
-static size_t gofi_info_rxsize(struct fi_info *i) { return i->rx_attr->size; }
 static uint64_t gofi_info_mrmode(struct fi_info *i) { return i->domain_attr->mr_mode; }
-static uint32_t gofi_info_addrfmt(struct fi_info *i) { return i->addr_format; }
 */
 import "C"
 
 import (
-	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"unsafe"
 )
 
 // Flags of libfabric used from Go.
 const (
-	fiRecv       = uint64(C.FI_RECV)
-	fiSend       = uint64(C.FI_SEND)
-	fiRead       = uint64(C.FI_READ)
-	fiWrite      = uint64(C.FI_WRITE)
 	fiHMEM       = uint64(C.FI_HMEM)
 	fiMRVirtAddr = uint64(C.FI_MR_VIRT_ADDR)
-	fiMRLocal    = uint64(C.FI_MR_LOCAL)
-	fiMRProvKey  = uint64(C.FI_MR_PROV_KEY)
 	errAgain     = -int(C.FI_EAGAIN)
 )
 
@@ -400,8 +386,6 @@ func getinfo(prov, node string) (cands []candidate, free func(), err error) {
 // vector, completion queue, and the receive and send buffers.
 type fabric struct {
 	g      *C.gofi
-	nrx    int
-	ntx    int
 	bufsz  int
 	inject int
 	maxMsg int
@@ -421,7 +405,7 @@ func openFabric(c candidate, nrx, ntx, bufsz, nctx int) (*fabric, error) {
 		return nil, err
 	}
 	f := &fabric{
-		g: g, nrx: nrx, ntx: ntx, bufsz: bufsz,
+		g: g, bufsz: bufsz,
 		inject: int(C.gofi_info_inject(info)),
 		maxMsg: int(C.gofi_info_maxmsg(info)),
 		mrMode: uint64(C.gofi_info_mrmode(info)),
@@ -522,10 +506,9 @@ func (f *fabric) deregister(m mr) {
 
 // event is one completion.
 type event struct {
-	idx   int
-	err   int
-	len   int
-	flags uint64
+	idx int
+	err int
+	len int
 }
 
 // poll reads completions into evs; an error completion comes alone with
@@ -537,7 +520,7 @@ func (f *fabric) poll(evs []event) (int, string, error) {
 	}
 	for i := 0; i < n; i++ {
 		e := &f.evs[i]
-		evs[i] = event{idx: int(e.idx), err: int(e.err), len: int(e.len), flags: uint64(e.flags)}
+		evs[i] = event{idx: int(e.idx), err: int(e.err), len: int(e.len)}
 	}
 	if n == 1 && evs[0].err != 0 {
 		return 1, C.GoString(&f.g.errbuf[0]), nil
@@ -556,6 +539,3 @@ func errText(code int) string { return C.GoString(C.gofi_strerror(C.int(code))) 
 
 // isEAGAIN reports a "try again" return of a data call.
 func isEAGAIN(r int) bool { return r == errAgain }
-
-var _ = errors.New
-var _ = strings.Cut
