@@ -23,8 +23,12 @@ func noGPU(err error) error {
 
 // Available reports whether CUDA devices can be used in this process and,
 // when not, the reason (e.g. "cuda: no usable CUDA driver: dlopen
-// libcuda.so.1: libcuda.so.1: cannot open shared object file").
-func Available() (ok bool, reason string) { return cuda.Available() }
+// libcuda.so.1: libcuda.so.1: cannot open shared object file"). The answer
+// is fixed for the process (the driver enumerates its devices once, at
+// cuInit), so it is asked once: every GPU call of package mpi checks it.
+func Available() (ok bool, reason string) { return available() }
+
+var available = sync.OnceValues(cuda.Available)
 
 // DeviceCount returns how many CUDA devices this process sees (0 with a
 // reason wrapped in ErrNoGPU when none can be used).
