@@ -1,6 +1,8 @@
 package coll
 
 import (
+	"sync"
+
 	"github.com/gorun/gorun/btl"
 	"github.com/gorun/gorun/gpu"
 )
@@ -65,10 +67,13 @@ func (p *pending) swapD(c *Comm, rb gpu.Buffer, from int, sb gpu.Buffer, to int)
 // pieces, 4.07 with 8, 3.17 with 32, 3.04 with 128; of 64 MiB, 281, 239
 // and 257 µs with 8, 32 and 128 (MEASUREMENTS.md, GPU collectives).
 func pieces(total, elem int) (counts, displs []int) {
-	chunk := max(pGPUChunk(), 64<<10)
+	chunk := gpuChunk()
 	k := max(1, (total+chunk-1)/chunk)
 	return blocks(total, k, elem)
 }
+
+// gpuChunk is GORUN_COLL_GPU_CHUNK (at least 64 KiB), read once.
+var gpuChunk = sync.OnceValue(func() int { return max(pGPUChunk(), 64<<10) })
 
 // oneshot sends this rank's input to every rank that reduces (every rank,
 // or only root when root >= 0), in pieces, and at a reducing rank reduces
