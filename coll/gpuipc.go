@@ -243,10 +243,10 @@ func (d *devCall) reduceAll(n int, dst gpu.Buffer, x func(r int) gpu.Buffer) err
 // regions cannot serve.
 func gpuAllreduceIPC(c *Comm, a *Args, d *devCall) error {
 	st, err := c.ipcRegions(d, d.rcv.Len())
-	if err != nil || st == nil {
-		if err != nil {
-			return err
-		}
+	if err != nil {
+		return err
+	}
+	if st == nil {
 		return gpuAllreduceOneshot(c, a, d)
 	}
 	own := d.own
@@ -267,10 +267,10 @@ func gpuReduceScatterIPC(c *Comm, a *Args, d *devCall) error {
 	me := c.Rank()
 	m := a.Counts[me]
 	st, err := c.ipcRegions(d, m)
-	if err != nil || st == nil {
-		if err != nil {
-			return err
-		}
+	if err != nil {
+		return err
+	}
+	if st == nil {
 		return gpuReduceScatterOneshot(c, a, d)
 	}
 	displs := evenDispls(a.Counts)
@@ -285,10 +285,10 @@ func gpuReduceScatterIPC(c *Comm, a *Args, d *devCall) error {
 func gpuAllgatherIPC(c *Comm, a *Args, d *devCall) error {
 	me := c.Rank()
 	st, err := c.ipcRegions(d, a.Counts[me])
-	if err != nil || st == nil {
-		if err != nil {
-			return err
-		}
+	if err != nil {
+		return err
+	}
+	if st == nil {
 		return gpuAllgatherDirect(c, a, d)
 	}
 	counts, displs := a.Counts, evenDispls(a.Counts)
@@ -315,10 +315,10 @@ func gpuAllgatherIPC(c *Comm, a *Args, d *devCall) error {
 // out of its region.
 func gpuBcastIPC(c *Comm, a *Args, d *devCall) error {
 	st, err := c.ipcRegions(d, d.rcv.Len())
-	if err != nil || st == nil {
-		if err != nil {
-			return err
-		}
+	if err != nil {
+		return err
+	}
+	if st == nil {
 		return gpuBcastBinomial(c, a, d)
 	}
 	me := c.Rank()
