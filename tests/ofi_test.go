@@ -25,9 +25,10 @@ import (
 // which provider it opened.
 var ofiEnv = []string{"GORUN_BTL=ofi,sm,self", "GORUN_OFI_PROVIDER=tcp;ofi_rxm", "GORUN_OFI_VERBOSE=1"}
 
-// ofiSizes cross the eager limit (16 KiB less 80 bytes), the split of
-// p2p's RMA rendezvous (256 KiB: the receiver reads half, the sender
-// writes half) and the provider's eager size several times over.
+// ofiSizes cross what one message carries (16 KiB less 80 bytes), the
+// eager limit on the tcp provider (64 KiB), the split of p2p's RMA
+// rendezvous (256 KiB: the receiver reads half, the sender writes half)
+// and the provider's eager size several times over.
 var ofiSizes = []int{0, 1, 16303, 16305, 100000, 256<<10 + 3, 4<<20 + 1}
 
 func init() {
@@ -111,11 +112,7 @@ func TestOFIRankKilled(t *testing.T) {
 			j := nh.job(2, "h1:1,h2:1")
 			j.cas = "ofi-stream"
 			j.env = ofiEnv
-			cmd, _, errb, dir := j.cmd(t)
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			waitReady(t, cmd, dir, 2, errb)
+			cmd, errb, dir := startReady(t, j)
 			time.Sleep(200 * time.Millisecond) // transfers under way
 			b, _ := os.ReadFile(filepath.Join(dir, "pid."+strconv.Itoa(victim)))
 			pid, _ := strconv.Atoi(string(b))
