@@ -83,16 +83,6 @@ func sameBuf(a, b gpu.Buffer) bool {
 // inPlaceGPU reports whether send means "in place" for recv.
 func inPlaceGPU(send, recv gpu.Buffer) bool { return isZeroBuf(send) || sameBuf(send, recv) }
 
-// elemSizeOf is the element size of the first non-zero buffer.
-func elemSizeOf(bufs ...gpu.Buffer) int {
-	for _, b := range bufs {
-		if s := b.DType().Size(); s > 0 {
-			return s
-		}
-	}
-	return 1
-}
-
 // devCollective runs a GPU collective: prep checks the arguments after the
 // call has begun, so that a rank whose arguments are wrong aborts the call
 // for every rank instead of leaving them waiting.
@@ -155,7 +145,7 @@ func reductionGPU(name string, sendbuf, recvbuf gpu.Buffer, op Op, a coll.Args, 
 	if err := checkDev(name, sendbuf, recvbuf); err != nil {
 		return a, err
 	}
-	a.DOp, a.Elem = o, elemSizeOf(recvbuf, sendbuf)
+	a.DOp, a.Elem = o, elemOf(recvbuf, sendbuf)
 	switch {
 	case !result:
 		a.SendD = sendbuf
@@ -177,7 +167,7 @@ func BcastGPU(c *Comm, buf gpu.Buffer, root int) error {
 		if err := c.checkRoot(name, root); err != nil {
 			return coll.Args{}, err
 		}
-		return coll.Args{RecvD: buf, Root: root, Elem: elemSizeOf(buf)}, checkDev(name, buf)
+		return coll.Args{RecvD: buf, Root: root, Elem: elemOf(buf)}, checkDev(name, buf)
 	})
 }
 
@@ -191,7 +181,7 @@ func AllgatherGPU(c *Comm, sendbuf, recvbuf gpu.Buffer) error {
 		if err := checkDev(name, sendbuf, recvbuf); err != nil {
 			return coll.Args{}, err
 		}
-		n, elem := c.Size(), elemSizeOf(recvbuf, sendbuf)
+		n, elem := c.Size(), elemOf(recvbuf, sendbuf)
 		in := inPlaceGPU(sendbuf, recvbuf)
 		k := sendbuf.Count()
 		if in {
@@ -223,7 +213,7 @@ func ReduceScatterBlockGPU(c *Comm, sendbuf, recvbuf gpu.Buffer, op Op) error {
 		if err := checkDev(name, sendbuf, recvbuf); err != nil {
 			return coll.Args{}, err
 		}
-		n, elem := c.Size(), elemSizeOf(recvbuf, sendbuf)
+		n, elem := c.Size(), elemOf(recvbuf, sendbuf)
 		a := coll.Args{DOp: o, Elem: elem}
 		if inPlaceGPU(sendbuf, recvbuf) {
 			k := recvbuf.Count() / n
@@ -278,7 +268,7 @@ func rootedGPU(c *Comm, name string, sendbuf, recvbuf gpu.Buffer, root int, gath
 	if err := checkDev(name, whole, one); err != nil {
 		return coll.Args{}, err
 	}
-	elem := elemSizeOf(one, whole)
+	elem := elemOf(one, whole)
 	k := one.Count()
 	if c.Rank() == root && isZeroBuf(one) {
 		k = whole.Count() / n
@@ -310,7 +300,7 @@ func AlltoallGPU(c *Comm, sendbuf, recvbuf gpu.Buffer) error {
 		if err := checkDev(name, sendbuf, recvbuf); err != nil {
 			return coll.Args{}, err
 		}
-		n, elem := c.Size(), elemSizeOf(sendbuf)
+		n, elem := c.Size(), elemOf(sendbuf)
 		k := sendbuf.Count() / n
 		if sendbuf.Count() != n*k {
 			return coll.Args{}, errorf(ErrCount, name, "send buffer of %d elements is not %d equal blocks", sendbuf.Count(), n)

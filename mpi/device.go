@@ -30,10 +30,14 @@ import (
 // deviceMem describes b for the transports.
 func deviceMem(b gpu.Buffer) btl.Mem { return btl.DeviceMem(b.Device(), b.Ptr(), b.Len()) }
 
-// elemOf is the size of b's elements, for Status counts.
-func elemOf(b gpu.Buffer) int {
-	if n := b.DType().Size(); n > 0 {
-		return n
+// elemOf is the element size of the first of bufs with an element type
+// (1 when none has one): for Status counts, and coll.Args.Elem of the GPU
+// collectives (devcoll.go).
+func elemOf(bufs ...gpu.Buffer) int {
+	for _, b := range bufs {
+		if n := b.DType().Size(); n > 0 {
+			return n
+		}
 	}
 	return 1
 }
