@@ -46,7 +46,7 @@ const (
 )
 
 // Exclusivity: a provider on RDMA hardware wins over btl/tcp between
-// hosts; libfabric's own tcp provider does not (doc.go, "Selection").
+// hosts; libfabric's own tcp provider does not (doc.go, "Provider and selection").
 const (
 	exclusivityRDMA = btl.ExclusivityTCP + 1<<4
 	exclusivityTCP  = btl.ExclusivityTCP - 1

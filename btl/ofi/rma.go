@@ -62,7 +62,7 @@ func (m *module) reg(b []byte) (*regEntry[regVal], error) {
 }
 
 // Register registers host memory (device memory is staged by p2p: doc.go,
-// "Device memory"), through the cache.
+// "Provider and selection"), through the cache.
 func (m *module) Register(mem btl.Mem, r *btl.Region) error {
 	if m.closed {
 		return btl.ErrClosed

@@ -10,7 +10,7 @@ import (
 	"github.com/gorun/gorun/btl"
 )
 
-// The module's messages (doc.go, "Wire format"). Every message starts
+// The module's messages (doc.go, "Messages"). Every message starts
 // with a fixed part:
 //
 //	0      type
