@@ -75,13 +75,11 @@ func checkDev(name string, bufs ...gpu.Buffer) error {
 	return nil
 }
 
-// sameBuf reports whether a and b are the same range (in place).
-func sameBuf(a, b gpu.Buffer) bool {
-	return !isZeroBuf(a) && a.Ptr() == b.Ptr() && a.Len() == b.Len() && a.Device() == b.Device()
+// inPlaceGPU reports whether send means "in place" for recv: the zero
+// buffer, or recv's own range.
+func inPlaceGPU(send, recv gpu.Buffer) bool {
+	return isZeroBuf(send) || send.Ptr() == recv.Ptr() && send.Len() == recv.Len() && send.Device() == recv.Device()
 }
-
-// inPlaceGPU reports whether send means "in place" for recv.
-func inPlaceGPU(send, recv gpu.Buffer) bool { return isZeroBuf(send) || sameBuf(send, recv) }
 
 // devCollective runs a GPU collective: prep checks the arguments after the
 // call has begun, so that a rank whose arguments are wrong aborts the call
