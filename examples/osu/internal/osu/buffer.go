@@ -78,9 +78,6 @@ func Irecv(c *mpi.Comm, b Buf, src, tag int) (*mpi.Request, error) {
 	return mpi.Irecv(c, b.host, src, tag)
 }
 
-// Bytes is the first n bytes of a host buffer.
-func (b Buf) Bytes(n int) []byte { return b.host[:n] }
-
 // Float32 is the first n bytes of a device buffer as float32 elements
 // (n/4 of them), for the reductions' -d cuda form.
 func (b Buf) Float32(n int) gpu.Buffer {
