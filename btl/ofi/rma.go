@@ -176,13 +176,7 @@ func (r *rmaReq) post() bool {
 	b := r.op.Local.Bytes
 	for r.posted < len(b) {
 		if r.p.failed != nil {
-			if r.err == nil {
-				r.err = r.p.failed
-			}
-			r.posted = len(b) // post nothing more
-			if r.pending == 0 {
-				r.finish(r.err)
-			}
+			r.stop(r.p.failed)
 			return true
 		}
 		if len(m.rmaFree) == 0 {
@@ -196,13 +190,7 @@ func (r *rmaReq) post() bool {
 			return false
 		}
 		if rc != 0 {
-			err := fmt.Errorf("ofi: rdma with rank %d: %s", r.p.rank, errText(rc))
-			if r.pending == 0 {
-				r.finish(err)
-			} else if r.err == nil {
-				r.err = err
-			}
-			r.posted = len(b) // post nothing more
+			r.stop(fmt.Errorf("ofi: rdma with rank %d: %s", r.p.rank, errText(rc)))
 			return true
 		}
 		m.rmaFree = m.rmaFree[:len(m.rmaFree)-1]
@@ -225,14 +213,24 @@ func (m *module) rmaComplete(slot int, err error) {
 	r.pending--
 	r.p.inflight--
 	if err != nil {
-		if r.err == nil {
-			r.err = fmt.Errorf("ofi: rdma with rank %d: %w", r.p.rank, err)
-		}
 		r.p.fail(err)
-	} else {
-		r.p.heard = time.Now()
+		r.stop(fmt.Errorf("ofi: rdma with rank %d: %w", r.p.rank, err))
+		return
 	}
-	if r.pending == 0 && (r.posted == len(r.op.Local.Bytes) || r.err != nil) {
+	r.p.heard = time.Now()
+	if r.pending == 0 && r.posted == len(r.op.Local.Bytes) {
+		r.finish(r.err) // r.err: a part failed before (stop)
+	}
+}
+
+// stop posts nothing more of r: it ends with its first error, err unless
+// it had one, once the parts posted have completed.
+func (r *rmaReq) stop(err error) {
+	if r.err == nil {
+		r.err = err
+	}
+	r.posted = len(r.op.Local.Bytes)
+	if r.pending == 0 {
 		r.finish(r.err)
 	}
 }
