@@ -287,14 +287,20 @@ func (m *module) Reach(p btl.Peer) (btl.Endpoint, error) {
 		return nil, nil
 	}
 	if pe == nil {
-		pe = &peer{m: m, rank: p.Rank, heard: time.Now()}
-		m.peers[p.Rank] = pe
-		m.known = append(m.known, pe)
+		pe = m.addPeer(p.Rank)
 	}
 	if err := pe.setAddr(c.addr); err != nil {
 		return nil, fmt.Errorf("ofi: rank %d: %w", p.Rank, err)
 	}
 	return pe, nil
+}
+
+// addPeer makes the module's state for rank, until then unknown.
+func (m *module) addPeer(rank int) *peer {
+	p := &peer{m: m, rank: rank, heard: time.Now()}
+	m.peers[rank] = p
+	m.known = append(m.known, p)
+	return p
 }
 
 func (m *module) Close() error {

@@ -279,9 +279,7 @@ func (m *module) receive(i, n int) {
 		// A peer that reached this rank first: p2p reaches every peer it
 		// talks to, but a message may come before that. The card is not
 		// known here, so the peer is known by the rank alone until Reach.
-		p = &peer{m: m, rank: g.src, heard: time.Now()}
-		m.peers[g.src] = p
-		m.known = append(m.known, p)
+		p = m.addPeer(g.src)
 	}
 	if p.failed != nil {
 		return
