@@ -175,7 +175,6 @@ func open(env btl.Env) (*module, error) {
 		f:      f,
 		prov:   c.prov,
 		fabric: c.fabric,
-		hmem:   c.caps&fiHMEM != 0,
 		cookie: jobCookie(env.Secret, env.JobID),
 		peers:  make([]*peer, env.Size),
 		probe:  pProbe(),
@@ -208,7 +207,7 @@ func open(env btl.Env) (*module, error) {
 	}
 	if pVerbose() > 0 {
 		fmt.Fprintf(os.Stderr, "gorun: ofi: rank %d: libfabric %s, provider %s, fabric %s, domain %s, wait fd %v, FI_HMEM %v, inject %d, max message %d\n",
-			env.Rank, libVersion(), c.prov, c.fabric, c.domain, f.hasWaitFD(), m.hmem, f.inject, f.maxMsg)
+			env.Rank, libVersion(), c.prov, c.fabric, c.domain, f.hasWaitFD(), c.caps&fiHMEM != 0, f.inject, f.maxMsg)
 	}
 	return m, nil
 }
@@ -219,7 +218,6 @@ type module struct {
 	f      *fabric
 	prov   string
 	fabric string
-	hmem   bool
 	card   []byte
 	cookie uint64
 	excl   int
