@@ -76,6 +76,12 @@ func (f Filter) Allows(name string) bool {
 	return slices.Contains(f.names, name) != f.exclude
 }
 
+// Names reports whether the filter is an include list that names name
+// (a transport that stays off unless asked for by name opens then).
+func (f Filter) Names(name string) bool {
+	return !f.exclude && slices.Contains(f.names, name)
+}
+
 // OpenAll opens every registered transport the filter admits. A transport
 // that fails to open is skipped with its error collected in skipped, so a
 // missing optional facility (no /dev/shm, no RDMA device) never stops a job.

@@ -72,16 +72,8 @@ func (component) Open(env btl.Env) (btl.Module, error) {
 
 // namedInBTL reports whether GORUN_BTL is a list that names ofi.
 func namedInBTL() bool {
-	s := strings.TrimSpace(btl.Enabled())
-	if strings.HasPrefix(s, "^") {
-		return false
-	}
-	for _, n := range strings.Split(s, ",") {
-		if strings.TrimSpace(n) == "ofi" {
-			return true
-		}
-	}
-	return false
+	f, err := btl.ParseFilter(btl.Enabled())
+	return err == nil && f.Names("ofi")
 }
 
 // providerScore ranks providers by their core (the part before ";"):
