@@ -327,6 +327,9 @@ func (c *Comm) shmWait(ok func(r int) bool, lo, hi int) error {
 			if err := c.E.Failed(c.World[r]); err != nil {
 				return fmt.Errorf("waiting for rank %d in shared memory: %w", r, err)
 			}
+			if err := c.E.Revoked(c.Ctx); err != nil {
+				return err
+			}
 			if !c.queried && sh.tick.Load()-t0 >= 3 {
 				c.queried = true
 				sh.query(c)

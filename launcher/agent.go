@@ -192,6 +192,8 @@ func (a *agent) readLoop(r io.Reader) {
 			a.mu.Unlock()
 		case "signal":
 			a.signalAll(syscall.Signal(m.Sig))
+		case "kill":
+			a.kill(m.Rank)
 		case "bye":
 			a.stop()
 			return
@@ -234,6 +236,16 @@ func (a *agent) signalAll(sig syscall.Signal) {
 		if !r.exited {
 			syscall.Kill(-r.pid, sig)
 		}
+	}
+}
+
+// kill SIGKILLs one rank's process group (a rank gorun declared failed
+// under --enable-recovery).
+func (a *agent) kill(rank int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if r := a.ranks[rank]; r != nil && !r.exited {
+		syscall.Kill(-r.pid, syscall.SIGKILL)
 	}
 }
 

@@ -20,6 +20,8 @@ import (
 //	spawn   Rank, Prog, Args, Env, Dir, CPU (-1: unbound), Stdin (rank 0)
 //	stdin   Data for rank 0; an empty Data means end of input
 //	signal  Sig to every rank's process group (SIGTERM, then SIGKILL)
+//	kill    SIGKILL to Rank's process group (a rank declared failed under
+//	        --enable-recovery)
 //	hb      heartbeat, every agentBeat
 //	bye     the job is over: kill what is left, clean up, exit
 //

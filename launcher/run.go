@@ -42,6 +42,7 @@ const (
 	evGiveUp    // stop waiting for unresponsive hosts' ranks
 	evVerdict   // a held verdict is due
 	evClosed    // gorun's stdout or stderr lost its reader (EPIPE)
+	evFT        // a rank's recovery message (recovery.go)
 )
 
 type event struct {
@@ -54,6 +55,7 @@ type event struct {
 	ws   syscall.WaitStatus
 	msg  boot.CtlMsg
 	sig  os.Signal
+	ft   boot.FTMsg
 }
 
 // proc is one rank's process as the launcher sees it.
@@ -67,6 +69,7 @@ type proc struct {
 	joined    bool
 	finalized bool
 	exited    bool
+	status    int // exit status, once exited
 	abort     *boot.CtlMsg
 }
 
@@ -110,6 +113,7 @@ type job struct {
 	lay     layout
 	multi   bool // some ranks run on other hosts
 	held    *verdict
+	recov   *recovery // Spec.Recovery: recovery.go
 	sums    fileSums
 	start   time.Time
 	traceOn bool
@@ -171,6 +175,9 @@ func Run(spec Spec) (int, error) {
 		spec.BootTimeout = DefaultBootTimeout
 	}
 	j := &job{spec: spec, events: make(chan event, 8*spec.NP+64), quit: make(chan struct{}), start: time.Now(), traceOn: pTrace() == 1}
+	if spec.Recovery {
+		j.recov = newRecovery()
+	}
 	j.out = &output{w: spec.Stdout, tag: spec.TagOutput}
 	j.errOut = &output{w: spec.Stderr, tag: spec.TagOutput}
 	j.out.onClosed = func() { j.emit(event{kind: evClosed, sig: syscall.SIGPIPE}) }
@@ -260,6 +267,9 @@ func Run(spec Spec) (int, error) {
 	}
 	j.loop()
 	j.trace("all ranks ended")
+	if j.recov != nil && !j.ending {
+		return j.recoveryCode(), nil
+	}
 	return j.code, nil
 }
 
@@ -475,6 +485,9 @@ func (j *job) rankEnv(r int, base []string) []string {
 	set(boot.EnvBindAddr, hs.addr)
 	set(boot.EnvCtlFD, 3)
 	set(boot.EnvBootWait, int(j.spec.BootTimeout/time.Second))
+	if j.spec.Recovery {
+		set(boot.EnvRecovery, 1)
+	}
 	if ln > len(hs.cpus) {
 		set("GORUN_OVERSUBSCRIBED", 1)
 	}
@@ -677,6 +690,8 @@ func (j *job) loop() {
 			j.onAgentLost(ev)
 		case evVerdict:
 			j.onVerdict()
+		case evFT:
+			j.onFT(ev.ft)
 		case evTimeout:
 			j.fail(ExitTimeout, fmt.Sprintf("gorun: job exceeded --timeout %v; stopping all ranks", j.spec.Timeout))
 		case evBootTimeout:
@@ -722,8 +737,16 @@ func (j *job) onDead(ev event) {
 		// probes is only busy (2 cores at load 8 did that), but one the
 		// kernel has stopped (SIGSTOP, a debugger) will never answer.
 		if st := procState(p.pid); st == 'T' || st == 't' {
+			if j.recov != nil {
+				j.lose(p, ExitInternal, fmt.Sprintf("gorun: %s is stopped (process state %c: SIGSTOP or a debugger) and stopped answering the failure detector; killed", p, st))
+				return
+			}
 			j.fail(ExitInternal, fmt.Sprintf("gorun: %s is stopped (process state %c: SIGSTOP or a debugger) and stopped answering the failure detector; ending the job", p, st))
 		}
+		return
+	}
+	if j.recov != nil {
+		j.lose(p, ExitInternal, fmt.Sprintf("gorun: %s stopped responding: the failure detector declared it dead (is %s frozen or cut off?)", p, p.host))
 		return
 	}
 	j.fail(ExitInternal, fmt.Sprintf("gorun: %s stopped responding: the failure detector declared it dead (is %s frozen or cut off?)", p, p.host))
@@ -795,6 +818,12 @@ func (j *job) onAgentLost(ev event) {
 	}
 	j.loseHost(hs)
 	if len(ranks) == 0 || j.ending {
+		return
+	}
+	if j.recov != nil {
+		for _, p := range ranks {
+			j.lose(p, ExitInternal, fmt.Sprintf("gorun: lost host %s with %s: %v", hs.name, p, ev.err))
+		}
 		return
 	}
 	j.fail(ExitInternal, fmt.Sprintf("gorun: lost host %s with %s: %v", hs.name, describeProcs(ranks), ev.err))
@@ -885,6 +914,11 @@ func (j *job) onExit(ev event) {
 		return
 	}
 	ws := ev.ws
+	p.status = ws.ExitStatus()
+	if j.recov != nil && p.abort == nil && p.joined {
+		j.exitRecovering(p, ws)
+		return
+	}
 	switch {
 	case p.abort != nil:
 		msg := fmt.Sprintf("gorun: %s called mpi.Abort(%d)", p, p.abort.Code)

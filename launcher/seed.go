@@ -123,8 +123,27 @@ func (s *seed) NotifyLeave(n *memberlist.Node) {
 
 func (s *seed) NotifyUpdate(n *memberlist.Node) {}
 
-func (s *seed) NodeMeta(limit int) []byte                  { return nil }
-func (s *seed) NotifyMsg([]byte)                           {}
+func (s *seed) NodeMeta(limit int) []byte { return nil }
+
+// NotifyMsg receives the ranks' recovery messages (recovery.go).
+func (s *seed) NotifyMsg(b []byte) {
+	if m, ok, err := boot.DecodeFT(b); ok && err == nil {
+		s.post(event{kind: evFT, ft: m})
+	}
+}
+
+// sendFT sends m to rank in the background (the loop must not wait on a
+// TCP connect); a rank that cannot be reached is or will be lost.
+func (s *seed) sendFT(rank int, m boot.FTMsg) {
+	s.mu.Lock()
+	n := s.nodes[rank]
+	s.mu.Unlock()
+	b, err := boot.EncodeFT(m)
+	if n == nil || err != nil {
+		return
+	}
+	go s.ml.SendReliable(n, b)
+}
 func (s *seed) GetBroadcasts(overhead, limit int) [][]byte { return nil }
 func (s *seed) LocalState(join bool) []byte                { return nil }
 func (s *seed) MergeRemoteState(buf []byte, join bool)     {}

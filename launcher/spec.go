@@ -17,6 +17,10 @@ type Spec struct {
 	TagOutput bool
 	// Timeout ends a job that runs longer (0: no limit).
 	Timeout time.Duration
+	// Recovery keeps the job running when a rank fails: the others are
+	// told and may go on (package mpi's Revoke, Shrink, Agree;
+	// recovery.go). Off, a failed rank ends the job.
+	Recovery bool
 	// BootTimeout is how long ranks that called mpi.Init wait for the
 	// others before the job is ended (0: DefaultBootTimeout).
 	BootTimeout time.Duration

@@ -20,6 +20,7 @@ type Comm struct {
 	// cart is the Cartesian topology of a communicator made by
 	// CartCreate or CartSub; nil otherwise.
 	cart *cartTopo
+	ft   ftComm
 }
 
 func newComm(name string, s *rt, ctx uint32, world []int, rank int) *Comm {
@@ -28,6 +29,7 @@ func newComm(name string, s *rt, ctx uint32, world []int, rank int) *Comm {
 		c.index[w] = i
 	}
 	c.cc = coll.NewComm(s.eng, ctx+1, world, rank, hostsOf(s, world))
+	s.register(c)
 	return c
 }
 
@@ -58,14 +60,11 @@ func (c *Comm) Name() string { return c.name }
 
 // check validates c for operation op.
 func (c *Comm) check(op string) error {
-	if c == nil {
-		return errorf(ErrComm, op, "nil communicator")
+	if err := c.checkLive(op); err != nil {
+		return err
 	}
-	if c.freed.Load() {
-		return errorf(ErrComm, op, "communicator %s was freed", c.name)
-	}
-	if live.Load() != c.rt {
-		return errorf(ErrNotInit, op, "mpi is not initialized (Finalize called?)")
+	if c.ft.revoked.Load() {
+		return errorf(ErrRevoked, op, "%s was revoked (Shrink it, or Free it)", c.name)
 	}
 	return nil
 }
@@ -74,7 +73,7 @@ func (c *Comm) check(op string) error {
 // world rank; AnySource passes through when allowed.
 func (c *Comm) peerRank(op string, r int, allowAny bool) (int, error) {
 	if allowAny && r == AnySource {
-		return AnySource, nil
+		return AnySource, c.checkAnySource(op)
 	}
 	if r < 0 || r >= len(c.world) {
 		return 0, errorf(ErrRank, op, "rank %d is not in %s (size %d)", r, c.name, len(c.world))

@@ -150,7 +150,7 @@ func (c *Comm) Create(g *Group) (*Comm, error) {
 // MPI_COMM_WORLD and MPI_COMM_SELF cannot be freed. Collective over c in
 // MPI's terms, though it communicates with no one.
 func (c *Comm) Free() error {
-	if err := c.check("Comm.Free"); err != nil {
+	if err := c.checkLive("Comm.Free"); err != nil {
 		return err
 	}
 	if c == c.rt.world || c == c.rt.self {
@@ -160,6 +160,7 @@ func (c *Comm) Free() error {
 		return errorf(ErrComm, "Comm.Free", "communicator %s was freed", c.name)
 	}
 	c.cc.Close()
+	c.rt.unregister(c)
 	ctxs.release(c.ctx)
 	return nil
 }

@@ -93,6 +93,8 @@ func wrap(op string, err error) error {
 	switch {
 	case errors.Is(err, p2p.ErrTruncate):
 		c = ErrTruncate
+	case errors.Is(err, p2p.ErrRevoked):
+		c = ErrRevoked
 	case errors.Is(err, p2p.ErrProcFailed), errors.Is(err, btl.ErrUnreachable):
 		c = ErrProcFailed
 	case errors.Is(err, p2p.ErrClosed):

@@ -50,9 +50,9 @@ type Group struct {
 // GroupEmpty is the group with no members (MPI_GROUP_EMPTY).
 var GroupEmpty = &Group{me: -1}
 
-// Group returns c's group.
+// Group returns c's group (also of a revoked c: it is local).
 func (c *Comm) Group() (*Group, error) {
-	if err := c.check("Comm.Group"); err != nil {
+	if err := c.checkLive("Comm.Group"); err != nil {
 		return nil, err
 	}
 	return &Group{world: slices.Clone(c.world), me: c.world[c.rank]}, nil

@@ -22,6 +22,7 @@ type rt struct {
 	sess  *boot.Session
 	world *Comm
 	self  *Comm
+	ft    ftProc
 }
 
 var (
@@ -94,7 +95,14 @@ func Init() error {
 	if err := eng.Attach(mods, peers); err != nil {
 		return wrap("Init", err)
 	}
-	sess.OnFailure(func(rank int, err error) {
+	s := &rt{env: env, eng: eng, sess: sess}
+	sess.OnFailure(func(rank int, err error, declared bool) {
+		if declared {
+			// gorun's verdict under --enable-recovery: the process is
+			// gone or being killed (ulfm.go).
+			go s.declared(rank, err)
+			return
+		}
 		// On this host the process itself is the authority: gossip
 		// probes time out under heavy load (np=8 on 2 busy cores had a
 		// live rank declared dead), while a rank that really died is seen
@@ -104,11 +112,12 @@ func Init() error {
 		}
 		go eng.PeerFailed(rank, err)
 	})
+	sess.OnRevoke(func(ctx uint32) { go s.onRevoke(ctx) })
 	world := make([]int, env.Size)
 	for i := range world {
 		world[i] = i
 	}
-	state = &rt{env: env, eng: eng, sess: sess}
+	state = s
 	state.world = newComm("MPI_COMM_WORLD", state, 0, world, env.Rank)
 	state.self = newComm("MPI_COMM_SELF", state, 2, []int{env.Rank}, 0)
 	live.Store(state)
@@ -159,7 +168,14 @@ func Finalize() error {
 	if err != nil {
 		return err
 	}
-	berr := Barrier(s.world)
+	var berr error
+	if s.env.Recovery {
+		// Failed ranks will not come: agree through gorun, which
+		// counts only the live ones (ulfm.go).
+		_, _, berr = s.world.agree("Finalize", []uint64{1})
+	} else {
+		berr = Barrier(s.world)
+	}
 	stateMu.Lock()
 	state, finalized = nil, true
 	live.Store(nil)

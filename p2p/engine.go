@@ -22,6 +22,8 @@ type Engine struct {
 	routes []*route
 	failed []error
 	closed bool
+	// revoked holds the error of each revoked context (revoke.go).
+	revoked map[uint32]error
 
 	posted []*Request
 	unexp  []*unexpected
@@ -245,6 +247,9 @@ func (e *Engine) IsendInto(r *Request, ctx uint32, dst, tag int, m btl.Mem, sync
 	if err := e.failed[dst]; err != nil {
 		return fmt.Errorf("send to rank %d: %w", dst, err)
 	}
+	if err := e.revokedErr(ctx); err != nil {
+		return err
+	}
 	rt, err := e.route(dst)
 	if err != nil {
 		return fmt.Errorf("send to rank %d: %w", dst, err)
@@ -325,6 +330,9 @@ func (e *Engine) IrecvInto(r *Request, ctx uint32, src, tag int, m btl.Mem) erro
 	defer e.mu.Unlock()
 	if e.closed {
 		return ErrClosed
+	}
+	if err := e.revokedErr(ctx); err != nil {
+		return err
 	}
 	for i, u := range e.unexp {
 		if !matches(r, u.ctx, u.src, u.tag) {
@@ -497,6 +505,9 @@ func (e *Engine) Iprobe(ctx uint32, src, tag int) (bool, Status, error) {
 	defer e.mu.Unlock()
 	if e.closed {
 		return false, Status{}, ErrClosed
+	}
+	if err := e.revokedErr(ctx); err != nil {
+		return false, Status{}, err
 	}
 	e.progress()
 	probe := Request{ctx: ctx, peer: src, tag: tag}

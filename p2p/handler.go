@@ -49,7 +49,7 @@ func (hd *handler) Begin(src int, bh *btl.Header, n int) []byte {
 				return r.mem.Bytes[off : int(off)+n]
 			}
 		}
-		e.protocolError(src, fmt.Sprintf("DATA for unknown receive %d (%d bytes)", h.rreq, n))
+		e.unknownPeerOp(src, h.ctx, fmt.Sprintf("DATA for unknown receive %d (%d bytes)", h.rreq, n))
 		cur.trsh = make([]byte, n)
 		return cur.trsh
 	}
@@ -120,7 +120,7 @@ func (hd *handler) End(src int, bh *btl.Header, data []byte) {
 	case kCTS:
 		r := e.sends[h.sreq]
 		if r == nil || r.peer != src || h.length > uint64(r.mem.Len()) {
-			e.protocolError(src, fmt.Sprintf("CTS for unknown send %d", h.sreq))
+			e.unknownPeerOp(src, h.ctx, fmt.Sprintf("CTS for unknown send %d", h.sreq))
 			return
 		}
 		e.cleared(r, src, &h, data)
@@ -159,13 +159,13 @@ func (hd *handler) End(src int, bh *btl.Header, data []byte) {
 			e.finished(r, src, h.flags&fFail != 0)
 			return
 		}
-		e.protocolError(src, fmt.Sprintf("FIN for unknown receive %d", h.rreq))
+		e.unknownPeerOp(src, h.ctx, fmt.Sprintf("FIN for unknown receive %d", h.rreq))
 	case kFinR:
 		if r := e.sends[h.sreq]; r != nil && r.x != nil && r.peer == src && !r.x.theirs {
 			e.finished(r, src, h.flags&fFail != 0)
 			return
 		}
-		e.protocolError(src, fmt.Sprintf("FIN for unknown send %d", h.sreq))
+		e.unknownPeerOp(src, h.ctx, fmt.Sprintf("FIN for unknown send %d", h.sreq))
 	default:
 		e.protocolError(src, fmt.Sprintf("unknown frame kind %d", h.kind))
 	}
@@ -218,6 +218,15 @@ func (e *Engine) matchPosted(ctx uint32, src, tag int) *Request {
 		}
 	}
 	return nil
+}
+
+// unknownPeerOp is protocolError for a frame naming a send or receive
+// this engine does not know, unless the frame's communicator was revoked
+// here (revoke.go dropped the operation): then it is dropped too.
+func (e *Engine) unknownPeerOp(src int, ctx uint32, what string) {
+	if e.revokedErr(ctx) == nil {
+		e.protocolError(src, what)
+	}
 }
 
 // protocolError reports a frame from src that makes no sense here and

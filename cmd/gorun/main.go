@@ -31,6 +31,8 @@ Flags:
   --tag-output        prefix every output line with [rank,stream]
   --timeout SECONDS   end the job after SECONDS (exit status 124)
   --boot-timeout SEC  how long ranks in mpi.Init wait for the others (default 60)
+  --enable-recovery   a failed rank does not end the job: the others see ErrProcFailed and
+                      may go on (mpi's Revoke, Shrink, Agree: ULFM); also --with-ft ulfm
   -x VAR[=VALUE]      pass VAR (from gorun's environment, or set to VALUE) to the ranks
                       (remote ranks also get every GORUN_* variable of gorun's environment)
   --help-params       list the GORUN_* tunables with their defaults
@@ -129,6 +131,8 @@ func run(args []string) int {
 	tag := fs.Bool("tag-output", false, "")
 	timeout := fs.Int("timeout", 0, "")
 	boot := fs.Int("boot-timeout", 0, "")
+	recovery := fs.Bool("enable-recovery", false, "")
+	withFT := fs.String("with-ft", "", "")
 	helpParams := fs.Bool("help-params", false, "")
 	topo := fs.Bool("topo", false, "")
 	probe := fs.Bool("probe", false, "")
@@ -177,6 +181,14 @@ func run(args []string) int {
 		fmt.Fprintf(os.Stderr, "gorun: timeouts must not be negative\n")
 		return 2
 	}
+	switch *withFT {
+	case "":
+	case "ulfm", "mpi":
+		*recovery = true
+	default:
+		fmt.Fprintf(os.Stderr, "gorun: --with-ft %q: expected ulfm\n", *withFT)
+		return 2
+	}
 	var hosts []launcher.Host
 	if hostList != "" && *hostfile != "" {
 		fmt.Fprintf(os.Stderr, "gorun: give -H or --hostfile, not both\n")
@@ -205,6 +217,7 @@ func run(args []string) int {
 		TagOutput:   *tag,
 		Timeout:     time.Duration(*timeout) * time.Second,
 		BootTimeout: time.Duration(*boot) * time.Second,
+		Recovery:    *recovery,
 		Env:         env,
 		Stdin:       os.Stdin,
 

@@ -20,6 +20,7 @@ const (
 	EnvBindAddr  = "GORUN_BIND_ADDR" // IP this rank listens on
 	EnvCtlFD     = "GORUN_CTL_FD"    // inherited control socket
 	EnvBootWait  = "GORUN_BOOT_TIMEOUT"
+	EnvRecovery  = "GORUN_RECOVERY" // "1": gorun --enable-recovery (recovery.go)
 )
 
 // Env is a rank's place in the job.
@@ -34,6 +35,9 @@ type Env struct {
 	Secret []byte
 	// Singleton is true when the process was not started by gorun.
 	Singleton bool
+	// Recovery is true when gorun runs the job with --enable-recovery: a
+	// failed rank does not end the job (recovery.go).
+	Recovery bool
 
 	ctl *ctlConn
 }
@@ -75,6 +79,7 @@ func ReadEnv() (*Env, error) {
 	e.HostID = os.Getenv(EnvHostID)
 	e.Seed = os.Getenv(EnvSeed)
 	e.BindAddr = os.Getenv(EnvBindAddr)
+	e.Recovery = os.Getenv(EnvRecovery) == "1"
 	if e.Seed == "" || e.JobID == "" {
 		return nil, fmt.Errorf("boot: %s or %s missing: was this process started by gorun?", EnvSeed, EnvJobID)
 	}

@@ -16,11 +16,14 @@ type Session struct {
 	ml     *memberlist.Memberlist
 	roster Roster
 
-	mu       sync.Mutex
-	onFail   func(rank int, err error)
-	failed   map[int]bool
+	mu     sync.Mutex
+	onFail func(rank int, err error, declared bool)
+	// failed: 1 when the failure detector declared the rank dead, 2 when
+	// gorun did (recovery.go).
+	failed   map[int]uint8
 	rosterCh chan Roster
 	closing  bool
+	ft       ftState
 }
 
 // delegate receives memberlist callbacks. They run on memberlist's
@@ -32,6 +35,12 @@ type delegate struct {
 
 func (d *delegate) NodeMeta(limit int) []byte { return d.meta }
 func (d *delegate) NotifyMsg(b []byte) {
+	if m, ok, err := DecodeFT(b); ok {
+		if err == nil {
+			d.s.handleFT(m)
+		}
+		return
+	}
 	r, err := decodeRoster(b)
 	if err != nil {
 		return
@@ -55,17 +64,22 @@ func (d *delegate) NotifyLeave(n *memberlist.Node) {
 	d.s.peerDead(rank, fmt.Errorf("rank %d (%s) was declared dead by the failure detector", rank, n.Address()))
 }
 
-func (s *Session) peerDead(rank int, err error) {
+func (s *Session) peerDead(rank int, err error) { s.peerFailed(rank, err, 1) }
+
+// peerDeclared: gorun declared rank failed (recovery.go).
+func (s *Session) peerDeclared(rank int, err error) { s.peerFailed(rank, err, 2) }
+
+func (s *Session) peerFailed(rank int, err error, level uint8) {
 	s.mu.Lock()
-	if s.closing || s.failed[rank] {
+	if s.closing || s.failed[rank] >= level {
 		s.mu.Unlock()
 		return
 	}
-	s.failed[rank] = true
+	s.failed[rank] = level
 	f := s.onFail
 	s.mu.Unlock()
 	if f != nil {
-		f(rank, err)
+		f(rank, err, level == 2)
 	}
 }
 
@@ -83,7 +97,7 @@ func bootTimeout() time.Duration {
 // launcher has pushed the complete roster. A singleton returns at once with
 // a roster of one.
 func Join(env *Env, card Card) (*Session, error) {
-	s := &Session{env: env, failed: map[int]bool{}, rosterCh: make(chan Roster, 1)}
+	s := &Session{env: env, failed: map[int]uint8{}, rosterCh: make(chan Roster, 1)}
 	if env.Singleton {
 		s.roster = Roster{JobID: env.JobID, Cards: []Card{card}}
 		return s, nil
@@ -130,8 +144,10 @@ func Join(env *Env, card Card) (*Session, error) {
 func (s *Session) Roster() Roster { return s.roster }
 
 // OnFailure registers f to be called (on a memberlist goroutine; it must not
-// block) when a peer is declared dead.
-func (s *Session) OnFailure(f func(rank int, err error)) {
+// block) when a peer is declared dead: by the failure detector (declared
+// false), then perhaps again by gorun (declared true: the launcher made
+// sure the process is gone, recovery.go).
+func (s *Session) OnFailure(f func(rank int, err error, declared bool)) {
 	s.mu.Lock()
 	s.onFail = f
 	s.mu.Unlock()
@@ -159,6 +175,10 @@ func (s *Session) Abort(code int, text string) error {
 func (s *Session) Close() error {
 	s.mu.Lock()
 	s.closing = true
+	for k, ch := range s.ft.agrees {
+		ch <- FTMsg{Kind: FTAgreed, Key: k, Text: closedText}
+		delete(s.ft.agrees, k)
+	}
 	s.mu.Unlock()
 	var err error
 	if s.ml != nil {

@@ -1,0 +1,307 @@
+package tests
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gorun/gorun/mpi"
+)
+
+// Fault tolerance under gorun --enable-recovery (issue 15: ULFM).
+
+func init() {
+	rankCases["ulfm-shrink"] = caseULFMShrink
+	rankCases["ulfm-revoke"] = caseULFMRevoke
+	rankCases["ulfm-anysource"] = caseULFMAnySource
+	rankCases["ulfm-off"] = caseULFMOff
+}
+
+const (
+	ulfmIters  = 200
+	ulfmVictim = 3
+	ulfmDieAt  = 60
+)
+
+// caseULFMShrink: an Allreduce loop in which world rank 3 kills itself
+// (SIGKILL) at iteration 60. The survivors see the failure, revoke, shrink,
+// agree where to restart (the lowest iteration every survivor completed)
+// and finish on the shrunk communicator. Every committed iteration i must
+// hold (i+1) * the sum of (world rank + 1) over the members that computed
+// it, and the survivors must end with the same history.
+func caseULFMShrink(w *mpi.Comm) error {
+	me := w.Rank()
+	c := w
+	wg, err := w.Group()
+	if err != nil {
+		return err
+	}
+	acc := make([]float64, 0, ulfmIters)
+	used := make([]float64, 0, ulfmIters) // sum of (world rank + 1) of c's members
+	memberSum := func(c *mpi.Comm) float64 {
+		g, err := c.Group()
+		if err != nil {
+			panic(err)
+		}
+		ranks := make([]int, c.Size())
+		for i := range ranks {
+			ranks[i] = i
+		}
+		wr, err := mpi.GroupTranslateRanks(g, ranks, wg)
+		if err != nil {
+			panic(err)
+		}
+		s := 0.0
+		for _, r := range wr {
+			s += float64(r + 1)
+		}
+		return s
+	}
+	shrinks := 0
+	for i := 0; i < ulfmIters; {
+		if me == ulfmVictim && i == ulfmDieAt {
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			time.Sleep(time.Minute)
+		}
+		x := []float64{float64(me+1) * float64(i+1)}
+		err := mpi.Allreduce(c, x, x, mpi.Sum)
+		if err == nil {
+			acc = append(acc, x[0])
+			used = append(used, memberSum(c))
+			i++
+			continue
+		}
+		if !errors.Is(err, mpi.ErrProcFailed) && !errors.Is(err, mpi.ErrRevoked) {
+			return fmt.Errorf("iteration %d: %w (want ErrProcFailed or ErrRevoked)", i, err)
+		}
+		if shrinks++; shrinks > 3 {
+			return fmt.Errorf("iteration %d: shrunk 3 times already: %w", i, err)
+		}
+		if err := c.Revoke(); err != nil {
+			return fmt.Errorf("revoke: %w", err)
+		}
+		nc, err := c.Shrink()
+		if err != nil {
+			return fmt.Errorf("shrink after %d iterations: %w", i, err)
+		}
+		if f := c.GetFailed(); !slices.Equal(f, []int{ulfmVictim}) && c == w {
+			return fmt.Errorf("GetFailed on world = %v, want [%d]", f, ulfmVictim)
+		}
+		if nc.Size() != 4 {
+			return fmt.Errorf("shrunk communicator has %d members, want 4", nc.Size())
+		}
+		// Restart from the lowest iteration every survivor completed.
+		done := []int64{int64(len(acc))}
+		if err := mpi.Allreduce(nc, done, done, mpi.Min); err != nil {
+			return fmt.Errorf("agree on the restart point: %w", err)
+		}
+		if done[0] < ulfmDieAt-1 {
+			return fmt.Errorf("restart point %d is before the failure at iteration %d", done[0], ulfmDieAt)
+		}
+		i = int(done[0])
+		acc, used = acc[:i], used[:i]
+		if c != w {
+			c.Free()
+		}
+		c = nc
+	}
+	if shrinks == 0 {
+		return fmt.Errorf("finished all %d iterations without seeing rank %d fail", ulfmIters, ulfmVictim)
+	}
+	for i, v := range acc {
+		if want := float64(i+1) * used[i]; v != want {
+			return fmt.Errorf("iteration %d: sum %v, want %v", i, v, want)
+		}
+	}
+	if used[0] != 15 || used[len(used)-1] != 11 {
+		return fmt.Errorf("first iteration over members summing %v (want 15: all five), last %v (want 11: without rank 3)", used[0], used[len(used)-1])
+	}
+	// The same history everywhere.
+	total := []float64{0}
+	for _, v := range acc {
+		total[0] += v
+	}
+	lo, hi := []float64{total[0]}, []float64{total[0]}
+	if err := mpi.Allreduce(c, lo, lo, mpi.Min); err != nil {
+		return err
+	}
+	if err := mpi.Allreduce(c, hi, hi, mpi.Max); err != nil {
+		return err
+	}
+	if lo[0] != hi[0] {
+		return fmt.Errorf("survivors disagree: totals from %v to %v", lo[0], hi[0])
+	}
+	if me == 0 {
+		fmt.Printf("ulfm: survivors finished %d iterations, restart after %d, total %v\n", len(acc), firstDrop(used), total[0])
+	}
+	return nil
+}
+
+func firstDrop(used []float64) int {
+	for i, u := range used {
+		if u != used[0] {
+			return i
+		}
+	}
+	return len(used)
+}
+
+// caseULFMRevoke: rank 2 revokes a communicator while rank 1 waits for a
+// message from it and rank 0 waits on AnySource: both come out with
+// ErrRevoked; later operations fail at once; Agree and Shrink still work.
+func caseULFMRevoke(w *mpi.Comm) error {
+	c, err := w.Dup()
+	if err != nil {
+		return err
+	}
+	if err := mpi.Barrier(w); err != nil {
+		return err
+	}
+	buf := []int{0}
+	switch w.Rank() {
+	case 0:
+		_, err = mpi.Recv(c, buf, mpi.AnySource, 7)
+	case 1:
+		_, err = mpi.Recv(c, buf, 2, 7)
+	case 2:
+		time.Sleep(200 * time.Millisecond)
+		err = c.Revoke()
+		if err == nil {
+			err = mpi.ErrRevoked // what the others see
+		}
+	}
+	if !errors.Is(err, mpi.ErrRevoked) {
+		return fmt.Errorf("blocked receive on the revoked communicator: %v, want ErrRevoked", err)
+	}
+	if !c.IsRevoked() {
+		return errors.New("IsRevoked is false after the revocation")
+	}
+	if err := mpi.Send(c, buf, (w.Rank()+1)%3, 1); !errors.Is(err, mpi.ErrRevoked) {
+		return fmt.Errorf("send on a revoked communicator: %v, want ErrRevoked", err)
+	}
+	if err := mpi.Barrier(c); !errors.Is(err, mpi.ErrRevoked) {
+		return fmt.Errorf("barrier on a revoked communicator: %v, want ErrRevoked", err)
+	}
+	flag, err := c.Agree(w.Rank() + 1) // 1 & 2 & 3 = 0
+	if err != nil || flag != 0 {
+		return fmt.Errorf("Agree on the revoked communicator: %d, %v; want 0, nil", flag, err)
+	}
+	flag, err = c.Agree(6)
+	if err != nil || flag != 6 {
+		return fmt.Errorf("Agree(6): %d, %v; want 6, nil", flag, err)
+	}
+	nc, err := c.Shrink()
+	if err != nil {
+		return err
+	}
+	if nc.Size() != 3 || nc.Rank() != w.Rank() {
+		return fmt.Errorf("shrunk: rank %d of %d, want %d of 3", nc.Rank(), nc.Size(), w.Rank())
+	}
+	if err := c.Free(); err != nil {
+		return fmt.Errorf("free the revoked communicator: %w", err)
+	}
+	x := []int{w.Rank()}
+	if err := mpi.Allreduce(nc, x, x, mpi.Sum); err != nil || x[0] != 3 {
+		return fmt.Errorf("allreduce on the shrunk communicator: %v, %v", x, err)
+	}
+	return nc.Free()
+}
+
+// caseULFMAnySource: rank 2 leaves without Finalize. A receive from
+// AnySource on world then fails with ErrProcFailed (the message might
+// have been rank 2's) until AckFailed; then it gets rank 1's message.
+func caseULFMAnySource(w *mpi.Comm) error {
+	if err := mpi.Barrier(w); err != nil {
+		return err
+	}
+	buf := []int{0}
+	switch w.Rank() {
+	case 2:
+		os.Exit(4)
+	case 1:
+		// Wait for the verdict, then send.
+		for len(w.GetFailed()) == 0 {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if err := mpi.Send(w, []int{11}, 0, 5); err != nil {
+			return err
+		}
+	case 0:
+		_, err := mpi.Recv(w, buf, mpi.AnySource, 5)
+		if !errors.Is(err, mpi.ErrProcFailed) {
+			return fmt.Errorf("receive from AnySource after rank 2 failed: %v, want ErrProcFailed", err)
+		}
+		if f := w.GetFailed(); !slices.Equal(f, []int{2}) {
+			return fmt.Errorf("GetFailed = %v, want [2]", f)
+		}
+		n, err := w.AckFailed()
+		if err != nil || n != 1 {
+			return fmt.Errorf("AckFailed: %d, %v; want 1", n, err)
+		}
+		st, err := mpi.Recv(w, buf, mpi.AnySource, 5)
+		if err != nil || buf[0] != 11 || st.Source != 1 {
+			return fmt.Errorf("receive from AnySource after AckFailed: %v from %d, %v; want 11 from 1", buf, st.Source, err)
+		}
+		if _, err := mpi.Recv(w, buf, 2, 5); !errors.Is(err, mpi.ErrProcFailed) {
+			return fmt.Errorf("receive from the failed rank: %v, want ErrProcFailed", err)
+		}
+	}
+	flag, err := w.Agree(1)
+	if w.Rank() == 0 && (err != nil || flag != 1) {
+		return fmt.Errorf("Agree after AckFailed: %d, %v; want 1, nil", flag, err)
+	}
+	if w.Rank() == 1 && (!errors.Is(err, mpi.ErrProcFailed) || flag != 1) {
+		return fmt.Errorf("Agree without AckFailed: %d, %v; want 1 and ErrProcFailed", flag, err)
+	}
+	return nil
+}
+
+// caseULFMOff: without --enable-recovery, Agree and Shrink say why they
+// cannot work, and Revoke revokes locally.
+func caseULFMOff(w *mpi.Comm) error {
+	if mpi.RecoveryEnabled() {
+		return errors.New("RecoveryEnabled without --enable-recovery")
+	}
+	if _, err := w.Agree(1); !errors.Is(err, mpi.ErrOther) || !strings.Contains(err.Error(), "--enable-recovery") {
+		return fmt.Errorf("Agree without --enable-recovery: %v", err)
+	}
+	if _, err := w.Shrink(); !errors.Is(err, mpi.ErrOther) {
+		return fmt.Errorf("Shrink without --enable-recovery: %v", err)
+	}
+	return nil
+}
+
+func TestULFMShrink(t *testing.T) {
+	r := job{np: 5, cas: "ulfm-shrink", flags: []string{"--enable-recovery"}, timeout: 90 * time.Second}.run(t)
+	if r.code != 0 {
+		t.Fatalf("exit %d, want 0 (the survivors finished)\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "rank 3") || !strings.Contains(r.stderr, "goes on without it") {
+		t.Errorf("stderr does not report rank 3's loss:\n%s", r.stderr)
+	}
+	if !strings.Contains(r.stdout, "ulfm: survivors finished 200 iterations") {
+		t.Errorf("stdout:\n%s", r.stdout)
+	}
+	t.Logf("%s(%v)", r.stdout, r.elapsed.Round(time.Millisecond))
+	checkNothingLeft(t, r)
+}
+
+func TestULFMRevoke(t *testing.T) {
+	job{np: 3, cas: "ulfm-revoke", flags: []string{"--enable-recovery"}, timeout: 60 * time.Second}.ok(t)
+}
+
+func TestULFMAnySource(t *testing.T) {
+	r := job{np: 3, cas: "ulfm-anysource", flags: []string{"--enable-recovery"}, timeout: 60 * time.Second}.run(t)
+	if r.code != 0 || !strings.Contains(r.stderr, "rank 2") {
+		t.Fatalf("exit %d, want 0 with rank 2's loss reported\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+func TestULFMOff(t *testing.T) {
+	job{np: 2, cas: "ulfm-off"}.ok(t)
+}
