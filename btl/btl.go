@@ -93,7 +93,11 @@ type Completer interface {
 type Handler interface {
 	// Begin is called when a frame's header has arrived, with the payload
 	// length n. It returns a slice of length n into which the module places
-	// the payload.
+	// the payload; or, refusing a frame it cannot place (a protocol error,
+	// which it has reported to itself as PeerFailed), a slice of another
+	// length, nil: the module then drops the peer as for a malformed
+	// stream, without End, and never has to drain a length that nothing
+	// bounds.
 	Begin(src int, h *Header, n int) []byte
 	// End is called once the payload is complete in the slice Begin gave.
 	End(src int, h *Header, data []byte)

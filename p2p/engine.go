@@ -34,6 +34,9 @@ type Engine struct {
 	// cur is the frame now arriving from each peer: its matched request or
 	// its unexpected entry, between Begin and End.
 	cur []inflight
+	// maxEager is the largest eager limit of the modules: an eager frame
+	// longer than that is a protocol error (handler.go).
+	maxEager int
 
 	waiter btl.Waiter
 	wait   waitPolicy
@@ -145,6 +148,7 @@ func (e *Engine) Attach(mods []btl.Module, peers []btl.Peer) error {
 	e.mods = mods
 	copy(e.peers, peers)
 	for _, m := range mods {
+		e.maxEager = max(e.maxEager, m.Caps().EagerLimit)
 		if st, ok := m.(btl.Stager); ok && e.stager == nil {
 			e.stager = st
 		}

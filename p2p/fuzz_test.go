@@ -3,6 +3,7 @@ package p2p
 import (
 	"bytes"
 	"os"
+	"runtime"
 	"testing"
 
 	"github.com/gorun/gorun/btl"
@@ -79,7 +80,8 @@ var selfOnly = func() btl.Filter {
 // wildcard, device) and two synchronous sends under way (RMA and frames),
 // whose ids (1 and 2) the frames may name, and polls btl/self between and
 // after the frames. Whatever the bytes, the engine must not panic, Begin
-// must return a slice of the length asked, no byte may land outside a
+// must return a slice of the length asked (or nil, refusing the frame,
+// with rank 0 failed), no byte may land outside a
 // receive buffer, and after Close every request must be complete (none
 // lost from the engine's tables, which would hang its Wait). Failing
 // rank 0 (PeerFailed) is the expected outcome of garbage.
@@ -148,6 +150,9 @@ func FuzzHandler(f *testing.F) {
 			defer e.mu.Unlock()
 			dst := hd.Begin(0, &h, len(p))
 			if len(dst) != len(p) {
+				if dst == nil && e.failed[0] != nil {
+					return // refused: the transport drops the peer
+				}
 				t.Fatalf("Begin for %d bytes returned %d", len(p), len(dst))
 			}
 			copy(dst, p)
@@ -169,5 +174,70 @@ func FuzzHandler(f *testing.F) {
 				t.Errorf("bytes written past a receive buffer: %x", b)
 			}
 		}
+	})
+}
+
+// FuzzBeginLength: Begin is called with the payload length that a frame's
+// transport header claims, before any of the payload has arrived (tcp's
+// and sm's lengths go up to 2^42). Whatever the header and the length,
+// Begin must not allocate more than an eager frame's worth: it returns a
+// slice of that length that is a posted receive's or eager-sized, or
+// refuses the frame (nil) and fails the peer. Before the refusal, an
+// eager frame or a DATA for an unknown receive claiming 2^41 bytes made
+// it allocate them and the rank die of out of memory
+// (testdata/fuzz/FuzzBeginLength).
+func FuzzBeginLength(f *testing.F) {
+	f.Add(encoded(header{kind: kEager, ctx: 1, tag: 5, length: 3}), uint64(3))
+	f.Add(encoded(header{kind: kEager, ctx: 1, tag: 5, length: 1 << 16}), uint64(1<<16))
+	f.Add(encoded(header{kind: kData, ctx: 1, length: 16, rreq: 3}), uint64(16))
+	f.Add(encoded(header{kind: kRTS, flags: fRMA, ctx: 1, tag: 7, length: 100, sreq: 9}), uint64(btl.MaxRegionSize))
+	f.Add(encoded(header{kind: 42}), uint64(1))
+	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { null.Close() })
+	f.Fuzz(func(t *testing.T, hb []byte, n uint64) {
+		n %= 1<<42 + 1 // the transports' bound (tcp maxPayload, sm maxFrame)
+		stderr := os.Stderr
+		os.Stderr = null
+		defer func() { os.Stderr = stderr }()
+		e := Alloc(0, 1)
+		mods, _, err := btl.OpenAll(btl.Env{Rank: 0, Size: 1, Handler: Handler(e)}, selfOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Attach(mods, []btl.Peer{{Rank: 0}}); err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		if _, err := e.Irecv(1, AnySource, AnyTag, make([]byte, 300)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Isend(1, 0, 9, pattern(1, 300), true); err != nil {
+			t.Fatal(err)
+		}
+		var h btl.Header
+		copy(h[:], hb)
+		hd := Handler(e)
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
+		dst := hd.Begin(0, &h, int(n))
+		runtime.ReadMemStats(&m1)
+		if a := m1.TotalAlloc - m0.TotalAlloc; a > uint64(e.maxEager)+64<<10 {
+			t.Fatalf("Begin for a %d-byte frame allocated %d bytes", n, a)
+		}
+		if uint64(len(dst)) != n {
+			if dst == nil && e.failed[0] != nil {
+				return
+			}
+			t.Fatalf("Begin for %d bytes returned %d without failing the peer", n, len(dst))
+		}
+		for i := range dst {
+			dst[i] = byte(i)
+		}
+		hd.End(0, &h, dst)
 	})
 }

@@ -23,6 +23,13 @@ func (hd *handler) Begin(src int, bh *btl.Header, n int) []byte {
 	cur.req, cur.u, cur.trsh, cur.stage = nil, nil, nil, nil
 	switch h.kind {
 	case kEager:
+		if n > e.maxEager {
+			// Every eager frame fits its route's eager limit: a longer
+			// one would have us allocate whatever length a corrupt or
+			// hostile peer claims (up to the transports' 2^42).
+			e.protocolError(src, fmt.Sprintf("eager frame of %d bytes, above every transport's eager limit (%d)", n, e.maxEager))
+			return nil
+		}
 		if r := e.matchPosted(h.ctx, src, int(h.tag)); r != nil {
 			r.st = Status{Source: src, Tag: int(h.tag), Bytes: n}
 			cur.req = r
@@ -49,17 +56,18 @@ func (hd *handler) Begin(src int, bh *btl.Header, n int) []byte {
 				return r.mem.Bytes[off : int(off)+n]
 			}
 		}
-		e.unknownPeerOp(src, h.ctx, fmt.Sprintf("DATA for unknown receive %d (%d bytes)", h.rreq, n))
-		cur.trsh = make([]byte, n)
-		return cur.trsh
+		// Refused (nil): the transport drops the peer, already failed;
+		// allocating n bytes to drain a frame of a length nothing bounds
+		// is what a hostile peer would want. (A receive of a revoked
+		// communicator leaves a stand-in that takes its DATA: revoke.go.)
+		e.protocolError(src, fmt.Sprintf("DATA for unknown receive %d (%d bytes)", h.rreq, n))
+		return nil
 	}
 	if (h.kind == kRTS || h.kind == kCTS) && h.flags&fRMA != 0 && n <= len(cur.wire) {
 		return cur.wire[:n]
 	}
 	if n > 0 {
 		e.protocolError(src, fmt.Sprintf("frame kind %d with %d payload bytes", h.kind, n))
-		cur.trsh = make([]byte, n)
-		return cur.trsh
 	}
 	return nil
 }

@@ -2,7 +2,9 @@ package p2p
 
 import (
 	"errors"
+
 	"fmt"
+	"github.com/gorun/gorun/btl"
 	"slices"
 )
 
@@ -57,10 +59,22 @@ func (e *Engine) failMatching(match func(*Request) bool, err error) {
 		}
 	}
 	for id, r := range e.recvs {
-		if match(r) {
-			delete(e.recvs, id)
-			e.abandon(r, err)
+		if !match(r) {
+			continue
 		}
+		delete(e.recvs, id)
+		if r.x == nil && r.sg == nil && r.st.Bytes > r.got {
+			// Its CTS went: the sender may be sending the DATA already.
+			// A stand-in of the accepted size takes it, so that the
+			// frame neither lands in the caller's buffer after r failed
+			// nor looks like a protocol error.
+			st := newRequest(e)
+			st.recv, st.ctx, st.rndvPeer, st.id = true, r.ctx, r.rndvPeer, id
+			st.st.Bytes, st.got = r.st.Bytes, r.got
+			st.mem = btl.HostMem(make([]byte, r.st.Bytes))
+			e.recvs[id] = st
+		}
+		e.abandon(r, err)
 	}
 }
 

@@ -26,10 +26,10 @@ func (component) Open(env btl.Env) (btl.Module, error) {
 		expect = n - 1
 	}
 	slots, frag := pSlots(), pFrag()
-	if slots < 2 || slots&(slots-1) != 0 || slots > 1<<16 {
-		return nil, fmt.Errorf("sm: rank %d: GORUN_SM_SLOTS=%d: want a power of two in [2, 65536]", env.Rank, slots)
+	if slots < 2 || slots&(slots-1) != 0 || slots > maxSlots {
+		return nil, fmt.Errorf("sm: rank %d: GORUN_SM_SLOTS=%d: want a power of two in [2, %d]", env.Rank, slots, maxSlots)
 	}
-	if frag < lineSize || frag%lineSize != 0 || frag > 1<<30 {
+	if frag < lineSize || frag%lineSize != 0 || frag > maxFragSize {
 		return nil, fmt.Errorf("sm: rank %d: GORUN_SM_FRAG_SIZE=%d: want a multiple of %d up to 1 GiB", env.Rank, frag, lineSize)
 	}
 	eager := pEager()

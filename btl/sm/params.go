@@ -50,6 +50,14 @@ const defaultBellAfter = 4
 // poll without progress (and on the first after a Wait), not on each.
 const stallEvery = 64
 
+// maxSlots and maxFragSize bound a ring's shape, ours (the tunables) and
+// a peer's (attach): a ring of at most 2^16 slots of 1 GiB stays far from
+// overflowing int.
+const (
+	maxSlots    = 1 << 16
+	maxFragSize = 1 << 30
+)
+
 // maxFrame rejects first fragments claiming absurd lengths (corrupt memory).
 const maxFrame = 1 << 42
 

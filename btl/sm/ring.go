@@ -78,7 +78,7 @@ func (r *inRing) poll(m *module) int {
 			copy(r.hdr[:hl], s[offSlotHdr:])
 			r.dst = h.Begin(r.p.rank, &r.hdr, int(total))
 			if uint64(len(r.dst)) != total {
-				m.failPeer(r.p, fmt.Errorf("sm: from rank %d: internal: handler gave %d bytes for a %d-byte payload", r.p.rank, len(r.dst), total))
+				m.failPeer(r.p, fmt.Errorf("sm: from rank %d: frame of %d bytes refused (%d bytes given): protocol error", r.p.rank, total, len(r.dst)))
 				return ev
 			}
 			r.got = 0

@@ -179,6 +179,9 @@ func newInConn(fd, rank int) *inConn {
 
 var errPeerClosed = errors.New("connection closed by peer")
 
+// errRefused: the handler refused a frame (btl.Handler.Begin).
+var errRefused = errors.New("protocol error")
+
 // poll reads what the socket holds and delivers complete frames.
 func (ic *inConn) poll(h btl.Handler) (int, error) {
 	n := 0
@@ -289,7 +292,7 @@ func (ic *inConn) parse(h btl.Handler) (int, error) {
 		ic.pos += wireHeader
 		ic.dst = h.Begin(ic.rank, &ic.hdr, int(plen))
 		if len(ic.dst) != int(plen) {
-			return n, fmt.Errorf("internal: handler gave %d bytes for a %d-byte payload", len(ic.dst), plen)
+			return n, fmt.Errorf("frame of %d bytes refused (%d bytes given): %w", plen, len(ic.dst), errRefused)
 		}
 		ic.got = 0
 		ic.inFrame = true

@@ -4,6 +4,8 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -32,9 +34,14 @@ type Roster struct {
 // Encode encodes the card for node metadata.
 func (c Card) Encode() ([]byte, error) { return msgpack.Marshal(&c) }
 
-// DecodeCard decodes node metadata.
+// DecodeCard decodes node metadata. Malformed bytes are an error
+// (checkShape), never a panic or an allocation beyond a small multiple of
+// len(b).
 func DecodeCard(b []byte) (Card, error) {
 	var c Card
+	if err := checkShape(b); err != nil {
+		return c, fmt.Errorf("business card: %w", err)
+	}
 	err := msgpack.Unmarshal(b, &c)
 	return c, err
 }
@@ -56,6 +63,9 @@ func decodeRoster(b []byte) (Roster, error) {
 	if len(b) == 0 || b[0] != rosterTag {
 		return r, fmt.Errorf("not a roster message")
 	}
+	if err := checkShape(b[1:]); err != nil {
+		return r, fmt.Errorf("roster: %w", err)
+	}
 	err := msgpack.Unmarshal(b[1:], &r)
 	return r, err
 }
@@ -71,6 +81,22 @@ func GossipKey(secret []byte) []byte {
 // RankNode is the memberlist node name of a rank; the launcher's node is
 // LauncherNode.
 func RankNode(rank int) string { return fmt.Sprintf("rank-%d", rank) }
+
+// RankOfNode is the rank whose node name (RankNode) is name, if it names
+// a rank of a job of size ranks: node names come from peers, so a name
+// out of range, with a sign, leading zeros or trailing bytes is not a
+// rank (fmt.Sscanf's "rank-%d" took "rank-99", "rank--1" and "rank-3x").
+func RankOfNode(name string, size int) (int, bool) {
+	s, ok := strings.CutPrefix(name, "rank-")
+	if !ok || s == "" || len(s) > 1 && s[0] == '0' || s[0] < '0' || s[0] > '9' {
+		return 0, false
+	}
+	r, err := strconv.Atoi(s)
+	if err != nil || r >= size {
+		return 0, false
+	}
+	return r, true
+}
 
 // LauncherNode is the launcher's memberlist node name.
 const LauncherNode = "gorun"

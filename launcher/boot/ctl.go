@@ -46,7 +46,8 @@ func WriteFrame(w io.Writer, v any) error {
 }
 
 // ReadFrame reads one frame written by WriteFrame into v; what names the
-// kind of frame in errors, and a frame longer than max is corruption.
+// kind of frame in errors, and a frame longer than max is corruption, as
+// is one whose msgpack is malformed (checkShape).
 func ReadFrame(r io.Reader, v any, what string, max uint32) error {
 	var lb [4]byte
 	if _, err := io.ReadFull(r, lb[:]); err != nil {
@@ -59,6 +60,9 @@ func ReadFrame(r io.Reader, v any, what string, max uint32) error {
 	b := make([]byte, n)
 	if _, err := io.ReadFull(r, b); err != nil {
 		return err
+	}
+	if err := checkShape(b); err != nil {
+		return fmt.Errorf("bad %s: %w", what, err)
 	}
 	if err := msgpack.Unmarshal(b, v); err != nil {
 		return fmt.Errorf("bad %s: %w", what, err)

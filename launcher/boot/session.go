@@ -57,8 +57,10 @@ func (d *delegate) MergeRemoteState(buf []byte, join bool)     {}
 func (d *delegate) NotifyJoin(n *memberlist.Node)   {}
 func (d *delegate) NotifyUpdate(n *memberlist.Node) {}
 func (d *delegate) NotifyLeave(n *memberlist.Node) {
-	var rank int
-	if _, err := fmt.Sscanf(n.Name, "rank-%d", &rank); err != nil {
+	// The name is a peer's: a rank out of range would index the
+	// failure callback's tables out of bounds (mpi's peers[rank]).
+	rank, ok := RankOfNode(n.Name, d.s.env.Size)
+	if !ok {
 		return
 	}
 	d.s.peerDead(rank, fmt.Errorf("rank %d (%s) was declared dead by the failure detector", rank, n.Address()))
