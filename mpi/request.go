@@ -1,6 +1,8 @@
 package mpi
 
 import (
+	"errors"
+
 	"github.com/gorun/gorun/p2p"
 )
 
@@ -13,6 +15,8 @@ type Request struct {
 	c    *Comm
 	op   string
 	elem int
+	// recv: a point-to-point receive, the one kind Cancel withdraws.
+	recv bool
 	// done holds the outcome once reported, so repeated Waits agree.
 	st  Status
 	err error
@@ -38,6 +42,11 @@ func (q *Request) finish() (Status, error) {
 	}
 	ps, err := q.r.Result()
 	q.st = Status{Source: q.c.fromWorld(ps.Source), Tag: ps.Tag, bytes: ps.Bytes, elem: q.elem}
+	if errors.Is(err, p2p.ErrCancelled) {
+		// MPI's cancelled receive: complete, no error, flagged status.
+		q.st = Status{Source: AnySource, Tag: AnyTag, elem: q.elem, cancelled: true}
+		err = nil
+	}
 	q.err = wrap(q.op, err)
 	if q.post != nil {
 		q.err = q.post(q.st, q.err)
