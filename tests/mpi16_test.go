@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -273,3 +275,299 @@ func caseCancel(w *mpi.Comm) error {
 }
 
 func TestCancel(t *testing.T) { job{np: 3, cas: "cancel"}.ok(t) }
+
+func init() {
+	rankCases["requests"] = caseRequests
+	rankCases["persist-ring"] = casePersistRing
+}
+
+// caseRequests: per-request errors from Waitall, Testany, Testsome and
+// Waitsome against what was sent, and persistent requests' life cycle.
+func caseRequests(w *mpi.Comm) error {
+	me, n := w.Rank(), w.Size()
+	if n < 3 {
+		return fmt.Errorf("needs 3 ranks")
+	}
+	// Waitall: rank 1 sends 3 messages of 2 ints; rank 0's second
+	// receive has room for 1 only.
+	if me == 1 {
+		for k := range 3 {
+			if err := mpi.Send(w, []int{k, k}, 0, k); err != nil {
+				return err
+			}
+		}
+	}
+	if me == 0 {
+		bufs := [][]int{make([]int, 2), make([]int, 1), make([]int, 2)}
+		reqs := make([]*mpi.Request, 3)
+		for k := range reqs {
+			var err error
+			if reqs[k], err = mpi.Irecv(w, bufs[k], 1, k); err != nil {
+				return err
+			}
+		}
+		sts, err := mpi.Waitall(reqs)
+		var re *mpi.RequestErrors
+		if !errors.As(err, &re) || len(re.Errs) != 3 || re.Errs[0] != nil || re.Errs[2] != nil ||
+			!errors.Is(re.Errs[1], mpi.ErrTruncate) || !errors.Is(err, mpi.ErrTruncate) || !errors.Is(err, mpi.ErrInStatus) {
+			return fmt.Errorf("Waitall with a truncated receive: %v, want a RequestErrors with only request 1 truncated", err)
+		}
+		if sts[0].Count() != 2 || sts[2].Count() != 2 || bufs[2][1] != 2 || bufs[1][0] != 1 {
+			return fmt.Errorf("Waitall: statuses %+v, buffers %v", sts, bufs)
+		}
+	}
+	if err := mpi.Barrier(w); err != nil {
+		return err
+	}
+
+	// Testany, Testsome, Waitsome: every other rank sends its rank to
+	// rank 0 three times, tags 0, 1, 2; rank 0 takes tag 0 with Testany,
+	// tag 1 with Testsome, tag 2 with Waitsome.
+	if me != 0 {
+		for tag := range 3 {
+			if err := mpi.Send(w, []int{me}, 0, tag); err != nil {
+				return err
+			}
+		}
+	} else {
+		for tag, how := range []string{"Testany", "Testsome", "Waitsome"} {
+			bufs := make([][]int, n)
+			reqs := make([]*mpi.Request, n) // reqs[0] stays nil
+			for r := 1; r < n; r++ {
+				bufs[r] = []int{-1}
+				var err error
+				if reqs[r], err = mpi.Irecv(w, bufs[r], r, tag); err != nil {
+					return err
+				}
+			}
+			seen := map[int]bool{}
+			for len(seen) < n-1 {
+				var ix []int
+				var sts []mpi.Status
+				var err error
+				switch how {
+				case "Testany":
+					var i int
+					var ok bool
+					var st mpi.Status
+					i, ok, st, err = mpi.Testany(reqs)
+					if ok && i >= 0 {
+						ix, sts = []int{i}, []mpi.Status{st}
+					} else if ok {
+						return fmt.Errorf("Testany: no active request with %d of %d received", len(seen), n-1)
+					}
+				case "Testsome":
+					ix, sts, err = mpi.Testsome(reqs)
+				default:
+					ix, sts, err = mpi.Waitsome(reqs)
+					if len(ix) == 0 {
+						return fmt.Errorf("Waitsome returned nothing with %d of %d received", len(seen), n-1)
+					}
+				}
+				if err != nil {
+					return fmt.Errorf("%s: %v", how, err)
+				}
+				for k, i := range ix {
+					if seen[i] || reqs[i] != nil || bufs[i][0] != i || sts[k].Source != i || sts[k].Tag != tag {
+						return fmt.Errorf("%s reported request %d (seen before %v, entry %v, value %d, status %+v)", how, i, seen[i], reqs[i], bufs[i][0], sts[k])
+					}
+					seen[i] = true
+				}
+			}
+			if i, ok, _, err := mpi.Testany(reqs); i != -1 || !ok || err != nil {
+				return fmt.Errorf("Testany with no active request: %d %v %v, want -1 true", i, ok, err)
+			}
+			if ix, _, err := mpi.Waitsome(reqs); ix != nil || err != nil {
+				return fmt.Errorf("Waitsome with no active request: %v %v, want none", ix, err)
+			}
+		}
+	}
+	if err := mpi.Barrier(w); err != nil {
+		return err
+	}
+
+	// Persistent: the life cycle on a ring of 4 runs, Waitany keeping
+	// the persistent entries.
+	right, left := (me+1)%n, (me-1+n)%n
+	x, y := []int{me}, []int{-1}
+	sq, err := mpi.SendInit(w, x, right, 4)
+	if err != nil {
+		return err
+	}
+	rq, err := mpi.RecvInit(w, y, left, 4)
+	if err != nil {
+		return err
+	}
+	if st, err := rq.Wait(); err != nil || st.Count() != 0 {
+		return fmt.Errorf("Wait on a request never started: %+v %v, want at once, empty", st, err)
+	}
+	reqs := []*mpi.Request{sq, rq}
+	for k := range 4 {
+		if err := mpi.Startall(reqs); err != nil {
+			return err
+		}
+		if err := rq.Start(); !errors.Is(err, mpi.ErrRequest) {
+			return fmt.Errorf("Start of an active request: %v, want ErrRequest", err)
+		}
+		if err := rq.Free(); !errors.Is(err, mpi.ErrRequest) {
+			return fmt.Errorf("Free of an active request: %v, want ErrRequest", err)
+		}
+		for range 2 {
+			i, _, err := mpi.Waitany(reqs)
+			if err != nil || i < 0 || reqs[i] == nil {
+				return fmt.Errorf("Waitany on persistent requests: %d %v, entries %v", i, err, reqs)
+			}
+		}
+		if i, _, _ := mpi.Waitany(reqs); i != -1 {
+			return fmt.Errorf("Waitany with both persistent requests inactive: %d, want -1", i)
+		}
+		want := ((me-k-1)%n+n)%n + k
+		if y[0] != want {
+			return fmt.Errorf("persistent run %d: got %d from rank %d, want %d", k, y[0], left, want)
+		}
+		x[0] = y[0] + 1
+	}
+	for _, q := range reqs {
+		if err := q.Free(); err != nil {
+			return err
+		}
+		if err := q.Start(); !errors.Is(err, mpi.ErrRequest) {
+			return fmt.Errorf("Start after Free: %v, want ErrRequest", err)
+		}
+	}
+	if _, err := mpi.SendInit(w, x, n, 0); !errors.Is(err, mpi.ErrRank) {
+		return fmt.Errorf("SendInit to rank %d: %v, want ErrRank", n, err)
+	}
+	if _, err := mpi.RecvInit(w, x, 0, -5); !errors.Is(err, mpi.ErrTag) {
+		return fmt.Errorf("RecvInit with tag -5: %v, want ErrTag", err)
+	}
+	// A persistent receive can be cancelled, and started again.
+	if me == 0 {
+		z := []int{0}
+		q, err := mpi.RecvInit(w, z, 1, 99)
+		if err != nil {
+			return err
+		}
+		for range 2 {
+			if err := q.Start(); err != nil {
+				return err
+			}
+			q.Cancel()
+			if st, err := q.Wait(); err != nil || !st.Cancelled() {
+				return fmt.Errorf("cancelled persistent receive: %+v %v", st, err)
+			}
+		}
+		q.Free()
+	}
+	return nil
+}
+
+func TestRequests(t *testing.T) { job{np: 4, cas: "requests"}.ok(t) }
+
+// casePersistRing is tests/openmpi/persist.c in Go: persistent requests
+// around a ring, then SendrecvReplace shifting by two; rank 0 prints every
+// rank's result in the C program's format.
+func casePersistRing(w *mpi.Comm) error {
+	me, n := w.Rank(), w.Size()
+	const rounds = 5
+	x, y := make([]float64, 4), make([]float64, 4)
+	for i := range x {
+		x[i] = float64(me*10 + i)
+	}
+	s, err := mpi.SendInit(w, x, (me+1)%n, 3)
+	if err != nil {
+		return err
+	}
+	r, err := mpi.RecvInit(w, y, (me-1+n)%n, 3)
+	if err != nil {
+		return err
+	}
+	reqs := []*mpi.Request{s, r}
+	for k := range rounds {
+		if err := mpi.Startall(reqs); err != nil {
+			return err
+		}
+		if _, err := mpi.Waitall(reqs); err != nil {
+			return err
+		}
+		for i := range x {
+			x[i] = y[i]*0.5 + float64(k+i)
+		}
+	}
+	s.Free()
+	r.Free()
+	v := []int32{int32(me), int32(me * me), int32(-me)}
+	for k := range rounds {
+		if _, err := mpi.SendrecvReplace(w, v, (me+2)%n, 7, (me-2+2*n)%n, 7); err != nil {
+			return err
+		}
+		v[0] += int32(k)
+	}
+	allx := make([]float64, 4*n)
+	allv := make([]int32, 3*n)
+	if err := mpi.Gather(w, x, allx, 0); err != nil {
+		return err
+	}
+	if err := mpi.Gather(w, v, allv, 0); err != nil {
+		return err
+	}
+	if me == 0 {
+		for i := range n {
+			fmt.Printf("rank %d: x %.17g %.17g %.17g %.17g v %d %d %d\n", i, allx[4*i], allx[4*i+1], allx[4*i+2], allx[4*i+3],
+				allv[3*i], allv[3*i+1], allv[3*i+2])
+		}
+	}
+	return nil
+}
+
+// TestPersistAgainstOpenMPI: persistent requests and SendrecvReplace give
+// the lines tests/openmpi/persist.c gives under Open MPI, and the ones a
+// sequential simulation of the ring gives.
+func TestPersistAgainstOpenMPI(t *testing.T) {
+	for _, np := range []int{1, 3, 4} {
+		t.Run(fmt.Sprint("np=", np), func(t *testing.T) {
+			got := job{np: np, cas: "persist-ring"}.ok(t).stdout
+			if seq := persistSequential(np, 5); got != seq {
+				t.Fatalf("gorun:\n%s\nsequential:\n%s", got, seq)
+			}
+			ref := openmpi(t)
+			if want := mpirun(t, np, filepath.Join(ref, "persist")); got != want {
+				t.Fatalf("gorun:\n%s\nOpen MPI:\n%s", got, want)
+			}
+		})
+	}
+}
+
+// persistSequential computes casePersistRing's output in one process.
+func persistSequential(n, rounds int) string {
+	x := make([][]float64, n)
+	v := make([][]int32, n)
+	for r := range n {
+		x[r] = []float64{float64(r * 10), float64(r*10 + 1), float64(r*10 + 2), float64(r*10 + 3)}
+		v[r] = []int32{int32(r), int32(r * r), int32(-r)}
+	}
+	for k := range rounds {
+		nx := make([][]float64, n)
+		for r := range n {
+			from := x[(r-1+n)%n]
+			nx[r] = make([]float64, 4)
+			for i := range 4 {
+				nx[r][i] = from[i]*0.5 + float64(k+i)
+			}
+		}
+		x = nx
+	}
+	for k := range rounds {
+		nv := make([][]int32, n)
+		for r := range n {
+			nv[r] = append([]int32(nil), v[(r-2+2*n)%n]...)
+			nv[r][0] += int32(k)
+		}
+		v = nv
+	}
+	var b strings.Builder
+	for r := range n {
+		fmt.Fprintf(&b, "rank %d: x %.17g %.17g %.17g %.17g v %d %d %d\n", r, x[r][0], x[r][1], x[r][2], x[r][3], v[r][0], v[r][1], v[r][2])
+	}
+	return b.String()
+}
