@@ -64,8 +64,11 @@ func (c *Comm) check(op string) error {
 	if c.freed.Load() {
 		return errorf(ErrComm, op, "communicator %s was freed", c.name)
 	}
-	if live.Load() != c.rt {
-		return errorf(ErrNotInit, op, "mpi is not initialized (Finalize called?)")
+	if c.rt == nil || live.Load() != c.rt {
+		stateMu.Lock()
+		fin := finalized
+		stateMu.Unlock()
+		return notLive(op, fin)
 	}
 	return nil
 }

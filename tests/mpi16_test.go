@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -571,3 +572,144 @@ func persistSequential(n, rounds int) string {
 	}
 	return b.String()
 }
+
+func init() {
+	rawCases["not-live"] = caseNotLive
+	rankCases["objcoll"] = caseObjColl
+}
+
+// caseNotLive (issue 13): World and Self before Init return a
+// communicator whose calls fail with ErrNotInit saying to call Init (no
+// panic); after Finalize the same calls, on the old world too, say that
+// Finalize was called.
+func caseNotLive() int {
+	check := func(when, want string, c *mpi.Comm) error {
+		if c == nil || c.Size() != 0 || c.Rank() != mpi.Undefined {
+			return fmt.Errorf("%s: World() = %v, want a communicator of no process", when, c)
+		}
+		buf := []int{1}
+		errs := map[string]error{"Send": mpi.Send(c, buf, 0, 0), "Barrier": mpi.Barrier(c),
+			"Allreduce": mpi.Allreduce(c, buf, buf, mpi.Sum)}
+		_, errs["Recv"] = mpi.Recv(c, buf, mpi.AnySource, 0)
+		_, errs["Isend"] = mpi.Isend(c, buf, 0, 0)
+		_, _, errs["Mprobe"] = mpi.Mprobe(c, mpi.AnySource, 0)
+		_, errs["Dup"] = c.Dup()
+		_, errs["Group"] = c.Group()
+		_, errs["GatherObj"] = mpi.GatherObj(c, 1, 0)
+		_, errs["SendInit"] = mpi.SendInit(c, buf, 0, 0)
+		for op, err := range errs {
+			if !errors.Is(err, mpi.ErrNotInit) || !strings.Contains(err.Error(), want) {
+				return fmt.Errorf("%s: %s: %v, want ErrNotInit saying %q", when, op, err, want)
+			}
+		}
+		return nil
+	}
+	fail := func(err error) int { fmt.Fprintln(os.Stderr, "FAIL:", err); return 1 }
+	for _, c := range []*mpi.Comm{mpi.World(), mpi.Self()} {
+		if err := check("before Init", "call mpi.Init first", c); err != nil {
+			return fail(err)
+		}
+	}
+	if err := mpi.Init(); err != nil {
+		return fail(err)
+	}
+	w := mpi.World()
+	if err := mpi.Finalize(); err != nil {
+		return fail(err)
+	}
+	for _, c := range []*mpi.Comm{mpi.World(), mpi.Self()} {
+		if err := check("after Finalize", "Finalize was called", c); err != nil {
+			return fail(err)
+		}
+	}
+	if err := mpi.Send(w, []int{1}, 0, 0); !errors.Is(err, mpi.ErrNotInit) || !strings.Contains(err.Error(), "Finalize was called") {
+		return fail(fmt.Errorf("Send on the world after Finalize: %v, want ErrNotInit saying Finalize was called", err))
+	}
+	if err := mpi.Finalize(); !errors.Is(err, mpi.ErrNotInit) || !strings.Contains(err.Error(), "Finalize was called") {
+		return fail(fmt.Errorf("second Finalize: %v", err))
+	}
+	return 0
+}
+
+func TestNotLive(t *testing.T) { job{np: 2, cas: "not-live"}.ok(t) }
+
+// objItem is a value of caseObjColl: a map and a string of a size that
+// depends on the rank, so that the encodings differ in length.
+type objItem struct {
+	Rank  int
+	Name  string
+	Items map[string]int
+}
+
+func mkItem(r, salt int) objItem {
+	return objItem{Rank: r, Name: strings.Repeat("x", (r*37+salt)%200), Items: map[string]int{"salt": salt, "sq": r * r}}
+}
+
+// caseObjColl: GatherObj, AllgatherObj and ScatterObj against the values
+// every rank can compute, at every root; a root with the wrong number of
+// values and a value that cannot be encoded fail at every rank with
+// ErrArg, and the communicator works afterwards.
+func caseObjColl(w *mpi.Comm) error {
+	me, n := w.Rank(), w.Size()
+	for root := range n {
+		got, err := mpi.GatherObj(w, mkItem(me, root), root)
+		if err != nil {
+			return err
+		}
+		if me != root && got != nil {
+			return fmt.Errorf("GatherObj at a non-root rank: %v, want nil", got)
+		}
+		for r := 0; me == root && r < n; r++ {
+			if want := mkItem(r, root); fmt.Sprint(got[r]) != fmt.Sprint(want) {
+				return fmt.Errorf("GatherObj root %d: value of rank %d is %v, want %v", root, r, got[r], want)
+			}
+		}
+		var vs []objItem
+		if me == root {
+			for r := range n {
+				vs = append(vs, mkItem(r, 100+root))
+			}
+		}
+		v, err := mpi.ScatterObj(w, vs, root)
+		if err != nil {
+			return err
+		}
+		if want := mkItem(me, 100+root); fmt.Sprint(v) != fmt.Sprint(want) {
+			return fmt.Errorf("ScatterObj root %d: %v, want %v", root, v, want)
+		}
+	}
+	all, err := mpi.AllgatherObj(w, []string{strings.Repeat("y", me), fmt.Sprint(me)})
+	if err != nil {
+		return err
+	}
+	for r := range n {
+		if len(all) != n || len(all[r]) != 2 || all[r][0] != strings.Repeat("y", r) || all[r][1] != fmt.Sprint(r) {
+			return fmt.Errorf("AllgatherObj: %q", all)
+		}
+	}
+	// Bad input: root 0 has one value too few; rank 1 gives a channel.
+	var vs []int
+	if me == 0 {
+		vs = make([]int, n-1)
+	}
+	if _, err := mpi.ScatterObj(w, vs, 0); !errors.Is(err, mpi.ErrArg) {
+		return fmt.Errorf("ScatterObj with %d values for %d ranks: %v, want ErrArg at every rank", n-1, n, err)
+	}
+	var bad any = me
+	if me == 1 {
+		bad = make(chan int)
+	}
+	if _, err := mpi.AllgatherObj(w, bad); !errors.Is(err, mpi.ErrArg) || !strings.Contains(err.Error(), "rank 1") && me != 1 {
+		return fmt.Errorf("AllgatherObj with a channel at rank 1: %v, want ErrArg naming rank 1", err)
+	}
+	if _, err := mpi.GatherObj(w, bad, 0); (me == 0 || me == 1) != (err != nil) {
+		return fmt.Errorf("GatherObj with a channel at rank 1: %v (want an error at ranks 0 and 1 only)", err)
+	}
+	x := []int{1}
+	if err := mpi.Allreduce(w, x, x, mpi.Sum); err != nil || x[0] != n {
+		return fmt.Errorf("Allreduce after the failed calls: %v %v", x, err)
+	}
+	return nil
+}
+
+func TestObjColl(t *testing.T) { job{np: 3, cas: "objcoll"}.ok(t) }
