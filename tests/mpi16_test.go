@@ -713,3 +713,31 @@ func caseObjColl(w *mpi.Comm) error {
 }
 
 func TestObjColl(t *testing.T) { job{np: 3, cas: "objcoll"}.ok(t) }
+
+func init() { rawCases["init-thread"] = caseInitThread }
+
+// caseInitThread: QueryThread before Init fails with ErrNotInit; a level
+// out of range fails with ErrArg and initializes nothing; InitThread
+// provides ThreadMultiple, which QueryThread then reports.
+func caseInitThread() int {
+	fail := func(f string, a ...any) int { fmt.Fprintf(os.Stderr, "FAIL: "+f+"\n", a...); return 1 }
+	if _, err := mpi.QueryThread(); !errors.Is(err, mpi.ErrNotInit) {
+		return fail("QueryThread before Init: %v, want ErrNotInit", err)
+	}
+	if _, err := mpi.InitThread(mpi.ThreadLevel(7)); !errors.Is(err, mpi.ErrArg) || mpi.Initialized() {
+		return fail("InitThread(7): %v (initialized %v), want ErrArg and nothing initialized", err, mpi.Initialized())
+	}
+	got, err := mpi.InitThread(mpi.ThreadFunneled)
+	if err != nil || got != mpi.ThreadMultiple {
+		return fail("InitThread(ThreadFunneled): %v %v, want ThreadMultiple", got, err)
+	}
+	if q, err := mpi.QueryThread(); q != mpi.ThreadMultiple || err != nil {
+		return fail("QueryThread: %v %v", q, err)
+	}
+	if err := mpi.Finalize(); err != nil {
+		return fail("Finalize: %v", err)
+	}
+	return 0
+}
+
+func TestInitThread(t *testing.T) { job{np: 2, cas: "init-thread"}.ok(t) }
