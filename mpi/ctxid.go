@@ -135,12 +135,18 @@ func (a *ctxAlloc) release(ctx uint32) {
 // agreeCtx agrees with every process of c on a context pair free at all
 // of them, and takes it. Collective over c.
 func (c *Comm) agreeCtx(op string) (uint32, error) {
+	return c.agreeCtxBy(op, func(buf []uint64) error { return Allreduce(c, buf, buf, Band) })
+}
+
+// agreeCtxBy is agreeCtx with the bitwise-and Allreduce over c done by
+// band (Idup's runs inside the one collective call it began).
+func (c *Comm) agreeCtxBy(op string, band func(buf []uint64) error) (uint32, error) {
 	ctxs.enter(c.ctx)
 	defer ctxs.leave(c.ctx)
 	buf := make([]uint64, ctxWords+2)
 	for {
 		held := ctxs.contribute(c.ctx, buf)
-		if err := Allreduce(c, buf, buf, Band); err != nil {
+		if err := band(buf); err != nil {
 			ctxs.finish(held, -1, false)
 			return 0, reop(op, err)
 		}

@@ -741,3 +741,81 @@ func caseInitThread() int {
 }
 
 func TestInitThread(t *testing.T) { job{np: 2, cas: "init-thread"}.ok(t) }
+
+func init() { rankCases["idup"] = caseIdup }
+
+// caseIdup: Idup is nonblocking (rank 0 starts it, then Ssends to rank 1,
+// which receives before its own Idup: a blocking Dup would deadlock),
+// takes its place among the parent's collectives at the call (an
+// Allreduce on the parent and a second Idup start before the first
+// completes), and gives communicators with contexts of their own: a
+// message on one is not received on the parent or the other.
+func caseIdup(w *mpi.Comm) error {
+	me, n := w.Rank(), w.Size()
+	var a, b *mpi.Comm
+	var qa, qb *mpi.Request
+	var err error
+	if me != 1 {
+		if a, qa, err = w.Idup(); err != nil {
+			return err
+		}
+	}
+	switch me {
+	case 0:
+		if err := mpi.Ssend(w, []int{42}, 1, 3); err != nil {
+			return err
+		}
+	case 1:
+		x := []int{0}
+		if _, err := mpi.Recv(w, x, 0, 3); err != nil || x[0] != 42 {
+			return fmt.Errorf("Recv before Idup: %v %v", x, err)
+		}
+		if a, qa, err = w.Idup(); err != nil {
+			return err
+		}
+	}
+	x := []int{me}
+	if err := mpi.Allreduce(w, x, x, mpi.Sum); err != nil || x[0] != n*(n-1)/2 {
+		return fmt.Errorf("Allreduce on the parent while Idup runs: %v %v", x, err)
+	}
+	if b, qb, err = w.Idup(); err != nil {
+		return err
+	}
+	if _, err := mpi.Waitall([]*mpi.Request{qb, qa}); err != nil {
+		return err
+	}
+	for _, c := range []*mpi.Comm{a, b} {
+		if c.Size() != n || c.Rank() != me {
+			return fmt.Errorf("Idup: size %d rank %d, want %d and %d", c.Size(), c.Rank(), n, me)
+		}
+		y := []int{me + 1}
+		if err := mpi.Allreduce(c, y, y, mpi.Sum); err != nil || y[0] != n*(n+1)/2 {
+			return fmt.Errorf("Allreduce on the duplicate: %v %v", y, err)
+		}
+	}
+	// Contexts: rank 0 sends to rank 1 on a, then on b, then on w; rank 1
+	// receives with AnyTag on w first: it must get w's message.
+	if n >= 2 && me <= 1 {
+		if me == 0 {
+			for i, c := range []*mpi.Comm{a, b, w} {
+				if err := mpi.Send(c, []int{i}, 1, 0); err != nil {
+					return err
+				}
+			}
+		} else {
+			for _, c := range []*mpi.Comm{w, b, a} {
+				y := []int{-1}
+				if _, err := mpi.Recv(c, y, 0, mpi.AnyTag); err != nil {
+					return err
+				}
+				want := map[*mpi.Comm]int{a: 0, b: 1, w: 2}[c]
+				if y[0] != want {
+					return fmt.Errorf("received %d on %s, want %d: contexts mixed", y[0], c.Name(), want)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func TestIdup(t *testing.T) { job{np: 3, cas: "idup"}.ok(t) }
