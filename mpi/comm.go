@@ -24,13 +24,20 @@ type Comm struct {
 }
 
 func newComm(name string, s *rt, ctx uint32, world []int, rank int) *Comm {
-	c := &Comm{name: name, rt: s, ctx: ctx, rank: rank, world: world, index: make(map[int]int, len(world))}
+	c := &Comm{}
+	c.init(name, s, ctx, world, rank)
+	return c
+}
+
+// init fills in the zero Comm c (Idup hands c out before it is known).
+func (c *Comm) init(name string, s *rt, ctx uint32, world []int, rank int) {
+	c.name, c.rt, c.ctx, c.rank, c.world = name, s, ctx, rank, world
+	c.index = make(map[int]int, len(world))
 	for i, w := range world {
 		c.index[w] = i
 	}
 	c.cc = coll.NewComm(s.eng, ctx+1, world, rank, hostsOf(s, world))
 	s.register(c)
-	return c
 }
 
 // hostsOf returns the host id of each of the given world ranks, from the

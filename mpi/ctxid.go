@@ -135,12 +135,13 @@ func (a *ctxAlloc) release(ctx uint32) {
 // agreeCtx agrees with every process of c on a context pair free at all
 // of them, and takes it. Collective over c.
 func (c *Comm) agreeCtx(op string) (uint32, error) {
-	return c.agreeCtxWith(op, func(buf []uint64) error { return Allreduce(c, buf, buf, Band) })
+	return c.agreeCtxBy(op, func(buf []uint64) error { return Allreduce(c, buf, buf, Band) })
 }
 
-// agreeCtxWith is agreeCtx with band as the bitwise-and reduction over
-// the members (Shrink's goes through gorun and skips failed members).
-func (c *Comm) agreeCtxWith(op string, band func(buf []uint64) error) (uint32, error) {
+// agreeCtxBy is agreeCtx with the bitwise-and Allreduce over c done by
+// band (Idup's runs inside the one collective call it began; Shrink's
+// goes through gorun and skips failed members).
+func (c *Comm) agreeCtxBy(op string, band func(buf []uint64) error) (uint32, error) {
 	ctxs.enter(c.ctx)
 	defer ctxs.leave(c.ctx)
 	buf := make([]uint64, ctxWords+2)

@@ -33,7 +33,16 @@
 // Scan, nonblocking collectives and Sendrecv.
 //
 // Any msgpack-encodable value goes through the object API (SendObj,
-// RecvObj, BcastObj), like mpi4py's lower-case methods.
+// RecvObj, BcastObj, GatherObj, AllgatherObj, ScatterObj), like mpi4py's
+// lower-case methods.
+//
+// Requests: Wait, Test and their Waitall/Waitany/Waitsome/Testall/
+// Testany/Testsome forms complete them; Waitall's error holds every
+// request's error (*RequestErrors). Receives can be cancelled
+// (Request.Cancel) or given up with a context (Request.WaitContext), and
+// persistent requests (SendInit, RecvInit, Start) run one operation many
+// times. Mprobe and Mrecv receive a probed message without a race.
+// README.md's table lists what of MPI is covered and what is not.
 //
 // Errors are returned, never panicked, and carry MPI error classes usable
 // with errors.Is (errors.Is(err, mpi.ErrTruncate)). A receive into a buffer

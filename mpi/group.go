@@ -112,7 +112,11 @@ func (g *Group) Incl(ranks []int) (*Group, error) {
 	if err := checkGroup("Group.Incl", g); err != nil {
 		return nil, err
 	}
-	if err := g.checkRanks("Group.Incl", ranks); err != nil {
+	return g.incl("Group.Incl", ranks)
+}
+
+func (g *Group) incl(op string, ranks []int) (*Group, error) {
+	if err := g.checkRanks(op, ranks); err != nil {
 		return nil, err
 	}
 	w := make([]int, len(ranks))
@@ -128,7 +132,11 @@ func (g *Group) Excl(ranks []int) (*Group, error) {
 	if err := checkGroup("Group.Excl", g); err != nil {
 		return nil, err
 	}
-	if err := g.checkRanks("Group.Excl", ranks); err != nil {
+	return g.excl("Group.Excl", ranks)
+}
+
+func (g *Group) excl(op string, ranks []int) (*Group, error) {
+	if err := g.checkRanks(op, ranks); err != nil {
 		return nil, err
 	}
 	var w []int

@@ -152,12 +152,21 @@ func Initialized() bool {
 
 func current(op string) (*rt, error) {
 	stateMu.Lock()
-	s := state
+	s, fin := state, finalized
 	stateMu.Unlock()
 	if s == nil {
-		return nil, errorf(ErrNotInit, op, "call mpi.Init first")
+		return nil, notLive(op, fin)
 	}
 	return s, nil
+}
+
+// notLive is the error of a call made while mpi is not initialized: before
+// Init, or after Finalize.
+func notLive(op string, fin bool) error {
+	if fin {
+		return errorf(ErrNotInit, op, "mpi.Finalize was called: package mpi cannot be used afterwards")
+	}
+	return errorf(ErrNotInit, op, "call mpi.Init first")
 }
 
 // Finalize waits for every rank (it is collective over the world), tells
@@ -193,23 +202,33 @@ func Finalize() error {
 	}
 }
 
-// World returns MPI_COMM_WORLD. It panics if Init has not succeeded: that
-// is a programming error, not a runtime failure.
+// World returns MPI_COMM_WORLD. Before Init, or after Finalize, it
+// returns a communicator of no process instead (nothing in this package
+// panics): its Rank is Undefined and its Size 0, and every call given it
+// fails with ErrNotInit, saying whether Init was never called or Finalize
+// was.
 func World() *Comm {
 	s, err := current("World")
 	if err != nil {
-		panic(err)
+		return deadComm("MPI_COMM_WORLD")
 	}
 	return s.world
 }
 
-// Self returns MPI_COMM_SELF, the communicator of this process alone.
+// Self returns MPI_COMM_SELF, the communicator of this process alone;
+// before Init or after Finalize, a communicator of no process, as World.
 func Self() *Comm {
 	s, err := current("Self")
 	if err != nil {
-		panic(err)
+		return deadComm("MPI_COMM_SELF")
 	}
 	return s.self
+}
+
+// deadComm is what World and Self return while mpi is not initialized: a
+// communicator without runtime, which Comm.check refuses.
+func deadComm(name string) *Comm {
+	return &Comm{name: name, rank: Undefined}
 }
 
 // Abort ends the whole job with code: gorun stops every rank and exits with

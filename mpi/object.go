@@ -17,18 +17,21 @@ func SendObj(c *Comm, v any, dest, tag int) error {
 
 // RecvObj receives a value sent with SendObj into v, which must be a
 // pointer, and returns the status (Status.Bytes is the encoded size). It
-// probes for the message's size first; with AnySource, call it from one
-// goroutine at a time per communicator so that the probed message is the
-// one received.
+// takes the message with a matched probe (Mprobe), so that its size and
+// its bytes are those of one message even when several goroutines
+// receive from AnySource on c at once.
 func RecvObj(c *Comm, v any, source, tag int) (Status, error) {
-	st, err := Probe(c, source, tag)
+	m, st, err := Mprobe(c, source, tag)
 	if err != nil {
-		return st, err
+		return st, reop("RecvObj", err)
 	}
 	b := make([]byte, st.Bytes())
-	st, err = Recv(c, b, st.Source, st.Tag)
+	st, err = Mrecv(b, m)
 	if err != nil {
-		return st, err
+		return st, reop("RecvObj", err)
+	}
+	if st.Source == ProcNull {
+		return st, nil
 	}
 	if err := msgpack.Unmarshal(b, v); err != nil {
 		return st, errorf(ErrArg, "RecvObj", "decode %d bytes from rank %d into %T: %w", len(b), st.Source, v, err)

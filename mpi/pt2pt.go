@@ -96,7 +96,7 @@ func isendMem(op string, c *Comm, m btl.Mem, elem, dest, tag int, sync bool) (*R
 }
 
 func irecvMem(op string, c *Comm, m btl.Mem, elem, source, tag int) (*Request, error) {
-	q := &Request{c: c, op: op, elem: elem}
+	q := &Request{c: c, op: op, elem: elem, recv: true}
 	r, err := startRecv(op, c, m, source, tag, &q.raw)
 	if err != nil {
 		return nil, err

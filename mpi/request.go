@@ -1,6 +1,8 @@
 package mpi
 
 import (
+	"errors"
+
 	"github.com/gorun/gorun/p2p"
 )
 
@@ -13,12 +15,17 @@ type Request struct {
 	c    *Comm
 	op   string
 	elem int
+	// recv: a point-to-point receive, the one kind Cancel withdraws.
+	recv bool
 	// done holds the outcome once reported, so repeated Waits agree.
 	st  Status
 	err error
 	fin bool
 	// post runs once at completion (the object API decodes there).
 	post func(Status, error) error
+	// pers describes a persistent request (persistent.go); nil for one
+	// started once.
+	pers *persistent
 }
 
 // started records the p2p request of a started operation; nil means the
@@ -33,11 +40,19 @@ func (q *Request) started(r *p2p.Request) *Request {
 }
 
 func (q *Request) finish() (Status, error) {
+	if q.pers != nil {
+		q.pers.active = false
+	}
 	if q.fin {
 		return q.st, q.err
 	}
 	ps, err := q.r.Result()
 	q.st = Status{Source: q.c.fromWorld(ps.Source), Tag: ps.Tag, bytes: ps.Bytes, elem: q.elem}
+	if errors.Is(err, p2p.ErrCancelled) {
+		// MPI's cancelled receive: complete, no error, flagged status.
+		q.st = Status{Source: AnySource, Tag: AnyTag, elem: q.elem, cancelled: true}
+		err = nil
+	}
 	q.err = wrap(q.op, err)
 	if q.post != nil {
 		q.err = q.post(q.st, q.err)
@@ -83,7 +98,7 @@ func (q *Request) finish2() (Status, error) {
 
 func engineOf(reqs []*Request) *p2p.Engine {
 	for _, q := range reqs {
-		if q != nil && q.r != nil {
+		if q != nil && q.r != nil && !q.inactive() {
 			return q.c.rt.eng
 		}
 	}
@@ -93,7 +108,7 @@ func engineOf(reqs []*Request) *p2p.Engine {
 func raw(reqs []*Request) []*p2p.Request {
 	rs := make([]*p2p.Request, len(reqs))
 	for i, q := range reqs {
-		if q != nil && q.r != nil {
+		if q != nil && q.r != nil && !q.inactive() {
 			rs[i] = q.r
 		}
 	}
@@ -101,36 +116,43 @@ func raw(reqs []*Request) []*p2p.Request {
 }
 
 // Waitall blocks until every request has completed and returns their
-// statuses; the error is the first request's error, in order. Nil requests
-// count as complete.
+// statuses. When some failed, the error is a *RequestErrors that holds
+// each request's error (MPI_ERR_IN_STATUS): errors.Is(err, ErrTruncate)
+// holds if any request was truncated, and errors.Is(err, ErrInStatus)
+// always. Nil requests count as complete.
 func Waitall(reqs []*Request) ([]Status, error) {
 	sts := make([]Status, len(reqs))
 	if e := engineOf(reqs); e != nil {
 		e.WaitAll(raw(reqs))
 	}
-	var first error
+	var errs []error
 	for i, q := range reqs {
-		if q == nil {
+		if q == nil || q.inactive() {
 			continue
 		}
 		var err error
 		sts[i], err = q.finish()
-		if err != nil && first == nil {
-			first = err
+		if err != nil {
+			if errs == nil {
+				errs = make([]error, len(reqs))
+			}
+			errs[i] = err
 		}
 	}
-	return sts, first
+	if errs != nil {
+		return sts, &RequestErrors{Op: "Waitall", Errs: errs}
+	}
+	return sts, nil
 }
 
 // Waitany blocks until one request has completed, sets its entry to nil
-// (like MPI_REQUEST_NULL) and returns its index and outcome. With no
-// non-nil request it returns index -1 at once.
+// (like MPI_REQUEST_NULL; a persistent request stays, inactive) and
+// returns its index and outcome. With no active request it returns index
+// -1 at once.
 func Waitany(reqs []*Request) (int, Status, error) {
 	for i, q := range reqs {
-		if q != nil && q.r == nil { // ProcNull: complete from the start
-			st, err := q.finish()
-			reqs[i] = nil
-			return i, st, err
+		if q != nil && q.r == nil && !q.inactive() { // ProcNull: complete from the start
+			return reqs[i].take(reqs, i)
 		}
 	}
 	e := engineOf(reqs)
@@ -138,8 +160,16 @@ func Waitany(reqs []*Request) (int, Status, error) {
 		return -1, Status{}, nil
 	}
 	i := e.WaitAny(raw(reqs))
-	st, err := reqs[i].finish()
-	reqs[i] = nil
+	return reqs[i].take(reqs, i)
+}
+
+// take reports the completed request q, reqs[i], and clears its entry
+// unless it is persistent.
+func (q *Request) take(reqs []*Request, i int) (int, Status, error) {
+	st, err := q.finish()
+	if q.pers == nil {
+		reqs[i] = nil
+	}
 	return i, st, err
 }
 
@@ -150,7 +180,7 @@ func Testall(reqs []*Request) (bool, []Status, error) {
 		e.Progress()
 	}
 	for _, q := range reqs {
-		if q != nil && q.r != nil && !q.r.Done() {
+		if q != nil && q.r != nil && !q.inactive() && !q.r.Done() {
 			return false, nil, nil
 		}
 	}

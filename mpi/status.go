@@ -18,7 +18,13 @@ type Status struct {
 	Tag   int
 	bytes int
 	elem  int
+	// cancelled: the receive was withdrawn by Cancel (MPI_Test_cancelled).
+	cancelled bool
 }
+
+// Cancelled reports whether the request this status completed was a
+// receive withdrawn by Cancel or WaitContext (MPI_Test_cancelled).
+func (s Status) Cancelled() bool { return s.cancelled }
 
 // Bytes is the length of the message in bytes (for a truncated receive:
 // the bytes stored).

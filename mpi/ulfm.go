@@ -281,7 +281,7 @@ func (c *Comm) Shrink() (*Comm, error) {
 		return nil, err
 	}
 	var failed []int
-	ctx, err := c.agreeCtxWith(op, func(buf []uint64) error {
+	ctx, err := c.agreeCtxBy(op, func(buf []uint64) error {
 		out, f, err := c.agree(op, buf)
 		if err != nil {
 			return err
@@ -312,7 +312,7 @@ func (c *Comm) Shrink() (*Comm, error) {
 }
 
 // checkLive is check without the revocation test: for the calls that work
-// on a revoked communicator.
+// on a revoked communicator (and check's first part).
 func (c *Comm) checkLive(op string) error {
 	if c == nil {
 		return errorf(ErrComm, op, "nil communicator")
@@ -320,8 +320,14 @@ func (c *Comm) checkLive(op string) error {
 	if c.freed.Load() {
 		return errorf(ErrComm, op, "communicator %s was freed", c.name)
 	}
-	if live.Load() != c.rt {
-		return errorf(ErrNotInit, op, "mpi is not initialized (Finalize called?)")
+	if c.rt == nil && live.Load() != nil {
+		return errorf(ErrComm, op, "communicator %s is not ready: complete its Idup's request first", c.name)
+	}
+	if c.rt == nil || live.Load() != c.rt {
+		stateMu.Lock()
+		fin := finalized
+		stateMu.Unlock()
+		return notLive(op, fin)
 	}
 	return nil
 }

@@ -1,0 +1,67 @@
+package mpi
+
+import (
+	"slices"
+
+	"github.com/gorun/gorun/coll"
+)
+
+// Idup starts duplicating c (MPI_Comm_idup): it returns at once the new
+// communicator and a request; the communicator may be used once the
+// request has completed (Wait, Test, ...), and using it earlier fails
+// with ErrComm. Like a nonblocking collective, Idup is ordered with c's
+// other collectives at the call, and other collectives on c may be
+// started while it runs. When the request fails, so does every use of the
+// communicator.
+//
+// How: the call takes its place among c's collectives at once (its
+// sequence number and tag, as every nonblocking collective does); the
+// context id agreement (ctxid.go), which may need several rounds, then
+// runs in a goroutine, each round a bitwise-and Allreduce inside that one
+// call (rounds follow each other in every process's order, and each
+// peer's messages arrive in order, so rounds cannot mix).
+func (c *Comm) Idup() (*Comm, *Request, error) {
+	const op = "Comm.Idup"
+	v, err := c.begin(op)
+	if err != nil {
+		return nil, nil, err
+	}
+	done, err := v.PostNotify()
+	if err != nil {
+		return nil, nil, wrap(op, err)
+	}
+	nc := &Comm{name: c.name + " idup", rank: Undefined}
+	var res collResult
+	q := &Request{r: done, c: c, op: op, elem: 1}
+	q.post = func(_ Status, err error) error {
+		if e := res.get(); e != nil {
+			return e
+		}
+		return err
+	}
+	go func() {
+		ctx, err := c.agreeCtxBy(op, func(buf []uint64) error {
+			cl, err := reductionCall(op, coll.Allreduce, buf, buf, Band)
+			if err != nil {
+				return err
+			}
+			cl.args.Nonblocking = true // point-to-point algorithms only: no shared state with c's other calls
+			round := v
+			return wrapColl(op, cl.fn(&round, &cl.args))
+		})
+		if err != nil {
+			v.Abort(int(classOf(err)), err)
+			res.set(err)
+			nc.freed.Store(true)
+		} else {
+			nc.init(nc.name, c.rt, ctx, slices.Clone(c.world), c.rank)
+			if c.cart != nil {
+				nc.cart = c.cart.clone()
+			}
+		}
+		if nerr := v.Notify(); nerr != nil {
+			res.set(wrap(op, nerr))
+		}
+	}()
+	return nc, q, nil
+}
