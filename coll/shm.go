@@ -320,7 +320,7 @@ func (c *Comm) shmWait(ok func(r int) bool, lo, hi int) error {
 		if r == hi {
 			return nil
 		}
-		if i&1023 == 0 {
+		if i&1023 == 0 || idle.Sleeping() {
 			if err := sh.check(c); err != nil {
 				return err
 			}

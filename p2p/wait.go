@@ -238,6 +238,11 @@ func (i *Idler) Idle() {
 	time.Sleep(IdleSleep)
 }
 
+// Sleeping reports whether Idle now sleeps: a wait that checks something
+// every so many Idles should check it on every Idle then (1024 sleeps are
+// most of a second).
+func (i *Idler) Sleeping() bool { return i.w.phase >= 2 }
+
 // Failed reports why peer can no longer be reached (its failure as the
 // failure detector or a transport reported it), or nil.
 func (e *Engine) Failed(peer int) error {

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -63,8 +65,12 @@ func caseULFMShrink(w *mpi.Comm) error {
 		return s
 	}
 	shrinks := 0
+	var sawFault, shrunk time.Time
 	for i := 0; i < ulfmIters; {
 		if me == ulfmVictim && i == ulfmDieAt {
+			if dir := os.Getenv("GORUN_TEST_DIR"); dir != "" {
+				os.WriteFile(filepath.Join(dir, "killed"), []byte(strconv.FormatInt(time.Now().UnixNano(), 10)), 0o644)
+			}
 			syscall.Kill(os.Getpid(), syscall.SIGKILL)
 			time.Sleep(time.Minute)
 		}
@@ -78,6 +84,9 @@ func caseULFMShrink(w *mpi.Comm) error {
 		}
 		if !errors.Is(err, mpi.ErrProcFailed) && !errors.Is(err, mpi.ErrRevoked) {
 			return fmt.Errorf("iteration %d: %w (want ErrProcFailed or ErrRevoked)", i, err)
+		}
+		if shrinks == 0 {
+			sawFault = time.Now()
 		}
 		if shrinks++; shrinks > 3 {
 			return fmt.Errorf("iteration %d: shrunk 3 times already: %w", i, err)
@@ -109,6 +118,7 @@ func caseULFMShrink(w *mpi.Comm) error {
 			c.Free()
 		}
 		c = nc
+		shrunk = time.Now()
 	}
 	if shrinks == 0 {
 		return fmt.Errorf("finished all %d iterations without seeing rank %d fail", ulfmIters, ulfmVictim)
@@ -138,6 +148,12 @@ func caseULFMShrink(w *mpi.Comm) error {
 	}
 	if me == 0 {
 		fmt.Printf("ulfm: survivors finished %d iterations, restart after %d, total %v\n", len(acc), firstDrop(used), total[0])
+		if b, err := os.ReadFile(filepath.Join(os.Getenv("GORUN_TEST_DIR"), "killed")); err == nil {
+			ns, _ := strconv.ParseInt(string(b), 10, 64)
+			killed := time.Unix(0, ns)
+			fmt.Printf("ulfm: rank 0 saw the error %v after the kill, and had shrunk and agreed on the restart %v after it\n",
+				sawFault.Sub(killed).Round(time.Microsecond), shrunk.Sub(killed).Round(time.Microsecond))
+		}
 	}
 	return nil
 }
