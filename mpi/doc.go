@@ -48,7 +48,11 @@
 // with errors.Is (errors.Is(err, mpi.ErrTruncate)). A receive into a buffer
 // that is too small fails with ErrTruncate and the job goes on. When a rank
 // dies, gorun ends the job (MPI's errors-are-fatal default); operations
-// that involve the dead rank fail with ErrProcFailed meanwhile.
+// that involve the dead rank fail with ErrProcFailed meanwhile. Under
+// `gorun --enable-recovery` the job goes on instead, and the survivors
+// recover with Comm.Revoke, Comm.Shrink and Comm.Agree (ULFM, as in MPI
+// 5.0; ulfm.go says what a failed call may have done and what is safe to
+// retry).
 //
 // Concurrency: every function may be called from any goroutine
 // (MPI_THREAD_MULTIPLE); blocking calls poll the transports in the calling
