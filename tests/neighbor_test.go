@@ -3,6 +3,7 @@ package tests
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -392,5 +393,176 @@ func caseNeighborGraph(w *mpi.Comm) error {
 func TestNeighborGraph(t *testing.T) {
 	for _, np := range []int{4, 6} {
 		t.Run(fmt.Sprintf("np=%d", np), func(t *testing.T) { job{np: np, cas: "neighbor-graph"}.ok(t) })
+	}
+}
+
+func init() { rankCases["neighbor-ref"] = caseNeighborRef }
+
+// caseNeighborRef is tests/openmpi/neighbor.c in Go: the four
+// neighbourhood collectives on 1-D and 2-D grids of every periodicity and
+// on nbDests's graph, every rank's receive buffers printed at rank 0 in
+// the C program's format.
+func caseNeighborRef(w *mpi.Comm) error {
+	n, me := w.Size(), w.Rank()
+	if n%2 != 0 {
+		return fmt.Errorf("neighbor-ref needs an even number of ranks, not %d", n)
+	}
+	out := func(what string, buf []int32) error {
+		line := fmt.Sprintf("%s rank %d:", what, me)
+		for _, v := range buf {
+			line += fmt.Sprintf(" %d", v)
+		}
+		all, err := mpi.GatherObj(w, line, 0)
+		if err != nil {
+			return err
+		}
+		if me == 0 {
+			for _, l := range all {
+				fmt.Println(l)
+			}
+		}
+		return nil
+	}
+	vcount := func(r, b int) int { return 1 + (r+b)%3 }
+	unsetBuf := func() []int32 {
+		b := make([]int32, 256)
+		for i := range b {
+			b[i] = unset
+		}
+		return b
+	}
+	// run is the C program's run(): src[i] < 0 is ProcNull, from[i] the
+	// index under which source i sends its block.
+	run := func(c *mpi.Comm, label string, src, from []int, outdeg int) error {
+		indeg := len(src)
+		send := []int32{int32(me * 10), int32(me*10 + 1)}
+		recv := unsetBuf()
+		if err := mpi.NeighborAllgather(c, send, recv[:2*indeg]); err != nil {
+			return err
+		}
+		if err := out(label+" allgather", recv[:2*indeg]); err != nil {
+			return err
+		}
+		send = make([]int32, 2*outdeg)
+		for i := range outdeg {
+			for j := range 2 {
+				send[2*i+j] = int32(me*100 + i*10 + j)
+			}
+		}
+		recv = unsetBuf()
+		if err := mpi.NeighborAlltoall(c, send, recv[:2*indeg]); err != nil {
+			return err
+		}
+		if err := out(label+" alltoall", recv[:2*indeg]); err != nil {
+			return err
+		}
+		backwards := func(k int, count func(i int) int) (counts, displs []int, total int) {
+			counts, displs = make([]int, k), make([]int, k)
+			for i := k - 1; i >= 0; i-- {
+				counts[i], displs[i] = count(i), total
+				total += counts[i] + 1
+			}
+			return counts, displs, total
+		}
+		rc, rd, total := backwards(indeg, func(i int) int {
+			if src[i] < 0 {
+				return 2
+			}
+			return vcount(src[i], 0)
+		})
+		send = make([]int32, vcount(me, 0))
+		for j := range send {
+			send[j] = int32(me*10 + j)
+		}
+		recv = unsetBuf()
+		if err := mpi.NeighborAllgatherv(c, send, recv[:total], rc, rd); err != nil {
+			return err
+		}
+		if err := out(label+" allgatherv", recv[:total]); err != nil {
+			return err
+		}
+		sc, sd, stotal := backwards(outdeg, func(i int) int { return vcount(me, i) })
+		send = make([]int32, stotal)
+		for i := range outdeg {
+			for j := range sc[i] {
+				send[sd[i]+j] = int32(me*100 + i*10 + j)
+			}
+		}
+		rc, rd, total = backwards(indeg, func(i int) int {
+			if src[i] < 0 {
+				return 1
+			}
+			return vcount(src[i], from[i])
+		})
+		recv = unsetBuf()
+		if err := mpi.NeighborAlltoallv(c, send, sc, sd, recv[:total], rc, rd); err != nil {
+			return err
+		}
+		return out(label+" alltoallv", recv[:total])
+	}
+	for _, shape := range [][]int{{n}, {2, n / 2}, {n / 2, 2}, {1, n}} {
+		for mask := range 1 << len(shape) {
+			periods := make([]bool, len(shape))
+			label := fmt.Sprintf("cart %d p", shape[0])
+			if len(shape) == 2 {
+				label = fmt.Sprintf("cart %dx%d p", shape[0], shape[1])
+			}
+			for i := range periods {
+				periods[i] = mask&(1<<i) != 0
+				label += fmt.Sprint(b2i[int](periods[i]))
+			}
+			c, err := mpi.CartCreate(w, shape, periods, false)
+			if err != nil {
+				return err
+			}
+			g := nbGrid{shape, periods}
+			var src, from []int
+			for d := range shape {
+				minus, plus := g.neighbours(me, d)
+				src = append(src, minus, plus)
+				from = append(from, 2*d+1, 2*d)
+			}
+			if err := run(c, label, src, from, len(src)); err != nil {
+				return fmt.Errorf("%s: %w", label, err)
+			}
+			if err := c.Free(); err != nil {
+				return err
+			}
+		}
+	}
+	var src, from []int
+	for s := n - 1; s >= 0; s-- {
+		for j, d := range nbDests(s, n) {
+			if d == me {
+				src, from = append(src, s), append(from, j)
+			}
+		}
+	}
+	dests := nbDests(me, n)
+	g, err := mpi.DistGraphCreateAdjacent(w, src, nil, dests, nil, false)
+	if err != nil {
+		return err
+	}
+	if err := run(g, "graph", src, from, len(dests)); err != nil {
+		return fmt.Errorf("graph: %w", err)
+	}
+	if me == 0 {
+		fmt.Println("done")
+	}
+	return g.Free()
+}
+
+// TestNeighborAgainstOpenMPI: caseNeighborRef prints, at np 4 and 6, the
+// lines tests/openmpi/neighbor.c prints under Open MPI (integers, so
+// exactly).
+func TestNeighborAgainstOpenMPI(t *testing.T) {
+	for _, np := range []int{4, 6} {
+		t.Run(fmt.Sprint("np=", np), func(t *testing.T) {
+			got := job{np: np, cas: "neighbor-ref"}.ok(t).stdout
+			want := mpirun(t, np, filepath.Join(openmpi(t), "neighbor"))
+			if got != want {
+				t.Fatalf("gorun:\n%s\nOpen MPI:\n%s", got, want)
+			}
+		})
 	}
 }
