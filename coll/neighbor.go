@@ -10,9 +10,9 @@ import "fmt"
 // a.Displs[i] (a.Counts[i] bytes), a.Dests[i] the rank that gets
 // a.Send[a.SendDispls[i]:][:a.SendCounts[i]]. A negative rank (MPI's
 // PROC_NULL) is no neighbour: nothing is sent, and that receive block is
-// left as it was. a.SrcCh[i] and a.DstCh[i] are the sub-channels
-// (0..NeighborChannels-1, taken modulo NeighborChannels) the messages travel on: a sender and
-// its receiver must name the same one. Two messages between one pair of
+// left as it was. a.SrcCh[i] and a.DstCh[i] are the sub-channels the
+// messages travel on (taken modulo NeighborChannels): a sender and its
+// receiver must name the same one. Two messages between one pair of
 // ranks in one call (a periodic dimension of size 1 or 2 of a Cartesian
 // grid, repeated edges of a graph) are told apart by their channel, and
 // where they share one by p2p's non-overtaking order: the receives are
