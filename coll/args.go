@@ -71,6 +71,10 @@ type Args struct {
 	// operation, run by package gpu's kernels, in place of Op.
 	SendD, RecvD gpu.Buffer
 	DOp          gpu.Op
+	// Sources and Dests are a neighbourhood collective's neighbours, and
+	// SrcCh and DstCh the sub-channel of each one's message (neighbor.go).
+	Sources, Dests []int
+	SrcCh, DstCh   []int
 	// Nonblocking: the call is a nonblocking collective (it runs in a
 	// goroutine of its own, possibly alongside other calls on the
 	// communicator), which the shared-memory algorithms do not take.

@@ -32,7 +32,8 @@
 // halving), Scan and Exscan (recursive doubling, linear), and a
 // hierarchical variant (intra-node, then one leader per node, then
 // intra-node again, each level with the table's flat choice) of Barrier,
-// Bcast, Reduce and Allreduce.
+// Bcast, Reduce and Allreduce. Neighbourhood collectives (neighbor.go)
+// have one algorithm, every exchange posted at once, and no table.
 //
 // GPU collectives (gpu.go, gpualg.go, gpuipc.go, gpuentry.go) take device
 // buffers in Args.SendD and RecvD and are registered as collectives of

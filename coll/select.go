@@ -60,6 +60,9 @@ var (
 
 // algName names algorithm r.alg of collective r.coll, for messages.
 func algName(r callRec) string {
+	if r.coll == neighborID {
+		return "neighbor/linear"
+	}
 	if int(r.coll) < len(collList) {
 		k := collList[r.coll]
 		if int(r.alg) < len(k.algs) {

@@ -20,7 +20,10 @@ type Comm struct {
 	// cart is the Cartesian topology of a communicator made by
 	// CartCreate or CartSub; nil otherwise.
 	cart *cartTopo
-	ft   ftComm
+	// graph is the distributed-graph topology of a communicator made by
+	// DistGraphCreateAdjacent; nil otherwise.
+	graph *graphTopo
+	ft    ftComm
 }
 
 func newComm(name string, s *rt, ctx uint32, world []int, rank int) *Comm {

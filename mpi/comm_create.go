@@ -30,6 +30,9 @@ func (c *Comm) Dup() (*Comm, error) {
 	if c.cart != nil {
 		d.cart = c.cart.clone()
 	}
+	if c.graph != nil {
+		d.graph = c.graph.clone()
+	}
 	return d, nil
 }
 

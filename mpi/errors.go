@@ -26,6 +26,7 @@ const (
 	ErrRoot       Class = 8
 	ErrGroup      Class = 9
 	ErrOp         Class = 10
+	ErrTopology   Class = 11
 	ErrArg        Class = 13
 	ErrUnknown    Class = 14
 	ErrTruncate   Class = 15
@@ -39,7 +40,8 @@ var classNames = map[Class]string{
 	ErrBuffer: "invalid buffer", ErrCount: "invalid count", ErrType: "invalid datatype",
 	ErrTag: "invalid tag", ErrComm: "invalid communicator", ErrRank: "invalid rank",
 	ErrRequest: "invalid request", ErrRoot: "invalid root", ErrGroup: "invalid group",
-	ErrOp: "invalid operation", ErrArg: "invalid argument", ErrUnknown: "unknown error",
+	ErrOp: "invalid operation", ErrTopology: "invalid topology",
+	ErrArg: "invalid argument", ErrUnknown: "unknown error",
 	ErrTruncate: "message truncated", ErrOther: "other error", ErrIntern: "internal error",
 	ErrNotInit: "mpi not initialized", ErrProcFailed: "process failed",
 }

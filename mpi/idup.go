@@ -58,6 +58,9 @@ func (c *Comm) Idup() (*Comm, *Request, error) {
 			if c.cart != nil {
 				nc.cart = c.cart.clone()
 			}
+			if c.graph != nil {
+				nc.graph = c.graph.clone()
+			}
 		}
 		if nerr := v.Notify(); nerr != nil {
 			res.set(wrap(op, nerr))

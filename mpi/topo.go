@@ -243,6 +243,13 @@ func (c *Comm) CartShift(dim, disp int) (source, dest int, err error) {
 	if dim < 0 || dim >= len(t.dims) {
 		return 0, 0, errorf(ErrArg, op, "dimension %d of %d", dim, len(t.dims))
 	}
+	src, dst := t.shift(dim, disp)
+	return src, dst, nil
+}
+
+// shift is CartShift for this rank of t: the ranks disp steps behind and
+// ahead along dimension dim, ProcNull past a non-periodic edge.
+func (t *cartTopo) shift(dim, disp int) (source, dest int) {
 	at := func(delta int) int {
 		x := slices.Clone(t.coords)
 		x[dim] += delta
@@ -253,7 +260,7 @@ func (c *Comm) CartShift(dim, disp int) (source, dest int, err error) {
 		}
 		return t.rankOf(x)
 	}
-	return at(-disp), at(disp), nil
+	return at(-disp), at(disp)
 }
 
 // CartSub splits c's grid into sub-grids that keep the dimensions where
