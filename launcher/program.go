@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
+	"time"
 )
 
 // errExit carries an exit status with an error message.
@@ -31,9 +33,9 @@ func isGoPackage(path string) bool {
 
 // resolveProgram returns the absolute path of the executable to launch,
 // building a Go package directory into tmp first.
-func resolveProgram(prog, tmp string) (string, error) {
+func resolveProgram(prog, tmp string, msgs *output) (string, error) {
 	if isGoPackage(prog) {
-		return buildGo(prog, tmp)
+		return buildGo(prog, tmp, msgs)
 	}
 	if st, err := os.Stat(prog); err == nil && st.IsDir() {
 		return "", &errExit{ExitNoExec, fmt.Errorf("%s is a directory without Go files", prog)}
@@ -52,7 +54,15 @@ func resolveProgram(prog, tmp string) (string, error) {
 	return abs, nil
 }
 
-func buildGo(dir, tmp string) (string, error) {
+// buildNote is how long a build runs before gorun says what it is doing:
+// a warm build of a small package takes 0.2-0.5 s here and needs no
+// words; a cold cache (first use, after a Go upgrade) compiles the runtime
+// and every dependency, up to a minute, which looked like a hang.
+const buildNote = time.Second
+
+// buildGo builds the Go package dir into tmp, saying on msgs what it is
+// doing when that takes longer than buildNote.
+func buildGo(dir, tmp string, msgs *output) (string, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return "", &errExit{ExitInternal, err}
@@ -62,8 +72,19 @@ func buildGo(dir, tmp string) (string, error) {
 	cmd.Dir = abs
 	var msg bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &msg, &msg
-	if err := cmd.Run(); err != nil {
+	start := time.Now()
+	var noted atomic.Bool
+	t := time.AfterFunc(buildNote, func() {
+		noted.Store(true)
+		msgs.println(fmt.Sprintf("gorun: building %s (go build in %s; a cold build cache compiles every dependency and can take a minute)...", dir, abs))
+	})
+	err = cmd.Run()
+	t.Stop()
+	if err != nil {
 		return "", &errExit{ExitInternal, fmt.Errorf("go build %s: %v\n%s", dir, err, strings.TrimSpace(msg.String()))}
+	}
+	if noted.Load() {
+		msgs.println(fmt.Sprintf("gorun: built %s in %.1f s", dir, time.Since(start).Seconds()))
 	}
 	return out, nil
 }

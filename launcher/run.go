@@ -91,7 +91,10 @@ type job struct {
 	id      string
 	secret  []byte
 	tmp     string
-	prog    string
+	apps    []App
+	progs   []string // each app's executable, resolved
+	appOf   []int    // the app of each rank
+	prog    string   // progs[0]
 	host    string
 	out     *output
 	errOut  *output
@@ -148,6 +151,18 @@ const remoteGiveUp = 300 * time.Millisecond
 // while starting the ranks; the status then says how (ExitInternal,
 // ExitNotFound, ExitNoExec).
 func Run(spec Spec) (int, error) {
+	if len(spec.Apps) == 0 {
+		spec.Apps = []App{{NP: spec.NP, Program: spec.Program, Args: spec.Args}}
+	} else {
+		spec.NP = 0
+		for i, a := range spec.Apps {
+			if a.NP < 1 {
+				return ExitInternal, fmt.Errorf("program %d (%s): -np must be at least 1, not %d", i+1, a.Program, a.NP)
+			}
+			spec.NP += a.NP
+		}
+		spec.Program, spec.Args = spec.Apps[0].Program, spec.Apps[0].Args
+	}
 	if spec.NP < 1 {
 		return ExitInternal, fmt.Errorf("-np must be at least 1, not %d", spec.NP)
 	}
@@ -193,15 +208,14 @@ func Run(spec Spec) (int, error) {
 	}
 	defer j.cleanup()
 
-	j.prog, err = resolveProgram(spec.Program, tmp)
-	if err != nil {
+	if err := j.resolvePrograms(); err != nil {
 		var ee *errExit
 		if errors.As(err, &ee) {
 			return ee.code, ee.err
 		}
 		return ExitInternal, err
 	}
-	j.trace("program %s", j.prog)
+	j.trace("program %s", strings.Join(j.progs, " : "))
 	bind, err := j.setupHosts()
 	if err != nil {
 		return ExitInternal, err
@@ -217,7 +231,9 @@ func Run(spec Spec) (int, error) {
 	}
 
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	// SIGUSR1 and SIGUSR2 are passed on to every rank, as mpirun does;
+	// the others end the job.
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
 	defer signal.Stop(sigs)
 	// A write to a closed stdout or stderr would kill gorun with SIGPIPE
 	// (Go's default for descriptors 1 and 2) before it could stop the
@@ -263,6 +279,29 @@ func Run(spec Spec) (int, error) {
 	return j.code, nil
 }
 
+// resolvePrograms finds (or builds) each app's program once and maps
+// every rank to its app.
+func (j *job) resolvePrograms() error {
+	j.apps = j.spec.Apps
+	seen := map[string]string{}
+	for i, a := range j.apps {
+		p, ok := seen[a.Program]
+		if !ok {
+			var err error
+			if p, err = resolveProgram(a.Program, j.tmp, j.errOut); err != nil {
+				return err
+			}
+			seen[a.Program] = p
+		}
+		j.progs = append(j.progs, p)
+		for range a.NP {
+			j.appOf = append(j.appOf, i)
+		}
+	}
+	j.prog = j.progs[0]
+	return nil
+}
+
 // spawnErrCode maps a failure to start a program to gorun's status.
 func spawnErrCode(err error) int {
 	msg := err.Error()
@@ -305,6 +344,16 @@ func (j *job) setupHosts() (string, error) {
 		}
 	}
 	j.multi = len(remote) > 0
+	if j.multi {
+		for _, p := range j.progs[1:] {
+			if p != j.prog {
+				// Not done: the agents copy and check one program per
+				// host (agentConfig.prog); several would need the
+				// hello's ProgOK per program.
+				return "", fmt.Errorf("several programs (':') across hosts are not supported yet: run them on this host, or build one program that branches on its rank")
+			}
+		}
+	}
 	bind := "127.0.0.1"
 	if j.spec.IfInclude != "" {
 		ip, err := matchIfInclude(j.spec.IfInclude, localAddrs())
@@ -364,7 +413,11 @@ func (j *job) connectAll(idx []int) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			h, err := connectHost(cfg, j.hosts[i].name, i, j.trace)
+			name := j.hosts[i].name
+			if p := j.hosts[i].spec.Port; p != "" {
+				name = net.JoinHostPort(name, p) // [v6]:port where it has colons
+			}
+			h, err := connectHost(cfg, name, i, j.trace)
 			if err != nil {
 				errs[i] = err
 				return
@@ -412,6 +465,9 @@ func (j *job) place() error {
 			j.errOut.println(fmt.Sprintf("gorun: warning: %d ranks on %d slots (%s); hosts are oversubscribed", j.spec.NP, lay.slots, describeSlots(names, slots)))
 		}
 	}
+	if j.spec.DisplayMap {
+		j.displayMap(slots)
+	}
 	if j.spec.ReportBindings {
 		for r, pl := range lay.ranks {
 			hs := j.hosts[pl.host]
@@ -423,6 +479,43 @@ func (j *job) place() error {
 		}
 	}
 	return nil
+}
+
+// displayMap prints, as --display-map, each host with how its entry was
+// read (host:N is slots, never a port) and the ranks placed on it, with
+// their program in an MPMD job.
+func (j *job) displayMap(slots []int) {
+	j.errOut.println(fmt.Sprintf("gorun: map of %d ranks on %d hosts (--map-by %s):", j.spec.NP, len(j.hosts), cmpOr(j.spec.MapBy, MapBySlot)))
+	for i, hs := range j.hosts {
+		var ranks []string
+		for r, pl := range j.lay.ranks {
+			if pl.host != i {
+				continue
+			}
+			s := strconv.Itoa(r)
+			if len(j.apps) > 1 {
+				s += "=" + filepath.Base(j.progs[j.appOf[r]])
+			}
+			ranks = append(ranks, s)
+		}
+		entry := hs.spec.Entry
+		if entry == "" {
+			entry = "this host (no -H or hostfile)"
+		}
+		where := "here, no ssh"
+		if hs.remote != nil {
+			where = "over ssh"
+		}
+		j.errOut.println(fmt.Sprintf("gorun:   %s: %d slots, %s; from %s; ranks %s", hs.name, slots[i], where, entry, strings.Join(ranks, " ")))
+	}
+}
+
+// cmpOr is a, or b when a is empty.
+func cmpOr(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a
 }
 
 // cpuOf is the CPU rank r is bound to, or -1.
@@ -485,7 +578,8 @@ func (j *job) rankEnv(r int, base []string) []string {
 		// longer from run to run. Share the host's cores among its ranks.
 		set("GOMAXPROCS", max(2, len(hs.cpus)/max(ln, 1)))
 	}
-	return append(env, j.spec.Env...)
+	env = append(env, j.spec.Env...)
+	return append(env, j.apps[j.appOf[r]].Env...)
 }
 
 // hasVar reports whether env sets name.
@@ -520,7 +614,7 @@ func (j *job) spawnRemote(r int, hs *hostState) {
 	j.live++
 	dir, _ := os.Getwd()
 	stdin := r == 0 && j.spec.Stdin != nil
-	m := &agentMsg{Kind: "spawn", Rank: r, Prog: h.prog, Args: j.spec.Args, Env: j.rankEnv(r, forwardedEnv()), Dir: dir, CPU: j.cpuOf(r) + 1, Stdin: stdin}
+	m := &agentMsg{Kind: "spawn", Rank: r, Prog: h.prog, Args: j.apps[j.appOf[r]].Args, Env: j.rankEnv(r, forwardedEnv()), Dir: dir, CPU: j.cpuOf(r) + 1, Stdin: stdin}
 	if !h.send(m) {
 		j.emit(event{kind: evAgentLost, host: h.idx, err: errors.New("its agent stopped reading")})
 		return
@@ -570,7 +664,8 @@ func (j *job) spawn(r int) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(j.prog, j.spec.Args...)
+	app := j.apps[j.appOf[r]]
+	cmd := exec.Command(j.progs[j.appOf[r]], app.Args...)
 	cmd.Env = j.rankEnv(r, os.Environ())
 	cmd.Stdout, cmd.Stderr = outW, errW
 	cmd.ExtraFiles = []*os.File{ctlRank}
@@ -678,6 +773,10 @@ func (j *job) loop() {
 		case evVerdict:
 			j.onVerdict()
 		case evTimeout:
+			if j.spec.StackTraces && !j.ending {
+				j.dumpStacks()
+				break
+			}
 			j.fail(ExitTimeout, fmt.Sprintf("gorun: job exceeded --timeout %v; stopping all ranks", j.spec.Timeout))
 		case evBootTimeout:
 			if j.joined < j.spec.NP {
@@ -685,6 +784,12 @@ func (j *job) loop() {
 			}
 		case evSignal:
 			s := ev.sig.(syscall.Signal)
+			if s == syscall.SIGUSR1 || s == syscall.SIGUSR2 {
+				if !j.ending {
+					j.signalAll(s)
+				}
+				break
+			}
 			j.fail(ExitSignal+int(s), fmt.Sprintf("gorun: received %s; stopping all ranks", unix.SignalName(s)))
 		case evClosed:
 			// `gorun ... | head`: the reader is gone. End the job as a
@@ -926,6 +1031,27 @@ func (j *job) fail(code int, msg string) {
 	j.errOut.println(msg)
 	j.signalAll(syscall.SIGTERM)
 	j.after(killGrace, event{kind: evKill})
+}
+
+// stackGrace is how long ranks get to print their stacks after SIGQUIT
+// before SIGKILL: a Go rank writes every goroutine's stack and exits in
+// milliseconds; the rest is for the output to reach gorun from other
+// hosts.
+const stackGrace = 2 * time.Second
+
+// dumpStacks ends a job whose --timeout expired, with --get-stack-traces:
+// SIGQUIT to every rank first. A Go program answers SIGQUIT by printing
+// every goroutine's stack on stderr and exiting with status 2; that
+// output is forwarded as usual. Any other program gets SIGQUIT's default
+// action (it ends, with a core file where core dumps are enabled); attach
+// a debugger for its stacks. SIGKILL follows after stackGrace.
+func (j *job) dumpStacks() {
+	j.ending = true
+	j.held = nil
+	j.code = ExitTimeout
+	j.errOut.println(fmt.Sprintf("gorun: job exceeded --timeout %v; asking every rank for its stacks (SIGQUIT), then stopping all ranks", j.spec.Timeout))
+	j.signalAll(syscall.SIGQUIT)
+	j.after(stackGrace, event{kind: evKill})
 }
 
 // signalAll sends sig to every live rank's process group: directly here,

@@ -13,10 +13,18 @@ type Spec struct {
 	// executable found like a shell would; Args follow it.
 	Program string
 	Args    []string
+	// Apps, when set, is an MPMD job (gorun -np 2 ./a : -np 1 ./b): each
+	// program's ranks follow the previous one's, and NP, Program and Args
+	// are ignored.
+	Apps []App
 	// TagOutput prefixes every forwarded line with the rank that wrote it.
 	TagOutput bool
 	// Timeout ends a job that runs longer (0: no limit).
 	Timeout time.Duration
+	// StackTraces, with Timeout, asks every rank for its stacks before the
+	// job is ended (SIGQUIT: a Go program prints every goroutine's stack
+	// and exits), as mpirun's --get-stack-traces.
+	StackTraces bool
 	// BootTimeout is how long ranks that called mpi.Init wait for the
 	// others before the job is ended (0: DefaultBootTimeout).
 	BootTimeout time.Duration
@@ -40,6 +48,9 @@ type Spec struct {
 	BindTo string
 	// ReportBindings prints each rank's binding on Stderr before launch.
 	ReportBindings bool
+	// DisplayMap prints the hosts, their slots (and how each host entry
+	// was read) and the ranks placed on each, on Stderr before launch.
+	DisplayMap bool
 	// NoOversubscribe refuses more ranks than slots (the default allows
 	// it, with one warning line).
 	NoOversubscribe bool
@@ -54,6 +65,15 @@ type Spec struct {
 	// ConnectTimeout bounds connecting to each host (0: the ssh config's
 	// ConnectTimeout, else DefaultConnectTimeout).
 	ConnectTimeout time.Duration
+}
+
+// App is one program of an MPMD job: NP ranks running Program with Args,
+// with Env added to their environment after Spec.Env.
+type App struct {
+	NP      int
+	Program string
+	Args    []string
+	Env     []string
 }
 
 // DefaultBootTimeout bounds the wait, from the first rank's mpi.Init, for

@@ -6,6 +6,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -21,34 +22,48 @@ import (
 	_ "github.com/gorun/gorun/p2p"
 )
 
-const usage = `usage: gorun [flags] PROGRAM [ARGS...]
+const usage = `usage: gorun [flags] PROGRAM [ARGS...] [: [-np N] [-x VAR] PROGRAM [ARGS...]]...
 
 PROGRAM is a Go package directory (built once with 'go build') or any
-executable, found like a shell would.
+executable, found like a shell would. Several programs separated by ':'
+(MPMD, as mpirun) share one MPI_COMM_WORLD, ranks numbered in order; only
+-np and -x may be given per program, on this host only for now.
 
 Flags:
   -np N, -n N         number of ranks (default 1)
   --tag-output        prefix every output line with [rank,stream]
   --timeout SECONDS   end the job after SECONDS (exit status 124)
+  --get-stack-traces  with --timeout: first ask every rank for its stacks (SIGQUIT:
+                      a Go program prints every goroutine's stack; another program
+                      just ends, with a core file where enabled)
   --boot-timeout SEC  how long ranks in mpi.Init wait for the others (default 60)
   -x VAR[=VALUE]      pass VAR (from gorun's environment, or set to VALUE) to the ranks
                       (remote ranks also get every GORUN_* variable of gorun's environment)
+  --mca NAME VALUE    set gorun's tunable NAME (GORUN_<NAME>, or its lower-case short
+                      form) for gorun and the ranks; Open MPI's btl and
+                      btl_tcp_if_include/oob_tcp_if_include are translated, with a
+                      note; any other Open MPI parameter is refused by name
   --help-params       list the GORUN_* tunables with their defaults
   --topo              print this host's GPUs, NICs and NUMA placement like
                       'nvidia-smi topo -m', and the path the runtime uses per GPU pair
   --probe             with --topo: also measure each GPU pair's copy bandwidth
+  --version, -V       gorun's version and the commit it was built from
   -h, --help          this text
 
 Hosts (default: this host only):
-  -H, --host LIST     hosts and slots: h1:4,h2:4,h3 (host[:slots]); no slots = its CPU count;
-                      localhost (or this host's name) runs ranks here, without ssh
-  --hostfile FILE     Open MPI hostfile: "host [slots=N] [max_slots=M]" per line, # comments
-                      (also --machinefile)
+  -H, --host LIST     hosts and slots: h1:4,h2:4,h3 (host[:slots], [v6address][:slots]);
+                      no slots = its CPU count; localhost (or this host's name) runs
+                      ranks here, without ssh
+  --hostfile FILE     hostfile, Open MPI's or MPICH's: "host [slots=N] [max_slots=M]
+                      [port=P]" or "host:N" per line, # comments (also --machinefile);
+                      host:N is always N slots, an ssh port is port=P or the ssh config
   --map-by slot|node  fill each host's slots in turn (slot, default) or one rank per host
                       in turn (node)
   --bind-to core|none pin each rank to one CPU of its host, by local rank (default: core
                       where a host's ranks fit its CPUs, none where they do not)
   --report-bindings   print where each rank is bound before launching
+  --display-map       print each host, how its -H or hostfile entry was read, and its
+                      ranks, before launching
   --nooversubscribe   refuse more ranks than slots (default: allowed, with a warning)
   --if-include LIST   network for both control and data: interface names or CIDR blocks,
                       e.g. eth0 or 10.0.0.0/8 (default: the address each host was reached
@@ -68,8 +83,17 @@ if gorun or the connection goes away.
 Every rank gets OMPI_COMM_WORLD_{RANK,SIZE,LOCAL_RANK,LOCAL_SIZE}, RANK,
 WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE and gorun's own GORUN_* variables, and
 GOMAXPROCS = max(2, host cores / ranks on the host) unless you set it.
-Stdout and stderr of every rank are forwarded line by line; stdin goes to
-rank 0.
+Stdout and stderr of every rank are forwarded line by line, never two ranks
+in one line. Stdin goes to rank 0. SIGUSR1 and SIGUSR2 to
+gorun are passed on to every rank; SIGINT, SIGTERM and SIGHUP end the job.
+
+Where gorun differs from Open MPI's mpirun on purpose:
+  - more ranks than slots is allowed (with a warning); --oversubscribe is
+    accepted with a note, --nooversubscribe refuses
+  - running as root needs no --allow-run-as-root (accepted with a note)
+  - tunables are GORUN_* variables (--help-params), not MCA parameters
+  - a Go package directory is built before launch
+  - host:N in a hostfile means N slots (MPICH's form), as in -H
 
 Exit status:
   0        every rank exited 0
@@ -81,6 +105,7 @@ Exit status:
            needed it, wire-up failed), or lost a host (its agent died, or the
            host stopped responding: frozen or cut off the network)
   126/127  the program is not executable / not found
+  2        a usage error (unknown flag, bad value), in one line on stderr
 `
 
 // writeParams lists the tunables (--help-params): every one declared with
@@ -95,25 +120,6 @@ func writeParams(w io.Writer) {
 	}
 }
 
-type envFlags []string
-
-func (e *envFlags) String() string { return strings.Join(*e, ",") }
-func (e *envFlags) Set(v string) error {
-	if k, _, ok := strings.Cut(v, "="); ok {
-		if k == "" {
-			return fmt.Errorf("empty variable name in %q", v)
-		}
-		*e = append(*e, v)
-		return nil
-	}
-	val, ok := os.LookupEnv(v)
-	if !ok {
-		return fmt.Errorf("-x %s: not set in gorun's environment", v)
-	}
-	*e = append(*e, v+"="+val)
-	return nil
-}
-
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == launcher.AgentFlag {
 		os.Exit(launcher.RunAgent(os.Args[2:]))
@@ -122,14 +128,31 @@ func main() {
 }
 
 func run(args []string) int {
+	code, err := runArgs(args)
+	if errors.Is(err, errHelp) {
+		fmt.Print(usage)
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "gorun: %v\n", err)
+	}
+	return code
+}
+
+// runArgs parses the command line and runs the job. A usage error returns
+// status 2 with a one-line error; gorun's own failure to run the job
+// returns its status (launcher.Exit*) with the error.
+func runArgs(args []string) (int, error) {
 	fs := flag.NewFlagSet("gorun", flag.ContinueOnError)
-	fs.Usage = func() { fmt.Fprint(os.Stderr, usage) }
 	np := fs.Int("np", 1, "")
 	fs.IntVar(np, "n", 1, "")
 	tag := fs.Bool("tag-output", false, "")
 	timeout := fs.Int("timeout", 0, "")
+	stacks := fs.Bool("get-stack-traces", false, "")
 	boot := fs.Int("boot-timeout", 0, "")
 	helpParams := fs.Bool("help-params", false, "")
+	version := fs.Bool("version", false, "")
+	fs.BoolVar(version, "V", false, "")
 	topo := fs.Bool("topo", false, "")
 	probe := fs.Bool("probe", false, "")
 	var env envFlags
@@ -142,68 +165,92 @@ func run(args []string) int {
 	mapBy := fs.String("map-by", launcher.MapBySlot, "")
 	bindTo := fs.String("bind-to", "", "")
 	reportBindings := fs.Bool("report-bindings", false, "")
+	displayMap := fs.Bool("display-map", false, "")
 	noOversub := fs.Bool("nooversubscribe", false, "")
 	ifInclude := fs.String("if-include", "", "")
 	sshConfig := fs.String("ssh-config", "", "")
 	connTimeout := fs.Float64("connect-timeout", 0, "")
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			fmt.Print(usage)
-			return 0
-		}
-		return 2
+	ctx, rest, err := splitArgs(args, fs)
+	if err != nil {
+		return 2, err
+	}
+	if err := parseFlags(fs, ctx.flags); err != nil {
+		return 2, err
+	}
+	if *version {
+		fmt.Println(versionLine())
+		return 0, nil
 	}
 	if *helpParams {
 		writeParams(os.Stdout)
-		return 0
+		return 0, nil
 	}
 	if *topo {
 		if err := gpu.WriteTopology(os.Stdout, gpu.TopoOptions{Probe: *probe}); err != nil {
-			fmt.Fprintf(os.Stderr, "gorun: --topo: %v\n", err)
-			return 1
+			return 1, fmt.Errorf("--topo: %w", err)
 		}
-		return 0
+		return 0, nil
 	}
-	rest := fs.Args()
-	if len(rest) == 0 {
-		fmt.Fprint(os.Stderr, "gorun: no program given\n\n"+usage)
-		return 2
+	if len(ctx.prog) == 0 {
+		return 2, errors.New("no program given (usage: gorun [flags] PROGRAM [ARGS...]; gorun --help lists the flags)")
 	}
 	if *np < 1 {
-		fmt.Fprintf(os.Stderr, "gorun: -np must be at least 1, not %d\n", *np)
-		return 2
+		return 2, fmt.Errorf("-np must be at least 1, not %d", *np)
 	}
 	if *timeout < 0 || *boot < 0 || *connTimeout < 0 {
-		fmt.Fprintf(os.Stderr, "gorun: timeouts must not be negative\n")
-		return 2
+		return 2, errors.New("timeouts must not be negative")
+	}
+	if *stacks && *timeout == 0 {
+		return 2, errors.New("--get-stack-traces applies when --timeout expires: give --timeout SECONDS too")
+	}
+	notes := ctx.notes
+	for _, p := range ctx.mca {
+		m, err := mcaToGorun(p)
+		if err != nil {
+			return 2, err
+		}
+		if m.env != "" {
+			k, v, _ := strings.Cut(m.env, "=")
+			os.Setenv(k, v) // gorun's own tunables, and the ranks' (inherited, forwarded to other hosts)
+		}
+		if m.ifInclude != "" {
+			*ifInclude = m.ifInclude
+		}
+		if m.note != "" {
+			notes = append(notes, m.note)
+		}
+	}
+	apps := []launcher.App{{NP: *np, Program: ctx.prog[0], Args: ctx.prog[1:]}}
+	for len(rest) > 0 {
+		app, n, more, err := appFlags(rest[1:])
+		if err != nil {
+			return 2, err
+		}
+		apps = append(apps, app)
+		notes = append(notes, n...)
+		rest = more
+	}
+	for _, n := range notes {
+		fmt.Fprintln(os.Stderr, n)
 	}
 	var hosts []launcher.Host
 	if hostList != "" && *hostfile != "" {
-		fmt.Fprintf(os.Stderr, "gorun: give -H or --hostfile, not both\n")
-		return 2
+		return 2, errors.New("give -H or --hostfile, not both")
 	}
 	if hostList != "" {
-		h, err := launcher.ParseHostList(hostList)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "gorun: %v\n", err)
-			return 2
+		if hosts, err = launcher.ParseHostList(hostList); err != nil {
+			return 2, err
 		}
-		hosts = h
 	}
 	if *hostfile != "" {
-		h, err := launcher.ParseHostfile(*hostfile)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "gorun: %v\n", err)
-			return 2
+		if hosts, err = launcher.ParseHostfile(*hostfile); err != nil {
+			return 2, err
 		}
-		hosts = h
 	}
-	code, err := launcher.Run(launcher.Spec{
-		NP:          *np,
-		Program:     rest[0],
-		Args:        rest[1:],
+	spec := launcher.Spec{
 		TagOutput:   *tag,
 		Timeout:     time.Duration(*timeout) * time.Second,
+		StackTraces: *stacks,
 		BootTimeout: time.Duration(*boot) * time.Second,
 		Env:         env,
 		Stdin:       os.Stdin,
@@ -212,13 +259,16 @@ func run(args []string) int {
 		MapBy:           *mapBy,
 		BindTo:          *bindTo,
 		ReportBindings:  *reportBindings,
+		DisplayMap:      *displayMap,
 		NoOversubscribe: *noOversub,
 		IfInclude:       *ifInclude,
 		SSHConfig:       *sshConfig,
 		ConnectTimeout:  time.Duration(*connTimeout * float64(time.Second)),
-	})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "gorun: %v\n", err)
 	}
-	return code
+	if len(apps) == 1 {
+		spec.NP, spec.Program, spec.Args = *np, apps[0].Program, apps[0].Args
+	} else {
+		spec.Apps = apps
+	}
+	return launcher.Run(spec)
 }
