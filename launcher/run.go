@@ -186,8 +186,14 @@ func Run(spec Spec) (int, error) {
 		spec.BootTimeout = DefaultBootTimeout
 	}
 	j := &job{spec: spec, events: make(chan event, 8*spec.NP+64), quit: make(chan struct{}), start: time.Now(), traceOn: pTrace() == 1}
-	j.out = &output{w: spec.Stdout, tag: spec.TagOutput}
-	j.errOut = &output{w: spec.Stderr, tag: spec.TagOutput}
+	j.out = newOutput(spec.Stdout, spec.TagOutput)
+	j.errOut = newOutput(spec.Stderr, spec.TagOutput)
+	if spec.OutputDir != "" {
+		var once sync.Once
+		report := func(msg string) { once.Do(func() { go j.errOut.println(msg) }) }
+		j.out.dir, j.out.errs = spec.OutputDir, report
+		j.errOut.dir, j.errOut.errs = spec.OutputDir, report
+	}
 	j.out.onClosed = func() { j.emit(event{kind: evClosed, sig: syscall.SIGPIPE}) }
 	j.errOut.onClosed = j.out.onClosed
 	j.host, _ = os.Hostname()

@@ -17,6 +17,10 @@ type Spec struct {
 	// program's ranks follow the previous one's, and NP, Program and Args
 	// are ignored.
 	Apps []App
+	// OutputDir, when set (--output-filename), also receives each rank's
+	// output in OutputDir/1/rank.N/stdout and .../stderr, Open MPI 4.1's
+	// layout, as it comes (partial lines included).
+	OutputDir string
 	// TagOutput prefixes every forwarded line with the rank that wrote it.
 	TagOutput bool
 	// Timeout ends a job that runs longer (0: no limit).

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -484,4 +485,86 @@ func TestStackTraces(t *testing.T) {
 		t.Errorf("no goroutine of the sleeping ranks in the dump:\n%s", r.stderr)
 	}
 	checkNothingLeft(t, r)
+}
+
+func init() {
+	rawCases["prompt"] = func() int {
+		mpi.Init()
+		if mpi.World().Rank() == 0 {
+			os.Stdout.WriteString("name? ")
+			b := make([]byte, 100)
+			n, _ := os.Stdin.Read(b)
+			fmt.Printf("hello %s", b[:n])
+		}
+		mpi.Finalize()
+		return 0
+	}
+}
+
+// TestPartialLine (issue 13): a prompt without a newline shows while its
+// rank waits for the answer; it was held until a newline came.
+func TestPartialLine(t *testing.T) {
+	c, _, _, _ := job{np: 2, cas: "prompt"}.cmd(t)
+	var errb bytes.Buffer
+	c.Stdout, c.Stderr, c.Stdin = nil, &errb, nil
+	out, err := c.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := c.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Read until the prompt shows; hangGuard catches a gorun that holds it.
+	got := make(chan string, 1)
+	go func() {
+		var seen []byte
+		b := make([]byte, 100)
+		for !bytes.Contains(seen, []byte("name? ")) {
+			n, err := out.Read(b)
+			seen = append(seen, b[:n]...)
+			if err != nil {
+				break
+			}
+		}
+		got <- string(seen)
+	}()
+	select {
+	case s := <-got:
+		if s != "name? " {
+			t.Errorf("before the answer, stdout %q", s)
+		}
+	case <-time.After(hangGuard):
+		c.Process.Kill()
+		c.Wait()
+		t.Fatalf("the prompt never showed while rank 0 waited for stdin: %s", errb.String())
+	}
+	io.WriteString(in, "gorun\n")
+	in.Close()
+	rest, _ := io.ReadAll(out)
+	if err := c.Wait(); err != nil || string(rest) != "hello gorun\n" {
+		t.Errorf("%v: after the answer, stdout %q; stderr %s", err, rest, errb.String())
+	}
+}
+
+// TestOutputFilename (issue 13): --output-filename DIR writes each rank's
+// streams to DIR/1/rank.N/{stdout,stderr}, as Open MPI 4.1, and still to
+// gorun's own.
+func TestOutputFilename(t *testing.T) {
+	dir := t.TempDir()
+	r := job{np: 2, args: []string{"sh", "-c", "echo out $RANK; printf 'err %s' $RANK >&2"}, flags: []string{"--output-filename", dir}}.ok(t)
+	for rank := range 2 {
+		for stream, want := range map[string]string{"stdout": fmt.Sprintf("out %d\n", rank), "stderr": fmt.Sprintf("err %d", rank)} {
+			b, err := os.ReadFile(filepath.Join(dir, "1", fmt.Sprintf("rank.%d", rank), stream))
+			if err != nil || string(b) != want {
+				t.Errorf("rank %d %s: %q, %v; want %q", rank, stream, b, err, want)
+			}
+		}
+		if !strings.Contains(r.stdout, fmt.Sprintf("out %d\n", rank)) {
+			t.Errorf("stdout lacks rank %d's line: %q", rank, r.stdout)
+		}
+	}
 }

@@ -32,6 +32,8 @@ executable, found like a shell would. Several programs separated by ':'
 Flags:
   -np N, -n N         number of ranks (default 1)
   --tag-output        prefix every output line with [rank,stream]
+  --output-filename DIR  also write each rank's output to DIR/1/rank.N/stdout
+                      and .../stderr (Open MPI 4.1's layout)
   --timeout SECONDS   end the job after SECONDS (exit status 124)
   --get-stack-traces  with --timeout: first ask every rank for its stacks (SIGQUIT:
                       a Go program prints every goroutine's stack; another program
@@ -84,7 +86,8 @@ Every rank gets OMPI_COMM_WORLD_{RANK,SIZE,LOCAL_RANK,LOCAL_SIZE}, RANK,
 WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE and gorun's own GORUN_* variables, and
 GOMAXPROCS = max(2, host cores / ranks on the host) unless you set it.
 Stdout and stderr of every rank are forwarded line by line, never two ranks
-in one line. Stdin goes to rank 0. SIGUSR1 and SIGUSR2 to
+in one line; a line still unfinished when its rank pauses is shown at once
+(prompts, '\r' progress bars). Stdin goes to rank 0. SIGUSR1 and SIGUSR2 to
 gorun are passed on to every rank; SIGINT, SIGTERM and SIGHUP end the job.
 
 Where gorun differs from Open MPI's mpirun on purpose:
@@ -147,6 +150,7 @@ func runArgs(args []string) (int, error) {
 	np := fs.Int("np", 1, "")
 	fs.IntVar(np, "n", 1, "")
 	tag := fs.Bool("tag-output", false, "")
+	outDir := fs.String("output-filename", "", "")
 	timeout := fs.Int("timeout", 0, "")
 	stacks := fs.Bool("get-stack-traces", false, "")
 	boot := fs.Int("boot-timeout", 0, "")
@@ -249,6 +253,7 @@ func runArgs(args []string) (int, error) {
 	}
 	spec := launcher.Spec{
 		TagOutput:   *tag,
+		OutputDir:   *outDir,
 		Timeout:     time.Duration(*timeout) * time.Second,
 		StackTraces: *stacks,
 		BootTimeout: time.Duration(*boot) * time.Second,
