@@ -2,6 +2,7 @@ package launcher
 
 import (
 	"bytes"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"os"
@@ -87,4 +88,24 @@ func buildGo(dir, tmp string, msgs *output) (string, error) {
 		msgs.println(fmt.Sprintf("gorun: built %s in %.1f s", dir, time.Since(start).Seconds()))
 	}
 	return out, nil
+}
+
+// mpiLibrary returns the MPI library (libmpi.so.N, Open MPI's or MPICH's)
+// that the executable at path links, or "": such a program finds its
+// place through its own launcher (PMIx, PMI), which gorun is not, and
+// started by gorun each rank runs alone as rank 0 of 1. Scripts and static
+// binaries are not recognized.
+func mpiLibrary(path string) string {
+	f, err := elf.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	libs, _ := f.ImportedLibraries()
+	for _, l := range libs {
+		if strings.HasPrefix(l, "libmpi.so") || strings.HasPrefix(l, "libmpich.so") {
+			return l
+		}
+	}
+	return ""
 }

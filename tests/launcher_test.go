@@ -568,3 +568,32 @@ func TestOutputFilename(t *testing.T) {
 		}
 	}
 }
+
+func init() {
+	rawCases["initerr"] = func() int {
+		if err := mpi.Init(); err != nil {
+			fmt.Println("Init:", err)
+			return 1
+		}
+		fmt.Printf("rank %d of %d\n", mpi.World().Rank(), mpi.World().Size())
+		mpi.Finalize()
+		return 0
+	}
+}
+
+// TestForeignLauncher (issue 13): a gorun program started by Open MPI's
+// mpirun, and an Open MPI program started by gorun, say so instead of
+// running as separate one-rank jobs.
+func TestForeignLauncher(t *testing.T) {
+	ref := openmpi(t)
+	r := job{np: 2, args: []string{filepath.Join(ref, "hello")}}.run(t)
+	if r.code != 125 || !strings.Contains(r.stderr, "links libmpi.so") || !strings.Contains(r.stderr, "mpirun -np 2") {
+		t.Errorf("an Open MPI program under gorun: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	c := exec.Command("mpirun.openmpi", "--allow-run-as-root", "--oversubscribe", "-np", "2", "-x", "GORUN_TEST_CASE=initerr", os.Args[0], "-test.run=^$")
+	c.Env = append(os.Environ(), "PMIX_MCA_gds=hash")
+	out, _ := c.CombinedOutput()
+	if n := strings.Count(string(out), "started by Open MPI's mpirun (OMPI_COMM_WORLD_SIZE=2) as one of 2 processes, not by gorun"); n != 2 {
+		t.Errorf("a gorun program under mpirun: %d of 2 processes said so:\n%s", n, out)
+	}
+}
