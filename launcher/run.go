@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -116,6 +117,9 @@ type job struct {
 	sums    fileSums
 	start   time.Time
 	traceOn bool
+	// master is MASTER_ADDR:MASTER_PORT for PyTorch programs (torchrun's
+	// rendezvous variables): rank 0's host and a port free there.
+	masterAddr, masterPort string
 }
 
 var pTrace = params.Int("GORUN_LAUNCH_TRACE", 0,
@@ -166,6 +170,14 @@ func Run(spec Spec) (int, error) {
 	if spec.NP < 1 {
 		return ExitInternal, fmt.Errorf("-np must be at least 1, not %d", spec.NP)
 	}
+	if len(spec.Rankfile) > 0 {
+		if spec.NP != len(spec.Rankfile) {
+			return ExitInternal, fmt.Errorf("--rankfile places %d ranks, -np asks for %d", len(spec.Rankfile), spec.NP)
+		}
+		if len(spec.Hosts) == 0 {
+			spec.Hosts = rankfileHosts(spec.Rankfile)
+		}
+	}
 	switch spec.MapBy {
 	case "", MapBySlot, MapByNode:
 	default:
@@ -185,7 +197,7 @@ func Run(spec Spec) (int, error) {
 	if spec.BootTimeout <= 0 {
 		spec.BootTimeout = DefaultBootTimeout
 	}
-	j := &job{spec: spec, events: make(chan event, 8*spec.NP+64), quit: make(chan struct{}), start: time.Now(), traceOn: pTrace() == 1}
+	j := &job{spec: spec, events: make(chan event, 8*spec.NP+64), quit: make(chan struct{}), start: time.Now(), traceOn: pTrace() == 1 || spec.Verbose}
 	j.out = newOutput(spec.Stdout, spec.TagOutput)
 	j.errOut = newOutput(spec.Stderr, spec.TagOutput)
 	if spec.OutputDir != "" {
@@ -235,6 +247,7 @@ func Run(spec Spec) (int, error) {
 	if err := j.place(); err != nil {
 		return ExitInternal, err
 	}
+	j.pickMaster()
 
 	sigs := make(chan os.Signal, 4)
 	// SIGUSR1 and SIGUSR2 are passed on to every rank, as mpirun does;
@@ -462,7 +475,17 @@ func (j *job) place() error {
 		}
 		maxs[i] = hs.spec.MaxSlots
 	}
-	lay, err := plan(j.spec.NP, names, slots, maxs, j.spec.MapBy, j.spec.NoOversubscribe)
+	var lay layout
+	var err error
+	if len(j.spec.Rankfile) > 0 {
+		lay, err = rankLayout(j.spec.Rankfile, names)
+		for i := range n {
+			lay.slots += slots[i]
+			lay.oversub = lay.oversub || lay.localSize[i] > slots[i]
+		}
+	} else {
+		lay, err = plan(j.spec.NP, names, slots, maxs, j.spec.MapBy, j.spec.NoOversubscribe)
+	}
 	if err != nil {
 		return err
 	}
@@ -472,6 +495,11 @@ func (j *job) place() error {
 			j.errOut.println(fmt.Sprintf("gorun: warning: %d ranks on %d cores; waiting ranks will yield the CPU", j.spec.NP, lay.slots))
 		} else {
 			j.errOut.println(fmt.Sprintf("gorun: warning: %d ranks on %d slots (%s); hosts are oversubscribed", j.spec.NP, lay.slots, describeSlots(names, slots)))
+		}
+	}
+	for _, s := range j.spec.Rankfile {
+		if cpus := j.hosts[lay.ranks[s.Rank].host].cpus; s.CPU >= 0 && !slices.Contains(cpus, s.CPU) {
+			return fmt.Errorf("rankfile: rank %d on %s: slot=%d is not one of its usable CPUs (%v)", s.Rank, s.Host, s.CPU, cpus)
 		}
 	}
 	if j.spec.DisplayMap {
@@ -494,7 +522,11 @@ func (j *job) place() error {
 // read (host:N is slots, never a port) and the ranks placed on it, with
 // their program in an MPMD job.
 func (j *job) displayMap(slots []int) {
-	j.errOut.println(fmt.Sprintf("gorun: map of %d ranks on %d hosts (--map-by %s):", j.spec.NP, len(j.hosts), cmpOr(j.spec.MapBy, MapBySlot)))
+	how := "--map-by " + cmpOr(j.spec.MapBy, MapBySlot)
+	if len(j.spec.Rankfile) > 0 {
+		how = "--rankfile"
+	}
+	j.errOut.println(fmt.Sprintf("gorun: map of %d ranks on %d hosts (%s):", j.spec.NP, len(j.hosts), how))
 	for i, hs := range j.hosts {
 		var ranks []string
 		for r, pl := range j.lay.ranks {
@@ -527,10 +559,33 @@ func cmpOr(a, b string) string {
 	return a
 }
 
+// pickMaster chooses MASTER_ADDR and MASTER_PORT, as torchrun sets them
+// for torch.distributed's env:// rendezvous: rank 0's address, and a port
+// that was free on it a moment ago (probed here when rank 0 runs on this
+// host; on another host, a port free on this one, which a busy remote host
+// may have taken: set MASTER_PORT with -x then). Values in gorun's
+// environment or given with -x win.
+func (j *job) pickMaster() {
+	hs := j.hosts[j.lay.ranks[0].host]
+	j.masterAddr = hs.addr
+	probe := hs.addr
+	if hs.remote != nil {
+		probe = ""
+	}
+	if l, err := net.Listen("tcp", net.JoinHostPort(probe, "0")); err == nil {
+		_, j.masterPort, _ = net.SplitHostPort(l.Addr().String())
+		l.Close()
+	}
+	j.trace("MASTER_ADDR=%s MASTER_PORT=%s", j.masterAddr, j.masterPort)
+}
+
 // cpuOf is the CPU rank r is bound to, or -1.
 func (j *job) cpuOf(r int) int {
 	pl := j.lay.ranks[r]
 	cpus := j.hosts[pl.host].cpus
+	if len(j.spec.Rankfile) > 0 && j.spec.Rankfile[r].CPU >= 0 {
+		return j.spec.Rankfile[r].CPU // checked against the host's CPUs in place
+	}
 	if len(cpus) == 0 {
 		return -1
 	}
@@ -570,6 +625,14 @@ func (j *job) rankEnv(r int, base []string) []string {
 	}
 	for _, k := range []string{"OMPI_COMM_WORLD_LOCAL_SIZE", "LOCAL_WORLD_SIZE", boot.EnvLocalSize} {
 		set(k, ln)
+	}
+	for k, v := range map[string]string{"MASTER_ADDR": j.masterAddr, "MASTER_PORT": j.masterPort} {
+		if u, ok := os.LookupEnv(k); ok {
+			v = u // gorun's own environment's, also for remote ranks
+		}
+		if v != "" && !hasVar(env, k) {
+			set(k, v)
+		}
 	}
 	set(boot.EnvJobID, j.id)
 	set(boot.EnvHostID, hs.hostID)

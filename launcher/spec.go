@@ -43,6 +43,10 @@ type Spec struct {
 	// host alone. Hosts other than this one are reached over ssh, where a
 	// per-host agent starts their ranks.
 	Hosts []Host
+	// Rankfile, when set (--rankfile), places rank r on Rankfile[r].Host,
+	// bound to its CPU when it names one, instead of MapBy; NP must equal
+	// its length. With no Hosts, its hosts are the job's.
+	Rankfile []RankSlot
 	// MapBy is MapBySlot (default: fill each host's slots in turn) or
 	// MapByNode (one rank per host in turn).
 	MapBy string
@@ -66,6 +70,10 @@ type Spec struct {
 	// SSHConfig replaces ~/.ssh/config and /etc/ssh/ssh_config (like
 	// ssh -F).
 	SSHConfig string
+	// Verbose prints the launch's steps (connects, agents, spawns,
+	// wire-up) with their times since the start on Stderr, as
+	// GORUN_LAUNCH_TRACE=1 does.
+	Verbose bool
 	// ConnectTimeout bounds connecting to each host (0: the ssh config's
 	// ConnectTimeout, else DefaultConnectTimeout).
 	ConnectTimeout time.Duration

@@ -597,3 +597,45 @@ func TestForeignLauncher(t *testing.T) {
 		t.Errorf("a gorun program under mpirun: %d of 2 processes said so:\n%s", n, out)
 	}
 }
+
+// TestRankfileAndTorchEnv (issue 13): --rankfile places and binds each
+// rank where it says; every rank gets torchrun's MASTER_ADDR and
+// MASTER_PORT (rank 0's host, a free port) unless the user set them;
+// --verbose shows the launch's steps.
+func TestRankfileAndTorchEnv(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs 2 CPUs to see the rankfile's binding")
+	}
+	rf := filepath.Join(t.TempDir(), "rf")
+	os.WriteFile(rf, []byte("rank 0=localhost slot=1\nrank 1=localhost slot=0\n"), 0o644)
+	show := []string{"sh", "-c", `echo "rank $RANK cpus $(grep Cpus_allowed_list /proc/self/status | cut -f2) master $MASTER_ADDR:$MASTER_PORT"`}
+	c := exec.Command(gorunBin, append([]string{"--rankfile", rf, "--verbose", "--display-map"}, show...)...)
+	var out, errb bytes.Buffer
+	c.Stdout, c.Stderr = &out, &errb
+	if err := c.Run(); err != nil {
+		t.Fatalf("%v\n%s", err, errb.String())
+	}
+	var port string
+	for r, cpu := range []int{1, 0} {
+		i := strings.Index(out.String(), fmt.Sprintf("rank %d cpus %d master 127.0.0.1:", r, cpu))
+		if i < 0 {
+			t.Fatalf("rank %d not on CPU %d with MASTER_ADDR 127.0.0.1:\n%s", r, cpu, out.String())
+		}
+		p := strings.Fields(out.String()[i:])[4]
+		if port == "" {
+			port = p
+		}
+		if p != port || strings.HasSuffix(p, ":") {
+			t.Errorf("MASTER_PORT differs between ranks or is empty: %q", out.String())
+		}
+	}
+	for _, want := range []string{"(--rankfile)", "from the rankfile (2 ranks); ranks 0 1", "gorun: trace", "spawned 2 ranks"} {
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errb.String())
+		}
+	}
+	r := job{np: 2, args: []string{"sh", "-c", "echo $MASTER_ADDR:$MASTER_PORT"}, flags: []string{"-x", "MASTER_PORT=29500"}}.ok(t)
+	if r.stdout != "127.0.0.1:29500\n127.0.0.1:29500\n" {
+		t.Errorf("-x MASTER_PORT=29500: %q", r.stdout)
+	}
+}

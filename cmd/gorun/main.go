@@ -49,6 +49,8 @@ Flags:
   --topo              print this host's GPUs, NICs and NUMA placement like
                       'nvidia-smi topo -m', and the path the runtime uses per GPU pair
   --probe             with --topo: also measure each GPU pair's copy bandwidth
+  --verbose, -v       show the launch's steps (connects, agents, spawns, wire-up) with
+                      their times on stderr (as GORUN_LAUNCH_TRACE=1)
   --version, -V       gorun's version and the commit it was built from
   -h, --help          this text
 
@@ -59,6 +61,10 @@ Hosts (default: this host only):
   --hostfile FILE     hostfile, Open MPI's or MPICH's: "host [slots=N] [max_slots=M]
                       [port=P]" or "host:N" per line, # comments (also --machinefile);
                       host:N is always N slots, an ssh port is port=P or the ssh config
+  --rankfile FILE, -rf FILE  Open MPI rankfile: "rank N=HOST [slot=CPU]" per line; places
+                      (and binds) each rank; -np defaults to its ranks; its hosts are
+                      the job's unless -H or --hostfile name them (one CPU per slot:
+                      socket:core and CPU lists are refused)
   --map-by slot|node  fill each host's slots in turn (slot, default) or one rank per host
                       in turn (node)
   --bind-to core|none pin each rank to one CPU of its host, by local rank (default: core
@@ -83,8 +89,10 @@ by SHA-256) starts that host's ranks and relays their output; it kills them
 if gorun or the connection goes away.
 
 Every rank gets OMPI_COMM_WORLD_{RANK,SIZE,LOCAL_RANK,LOCAL_SIZE}, RANK,
-WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE and gorun's own GORUN_* variables, and
-GOMAXPROCS = max(2, host cores / ranks on the host) unless you set it.
+WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT (rank 0's
+host and a port free there, as torchrun sets them for torch.distributed; yours
+win when set) and gorun's own GORUN_* variables, and GOMAXPROCS = max(2, host
+cores / ranks on the host) unless you set it.
 Stdout and stderr of every rank are forwarded line by line, never two ranks
 in one line; a line still unfinished when its rank pauses is shown at once
 (prompts, '\r' progress bars). Stdin goes to rank 0. SIGUSR1 and SIGUSR2 to
@@ -165,6 +173,10 @@ func runArgs(args []string) (int, error) {
 	fs.StringVar(&hostList, "H", "", "")
 	fs.StringVar(&hostList, "host", "", "")
 	hostfile := fs.String("hostfile", "", "")
+	rankfile := fs.String("rankfile", "", "")
+	fs.StringVar(rankfile, "rf", "", "")
+	verbose := fs.Bool("verbose", false, "")
+	fs.BoolVar(verbose, "v", false, "")
 	fs.StringVar(hostfile, "machinefile", "", "")
 	mapBy := fs.String("map-by", launcher.MapBySlot, "")
 	bindTo := fs.String("bind-to", "", "")
@@ -251,7 +263,24 @@ func runArgs(args []string) (int, error) {
 			return 2, err
 		}
 	}
+	var rf []launcher.RankSlot
+	if *rankfile != "" {
+		if rf, err = launcher.ParseRankfile(*rankfile); err != nil {
+			return 2, err
+		}
+		npSet := false
+		fs.Visit(func(f *flag.Flag) { npSet = npSet || f.Name == "np" || f.Name == "n" })
+		if !npSet {
+			*np = len(rf)
+		}
+		if len(apps) > 1 {
+			return 2, errors.New("--rankfile with several programs (':') is not supported")
+		}
+		apps[0].NP = *np
+	}
 	spec := launcher.Spec{
+		Rankfile:    rf,
+		Verbose:     *verbose,
 		TagOutput:   *tag,
 		OutputDir:   *outDir,
 		Timeout:     time.Duration(*timeout) * time.Second,
