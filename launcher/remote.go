@@ -159,6 +159,10 @@ type agentConfig struct {
 	ifInclude string
 	sums      *fileSums
 	stderr    *output // for the agent's diagnostics
+	// srun, when set, starts the agents with this srun (Spec.Agents);
+	// cpus is each node's CPUs in the allocation, for the step.
+	srun string
+	cpus map[string]int
 }
 
 // connectHost connects to name, makes sure gorun and the program are

@@ -420,15 +420,23 @@ func (j *job) setupHosts() (string, error) {
 // connectAll connects to the remote hosts in parallel; every host that
 // fails is named in the error.
 func (j *job) connectAll(idx []int) error {
-	sshs, err := loadSSHSettings(j.spec.SSHConfig, j.spec.ConnectTimeout)
-	if err != nil {
-		return err
-	}
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("find gorun's own binary: %w", err)
 	}
-	cfg := &agentConfig{ssh: sshs, gorun: self, prog: j.prog, ifInclude: j.spec.IfInclude, sums: &j.sums, stderr: j.errOut}
+	cfg := &agentConfig{gorun: self, prog: j.prog, ifInclude: j.spec.IfInclude, sums: &j.sums, stderr: j.errOut, cpus: j.spec.SlurmCPUs}
+	switch j.spec.Agents {
+	case "", AgentsSSH:
+		if cfg.ssh, err = loadSSHSettings(j.spec.SSHConfig, j.spec.ConnectTimeout); err != nil {
+			return err
+		}
+	case AgentsSrun:
+		if cfg.srun, err = exec.LookPath("srun"); err != nil {
+			return fmt.Errorf("agents by srun: %w", err)
+		}
+	default:
+		return fmt.Errorf("agents started by %q: expected ssh or srun", j.spec.Agents)
+	}
 	errs := make([]error, len(j.hosts))
 	var wg sync.WaitGroup
 	for _, i := range idx {
@@ -439,7 +447,14 @@ func (j *job) connectAll(idx []int) error {
 			if p := j.hosts[i].spec.Port; p != "" {
 				name = net.JoinHostPort(name, p) // [v6]:port where it has colons
 			}
-			h, err := connectHost(cfg, name, i, j.trace)
+			var h *remoteHost
+			var err error
+			if cfg.srun != "" {
+				// Starting a step takes longer than an ssh handshake.
+				h, err = connectSrun(cfg, name, i, cfg.cpus[name], 3*cmpDur(j.spec.ConnectTimeout, DefaultConnectTimeout), j.trace)
+			} else {
+				h, err = connectHost(cfg, name, i, j.trace)
+			}
 			if err != nil {
 				errs[i] = err
 				return
@@ -549,6 +564,14 @@ func (j *job) displayMap(slots []int) {
 		}
 		j.errOut.println(fmt.Sprintf("gorun:   %s: %d slots, %s; from %s; ranks %s", hs.name, slots[i], where, entry, strings.Join(ranks, " ")))
 	}
+}
+
+// cmpDur is a, or b when a is zero.
+func cmpDur(a, b time.Duration) time.Duration {
+	if a == 0 {
+		return b
+	}
+	return a
 }
 
 // cmpOr is a, or b when a is empty.
@@ -811,6 +834,13 @@ func (j *job) readCtl(r int, c net.Conn, done chan struct{}) {
 // loop handles events until every rank has been reaped.
 func (j *job) loop() {
 	defer close(j.quit)
+	defer func() {
+		// Every rank ended before a held verdict was due (all of them
+		// failed at once): it is still the job's verdict.
+		if j.held != nil && !j.ending {
+			j.fail(j.held.code, j.held.msg)
+		}
+	}()
 	for j.live > 0 {
 		ev := <-j.events
 		switch ev.kind {

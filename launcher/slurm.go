@@ -7,6 +7,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/gorun/gorun/launcher/boot"
 )
 
 // Batch allocations: Slurm's (SLURM_JOB_NODELIST, SLURM_TASKS_PER_NODE,
@@ -237,4 +239,11 @@ func ParseNodefile(path string) ([]Host, error) {
 		hosts[i].Entry = fmt.Sprintf("PBS_NODEFILE (%d lines)", hosts[i].Slots)
 	}
 	return hosts, nil
+}
+
+// ForeignLauncher recognizes another launcher's environment in getenv
+// (mpirun, a PMI or PMIx launcher, srun) and returns its name and the
+// number of processes it started (0: none).
+func ForeignLauncher(getenv func(string) string) (string, int) {
+	return boot.ForeignLauncher(getenv)
 }

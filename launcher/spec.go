@@ -74,10 +74,22 @@ type Spec struct {
 	// wire-up) with their times since the start on Stderr, as
 	// GORUN_LAUNCH_TRACE=1 does.
 	Verbose bool
+	// Agents is how the agents of other hosts start: AgentsSSH (default)
+	// or AgentsSrun (inside a Slurm allocation; gorun and the program
+	// must be on a shared file system). SlurmCPUs is each node's CPUs in
+	// the allocation, given to srun's step.
+	Agents    string
+	SlurmCPUs map[string]int
 	// ConnectTimeout bounds connecting to each host (0: the ssh config's
 	// ConnectTimeout, else DefaultConnectTimeout).
 	ConnectTimeout time.Duration
 }
+
+// How agents start (Spec.Agents).
+const (
+	AgentsSSH  = "ssh"
+	AgentsSrun = "srun"
+)
 
 // App is one program of an MPMD job: NP ranks running Program with Args,
 // with Env added to their environment after Spec.Env.

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"strings"
 	"time"
 
@@ -54,7 +55,7 @@ Flags:
   --version, -V       gorun's version and the commit it was built from
   -h, --help          this text
 
-Hosts (default: this host only):
+Hosts (default: the batch allocation gorun runs in, else this host only):
   -H, --host LIST     hosts and slots: h1:4,h2:4,h3 (host[:slots], [v6address][:slots]);
                       no slots = its CPU count; localhost (or this host's name) runs
                       ranks here, without ssh
@@ -76,9 +77,17 @@ Hosts (default: this host only):
   --if-include LIST   network for both control and data: interface names or CIDR blocks,
                       e.g. eth0 or 10.0.0.0/8 (default: the address each host was reached
                       at by ssh; container/VM bridges such as docker0 are never picked)
+  --agents ssh|srun   how the agents of other hosts start (default: srun inside a Slurm
+                      allocation when srun is there, else ssh); srun needs gorun and the
+                      program at the same path on every node (a shared file system)
   --ssh-config FILE   ssh config to use instead of ~/.ssh/config and /etc/ssh/ssh_config
   --connect-timeout S seconds to connect to each host (default: the ssh config's
                       ConnectTimeout, else 10)
+
+Inside a Slurm allocation (SLURM_JOB_NODELIST, SLURM_TASKS_PER_NODE,
+SLURM_NTASKS) or a PBS one (PBS_NODEFILE), 'gorun PROGRAM' with no -H,
+--hostfile or --rankfile runs on the allocation's nodes and slots, with
+-np defaulting to its task count. Run gorun once per job, not under srun.
 
 Remote hosts are reached with ssh (Host, HostName, User, Port, IdentityFile,
 IdentitiesOnly, ProxyJump, UserKnownHostsFile, StrictHostKeyChecking and
@@ -186,6 +195,7 @@ func runArgs(args []string) (int, error) {
 	ifInclude := fs.String("if-include", "", "")
 	sshConfig := fs.String("ssh-config", "", "")
 	connTimeout := fs.Float64("connect-timeout", 0, "")
+	agents := fs.String("agents", "", "")
 	ctx, rest, err := splitArgs(args, fs)
 	if err != nil {
 		return 2, err
@@ -193,6 +203,8 @@ func runArgs(args []string) (int, error) {
 	if err := parseFlags(fs, ctx.flags); err != nil {
 		return 2, err
 	}
+	npSet := false
+	fs.Visit(func(f *flag.Flag) { npSet = npSet || f.Name == "np" || f.Name == "n" })
 	if *version {
 		fmt.Println(versionLine())
 		return 0, nil
@@ -263,13 +275,32 @@ func runArgs(args []string) (int, error) {
 			return 2, err
 		}
 	}
+	if who, n := launcher.ForeignLauncher(os.Getenv); n > 1 {
+		return launcher.ExitInternal, fmt.Errorf("gorun itself was started by %s as one of %d processes: each would start a job of its own. Run gorun once (in the batch script or the salloc shell); inside an allocation it starts the ranks on every node", who, n)
+	}
+	var alloc *launcher.Allocation
+	if len(hosts) == 0 && *rankfile == "" {
+		if alloc, err = launcher.FindAllocation(os.Getenv); err != nil {
+			return 2, err
+		}
+	}
+	if alloc != nil {
+		hosts = alloc.Hosts
+		if !npSet && len(apps) == 1 {
+			*np = alloc.NP
+			apps[0].NP = alloc.NP
+		}
+		if *agents == "" && strings.HasPrefix(alloc.System, "Slurm") {
+			if _, err := exec.LookPath("srun"); err == nil {
+				*agents = launcher.AgentsSrun
+			}
+		}
+	}
 	var rf []launcher.RankSlot
 	if *rankfile != "" {
 		if rf, err = launcher.ParseRankfile(*rankfile); err != nil {
 			return 2, err
 		}
-		npSet := false
-		fs.Visit(func(f *flag.Flag) { npSet = npSet || f.Name == "np" || f.Name == "n" })
 		if !npSet {
 			*np = len(rf)
 		}
@@ -280,6 +311,7 @@ func runArgs(args []string) (int, error) {
 	}
 	spec := launcher.Spec{
 		Rankfile:    rf,
+		Agents:      *agents,
 		Verbose:     *verbose,
 		TagOutput:   *tag,
 		OutputDir:   *outDir,
@@ -298,6 +330,9 @@ func runArgs(args []string) (int, error) {
 		IfInclude:       *ifInclude,
 		SSHConfig:       *sshConfig,
 		ConnectTimeout:  time.Duration(*connTimeout * float64(time.Second)),
+	}
+	if alloc != nil {
+		spec.SlurmCPUs = alloc.CPUs
 	}
 	if len(apps) == 1 {
 		spec.NP, spec.Program, spec.Args = *np, apps[0].Program, apps[0].Args
