@@ -7,9 +7,10 @@
 // that scripts written for OSU's output parse ours.
 //
 // One difference on purpose: the collectives' "Avg Latency(us)" figure is
-// the maximum over ranks of each rank's average (BENCH.md's method, as the
-// C references compute it), where OSU reports the mean over ranks; with -f
-// the columns are OSU's: mean, minimum and maximum over ranks.
+// the maximum over ranks of each rank's average (the method the C
+// references share, tests/openmpi/osu_common.h), where OSU reports the
+// mean over ranks; with -f the columns are OSU's: mean, minimum and
+// maximum over ranks.
 package osu
 
 import (
@@ -39,7 +40,7 @@ type Options struct {
 }
 
 // Version is the OSU micro-benchmarks release whose method and output
-// these ports follow (BENCH.md's figures were measured with it).
+// these ports follow (docs/measurements.md's figures were measured with it).
 const Version = "7.4"
 
 // p2p are the point-to-point benchmarks, which take no -f (as OSU's).
