@@ -228,6 +228,11 @@ func runArgs(args []string) (int, error) {
 	if *timeout < 0 || *boot < 0 || *connTimeout < 0 {
 		return 2, errors.New("timeouts must not be negative")
 	}
+	switch *agents {
+	case "", launcher.AgentsSSH, launcher.AgentsSrun:
+	default:
+		return 2, fmt.Errorf("--agents %q: expected ssh or srun", *agents)
+	}
 	if *stacks && *timeout == 0 {
 		return 2, errors.New("--get-stack-traces applies when --timeout expires: give --timeout SECONDS too")
 	}
