@@ -86,6 +86,14 @@ func (o *output) put(l *lineWriter, b []byte) {
 		o.raw([]byte("\n")) // end the line its stream left open
 		o.open = nil
 	}
+	if !o.tag && len(b) > 0 {
+		o.raw(b) // every line at once: one write
+		o.open = nil
+		if b[len(b)-1] != '\n' {
+			o.open = l
+		}
+		return
+	}
 	for len(b) > 0 {
 		seg := b
 		i := bytes.IndexByte(b, '\n')
