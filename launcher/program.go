@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"time"
 )
 
@@ -74,17 +73,23 @@ func buildGo(dir, tmp string, msgs *output) (string, error) {
 	var msg bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &msg, &msg
 	start := time.Now()
-	var noted atomic.Bool
-	t := time.AfterFunc(buildNote, func() {
-		noted.Store(true)
+	if err := cmd.Start(); err != nil {
+		return "", &errExit{ExitInternal, fmt.Errorf("go build %s: %v", dir, err)}
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	noted := false
+	select {
+	case err = <-done:
+	case <-time.After(buildNote):
+		noted = true
 		msgs.println(fmt.Sprintf("gorun: building %s (go build in %s; a cold build cache compiles every dependency and can take a minute)...", dir, abs))
-	})
-	err = cmd.Run()
-	t.Stop()
+		err = <-done
+	}
 	if err != nil {
 		return "", &errExit{ExitInternal, fmt.Errorf("go build %s: %v\n%s", dir, err, strings.TrimSpace(msg.String()))}
 	}
-	if noted.Load() {
+	if noted {
 		msgs.println(fmt.Sprintf("gorun: built %s in %.1f s", dir, time.Since(start).Seconds()))
 	}
 	return out, nil

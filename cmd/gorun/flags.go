@@ -42,7 +42,7 @@ var noteFlags = map[string]string{
 	"oversubscribe":     "gorun allows more ranks than slots by default (with a warning); --nooversubscribe refuses them",
 }
 
-// valueOnlyFlags are Open MPI flags that take two values (--mca NAME
+// twoValueFlags are Open MPI flags that take two values (--mca NAME
 // VALUE); flag.FlagSet cannot parse them, so splitArgs does.
 var twoValueFlags = map[string]bool{"mca": true, "gmca": true}
 
