@@ -9,9 +9,10 @@ import (
 )
 
 // The agent protocol. The launcher starts one agent per remote host
-// (`gorun --agent ...` over one ssh session) and talks to it over that
-// session's stdin and stdout: frames of a 4-byte little-endian length and a
-// msgpack-encoded agentMsg. The agent's stderr carries only its own
+// (`gorun --agent ...` in one ssh session, or in one srun step per node
+// inside a Slurm allocation: agentProc is the only difference) and talks
+// to it over its stdin and stdout: frames of a 4-byte little-endian length
+// and a msgpack-encoded agentMsg. The agent's stderr carries only its own
 // diagnostics, which the launcher prints prefixed with the host.
 //
 // Launcher to agent:

@@ -29,6 +29,23 @@
 // relays their stdio, control messages and exits over the session
 // (agentproto.go documents the frames).
 //
+// Inside a Slurm allocation the agents may instead be started by srun, one
+// step per node (srun.go); everything after the start is the same stream.
+// FindAllocation (slurm.go) reads Slurm's and PBS's allocations; cmd/gorun
+// uses them when no host list is given.
+//
+// Files: run.go (the job, Run, cleanup), place.go (hosts, mapping,
+// binding), rankenv.go (each rank's environment), spawn.go (starting
+// ranks), events.go (the event loop and its verdicts), stdio.go (output
+// forwarding: whole lines, unfinished ones shown after a pause),
+// remote.go/sshconn.go/srun.go (reaching hosts), agent.go and
+// agentproto.go (the agent and its protocol).
+//
+// Not done yet (issue 13, item 1): ranks on the launcher's own host are
+// started directly (spawn), not through an agent speaking the same
+// protocol, so "local or remote" is still a branch in spawn.go,
+// events.go and run.go.
+//
 // # Failures across hosts
 //
 // A remote rank's exit arrives from its agent. An agent's death ends its

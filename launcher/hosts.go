@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -23,6 +24,71 @@ type Host struct {
 	// MaxSlots is a hard limit on the ranks placed there even when
 	// oversubscribing (0: none).
 	MaxSlots int
+	// Port is the ssh port (a hostfile's port=P); empty: the ssh config's
+	// Port, else 22. "host:N" is always N slots, never a port.
+	Port string
+	// Entry is what the user wrote for this host, and how gorun read it
+	// (for --display-map): `"node1:2" (2 slots)`; entries of a repeated
+	// name are joined.
+	Entry string
+}
+
+// parseHostItem reads one host as -H and hostfiles write it: host,
+// host:N (N slots, as mpirun's -H and MPICH's hostfiles), [address] or
+// [address]:N (an IPv6 address, with slots). A bare IPv6 address (more
+// than one colon) is a name. what names the source in errors.
+func parseHostItem(item, what string) (Host, error) {
+	h := Host{Name: item}
+	slots := ""
+	switch {
+	case strings.HasPrefix(item, "["): // [v6addr] or [v6addr]:slots
+		end := strings.IndexByte(item, ']')
+		if end < 0 || (end+1 < len(item) && item[end+1] != ':') {
+			return h, fmt.Errorf("%s: %q: expected [address] or [address]:slots", what, item)
+		}
+		h.Name = item[1:end]
+		if end+1 < len(item) {
+			slots = item[end+2:]
+			if slots == "" {
+				return h, fmt.Errorf("%s: %q: slots must be a positive number", what, item)
+			}
+		}
+	case strings.Count(item, ":") == 1: // host:slots; a bare IPv6 address has more colons
+		h.Name, slots, _ = strings.Cut(item, ":")
+		if slots == "" {
+			return h, fmt.Errorf("%s: %q: slots must be a positive number", what, item)
+		}
+	}
+	if slots != "" {
+		n, err := strconv.Atoi(slots)
+		if err != nil || n < 1 {
+			return h, fmt.Errorf("%s: %q: slots must be a positive number (host:N means N slots; an ssh port goes in the ssh config, or port=P in a hostfile)", what, item)
+		}
+		h.Slots = n
+	}
+	if h.Name == "" {
+		return h, fmt.Errorf("%s: empty host name", what)
+	}
+	return h, nil
+}
+
+// describe says how an entry was read, for --display-map.
+func (h Host) describe(written string) string {
+	var r []string
+	if h.Slots == 1 {
+		r = append(r, "1 slot")
+	} else if h.Slots > 0 {
+		r = append(r, fmt.Sprintf("%d slots", h.Slots))
+	} else {
+		r = append(r, "slots: its CPUs")
+	}
+	if h.MaxSlots > 0 {
+		r = append(r, fmt.Sprintf("max %d", h.MaxSlots))
+	}
+	if h.Port != "" {
+		r = append(r, "ssh port "+h.Port)
+	}
+	return fmt.Sprintf("%q (%s)", written, strings.Join(r, ", "))
 }
 
 // ParseHostList parses -H's argument: "h1:4,h2:4,h3" (host[:slots]).
@@ -34,40 +100,21 @@ func ParseHostList(s string) ([]Host, error) {
 		if item == "" {
 			return nil, fmt.Errorf("-H %q: empty host name", s)
 		}
-		h := Host{Name: item}
-		slots := ""
-		switch {
-		case strings.HasPrefix(item, "["): // [v6addr] or [v6addr]:slots
-			end := strings.IndexByte(item, ']')
-			if end < 0 || (end+1 < len(item) && item[end+1] != ':') {
-				return nil, fmt.Errorf("-H %q: %q: expected [address]:slots", s, item)
-			}
-			h.Name = item[1:end]
-			if end+1 < len(item) {
-				slots = item[end+2:]
-			}
-		case strings.Count(item, ":") == 1: // host:slots; a bare IPv6 address has more colons
-			h.Name, slots, _ = strings.Cut(item, ":")
+		h, err := parseHostItem(item, fmt.Sprintf("-H %q", s))
+		if err != nil {
+			return nil, err
 		}
-		if slots != "" || strings.HasSuffix(item, ":") {
-			n, err := strconv.Atoi(slots)
-			if err != nil || n < 1 {
-				return nil, fmt.Errorf("-H %q: %q: slots must be a positive number", s, item)
-			}
-			h.Slots = n
-		}
-		if h.Name == "" {
-			return nil, fmt.Errorf("-H %q: empty host name", s)
-		}
+		h.Entry = h.describe(item)
 		hosts = mergeHost(hosts, h)
 	}
 	return hosts, nil
 }
 
-// ParseHostfile reads an Open MPI hostfile: one host per line, optionally
-// followed by slots=N and max_slots=M ("max-slots" and "count" are
-// accepted too); '#' starts a comment; blank lines are ignored. A line it
-// cannot read is an error naming FILE:LINE.
+// ParseHostfile reads an Open MPI or MPICH hostfile: one host per line,
+// written as -H writes one (host, host:N for N slots, [v6address]:N),
+// optionally followed by slots=N, max_slots=M ("max-slots" and "count"
+// are accepted too) and port=P (the ssh port); '#' starts a comment; blank
+// lines are ignored. A line it cannot read is an error naming FILE:LINE.
 func ParseHostfile(path string) ([]Host, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -88,10 +135,14 @@ func ParseHostfile(path string) ([]Host, error) {
 		bad := func(format string, a ...any) error {
 			return fmt.Errorf("%s:%d: %s (line %q)", path, ln, fmt.Sprintf(format, a...), strings.TrimSpace(sc.Text()))
 		}
-		h := Host{Name: fields[0]}
-		if strings.Contains(h.Name, "=") {
-			return nil, bad("expected a host name first, not %q", h.Name)
+		if strings.Contains(fields[0], "=") {
+			return nil, bad("expected a host name first, not %q", fields[0])
 		}
+		h, err := parseHostItem(fields[0], fmt.Sprintf("%s:%d", path, ln))
+		if err != nil {
+			return nil, fmt.Errorf("%w (line %q)", err, strings.TrimSpace(sc.Text()))
+		}
+		fromName := h.Slots
 		for _, kv := range fields[1:] {
 			k, v, ok := strings.Cut(kv, "=")
 			if !ok {
@@ -100,11 +151,20 @@ func ParseHostfile(path string) ([]Host, error) {
 			var dst *int
 			switch strings.ToLower(k) {
 			case "slots", "count", "cpu":
+				if fromName > 0 {
+					return nil, bad("slots given twice (%s and %s)", fields[0], kv)
+				}
 				dst = &h.Slots
 			case "max_slots", "max-slots":
 				dst = &h.MaxSlots
+			case "port":
+				if p, err := strconv.Atoi(v); err != nil || p < 1 || p > 65535 {
+					return nil, bad("port=%q: must be a port number", v)
+				}
+				h.Port = v
+				continue
 			default:
-				return nil, bad("unknown key %q (known: slots, max_slots)", k)
+				return nil, bad("unknown key %q (known: slots, max_slots, port)", k)
 			}
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 1 {
@@ -115,6 +175,7 @@ func ParseHostfile(path string) ([]Host, error) {
 		if h.MaxSlots > 0 && h.Slots > h.MaxSlots {
 			return nil, bad("slots=%d exceeds max_slots=%d", h.Slots, h.MaxSlots)
 		}
+		h.Entry = fmt.Sprintf("%s:%d ", filepath.Base(path), ln) + h.describe(strings.Join(fields, " "))
 		hosts = mergeHost(hosts, h)
 	}
 	if err := sc.Err(); err != nil {
@@ -140,6 +201,12 @@ func mergeHost(hosts []Host, h Host) []Host {
 		}
 		if h.MaxSlots > 0 && (hosts[i].MaxSlots == 0 || h.MaxSlots > hosts[i].MaxSlots) {
 			hosts[i].MaxSlots = h.MaxSlots
+		}
+		if h.Port != "" {
+			hosts[i].Port = h.Port
+		}
+		if h.Entry != "" {
+			hosts[i].Entry += " + " + h.Entry
 		}
 		return hosts
 	}

@@ -27,6 +27,7 @@ func TestParseHostList(t *testing.T) {
 	}
 	for _, c := range cases {
 		got, err := ParseHostList(c.in)
+		got = noEntries(got)
 		if c.err != "" {
 			if err == nil || !strings.Contains(err.Error(), c.err) {
 				t.Errorf("%q: error %v, want %q", c.in, err, c.err)
@@ -48,8 +49,22 @@ func TestParseHostfile(t *testing.T) {
 	}
 	got, err := ParseHostfile(write("# cluster\n\nnode1 slots=4 max_slots=8\n  node2   slots=2 # two\nnode3\nnode1 slots=2\nnode4 max-slots=3 count=1\n"))
 	want := []Host{{Name: "node1", Slots: 6, MaxSlots: 8}, {Name: "node2", Slots: 2}, {Name: "node3"}, {Name: "node4", Slots: 1, MaxSlots: 3}}
-	if err != nil || !reflect.DeepEqual(got, want) {
+	if err != nil || !reflect.DeepEqual(noEntries(got), want) {
 		t.Fatalf("%+v, %v; want %+v", got, err, want)
+	}
+	// MPICH's host:N is N slots, as with -H (it was once read as an ssh
+	// port); a port is port=P; an IPv6 address is bracketed.
+	got, err = ParseHostfile(write("localhost:2\nnode5:3 max_slots=4 port=2222\n[fe80::1]:2\n[::1]\nnode6 port=22\n"))
+	want = []Host{{Name: "localhost", Slots: 2}, {Name: "node5", Slots: 3, MaxSlots: 4, Port: "2222"}, {Name: "fe80::1", Slots: 2}, {Name: "::1"}, {Name: "node6", Port: "22"}}
+	entry := ""
+	if len(got) > 1 {
+		entry = got[1].Entry
+	}
+	if err != nil || !reflect.DeepEqual(noEntries(got), want) {
+		t.Fatalf("%+v, %v; want %+v", got, err, want)
+	}
+	if e := entry; e != `hosts:2 "node5:3 max_slots=4 port=2222" (3 slots, max 4, ssh port 2222)` {
+		t.Errorf("entry %q", e)
 	}
 	bad := []struct{ body, want string }{
 		{"n1 slots=2\nn2 slots=-1\n", "hosts:2: slots=\"-1\": must be a positive number"},
@@ -58,6 +73,10 @@ func TestParseHostfile(t *testing.T) {
 		{"slots=4\n", "hosts:1: expected a host name first"},
 		{"n1 slots=3 max_slots=2\n", "hosts:1: slots=3 exceeds max_slots=2"},
 		{"# empty\n", "no hosts"},
+		{"n1:0\n", "hosts:1: \"n1:0\": slots must be a positive number"},
+		{"n1:22 slots=2\n", "hosts:1: slots given twice"},
+		{"n1 port=x\n", "hosts:1: port=\"x\": must be a port number"},
+		{"[fe80::1\n", "expected [address]"},
 	}
 	for _, b := range bad {
 		_, err := ParseHostfile(write(b.body))
@@ -68,6 +87,14 @@ func TestParseHostfile(t *testing.T) {
 	if _, err := ParseHostfile(filepath.Join(dir, "missing")); err == nil {
 		t.Error("a missing hostfile is not an error")
 	}
+}
+
+// noEntries drops the descriptions for --display-map from hosts.
+func noEntries(hosts []Host) []Host {
+	for i := range hosts {
+		hosts[i].Entry = ""
+	}
+	return hosts
 }
 
 func TestIsLocalHost(t *testing.T) {

@@ -153,6 +153,9 @@ func (j *job) exitRecovering(p *proc, ws syscall.WaitStatus) {
 	defer j.settle()
 	switch {
 	case j.recov.lost[p.rank]:
+	case p.finalized && ws.Signaled():
+		j.errOut.println(fmt.Sprintf("gorun: %s was killed by signal %d (%s) after mpi.Finalize", p, int(ws.Signal()), unix.SignalName(ws.Signal())))
+		p.status = ExitSignal + int(ws.Signal())
 	case ws.Signaled():
 		s := ws.Signal()
 		j.lose(p, ExitSignal+int(s), fmt.Sprintf("gorun: %s was killed by signal %d (%s)", p, int(s), unix.SignalName(s)))

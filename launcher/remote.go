@@ -32,6 +32,7 @@ type remoteHost struct {
 	client *ssh.Client
 	local  net.IP // the launcher's address on the (first hop's) connection
 	sess   *ssh.Session
+	proc   agentProc // how the agent was started: ssh, or srun
 	in     io.WriteCloser
 	out    *bufio.Reader
 	hello  *agentMsg
@@ -45,6 +46,39 @@ type remoteHost struct {
 	closed  atomic.Bool
 	errTail *tailBuffer // the agent's stderr, for error messages
 }
+
+// agentProc is how a host's agent was started, as far as the launcher's
+// side of the protocol cares: the stream is the same for every backend.
+type agentProc interface {
+	// exitReason waits at most d for the agent's end and says how it
+	// ended; streamErr is the error that ended its stream.
+	exitReason(d time.Duration, streamErr error) string
+	// kill ends the agent's transport (the ssh connection, the srun
+	// process); the agent then kills its ranks.
+	kill()
+}
+
+// sshProc is an agent in an ssh session.
+type sshProc struct {
+	client *ssh.Client
+	sess   *ssh.Session
+}
+
+func (p *sshProc) exitReason(d time.Duration, streamErr error) string {
+	werr := waitWithin(p.sess, d)
+	var ee *ssh.ExitError
+	switch {
+	case errors.As(werr, &ee) && ee.Signal() != "":
+		return "the agent was killed by signal " + ee.Signal()
+	case errors.As(werr, &ee):
+		return fmt.Sprintf("the agent exited with status %d", ee.ExitStatus())
+	case werr == nil:
+		return "the agent exited"
+	}
+	return "the ssh connection was lost (" + streamErr.Error() + ")"
+}
+
+func (p *sshProc) kill() { p.client.Close() }
 
 // agentExitMissing is the status of the start script when gorun's binary
 // is not on the host (or differs from the launcher's).
@@ -125,6 +159,10 @@ type agentConfig struct {
 	ifInclude string
 	sums      *fileSums
 	stderr    *output // for the agent's diagnostics
+	// srun, when set, starts the agents with this srun (Spec.Agents);
+	// cpus is each node's CPUs in the allocation, for the step.
+	srun string
+	cpus map[string]int
 }
 
 // connectHost connects to name, makes sure gorun and the program are
@@ -142,10 +180,11 @@ func connectHost(cfg *agentConfig, name string, idx int, trace func(string, ...a
 		return nil, err
 	}
 	gorunID := fileID(cfg.gorun)
-	agentArgs := fmt.Sprintf("%s -version %d -beat %v -timeout %v -prog %s -prog-id %s", AgentFlag, agentProtoVersion, pAgentBeat(), pAgentTimeout(), shellQuote(cfg.prog), shellQuote(fileID(cfg.prog)))
-	if cfg.ifInclude != "" {
-		agentArgs += " -if-include " + shellQuote(cfg.ifInclude)
+	var quoted []string
+	for _, a := range agentArgv(cfg) {
+		quoted = append(quoted, shellQuote(a))
 	}
+	agentArgs := strings.Join(quoted, " ")
 	// Fast path: the same gorun (size and mtime) at the same path, as on a
 	// shared file system.
 	q := shellQuote(cfg.gorun)
@@ -162,6 +201,7 @@ func connectHost(cfg *agentConfig, name string, idx int, trace func(string, ...a
 		return fail(err)
 	}
 	trace("%s: agent said hello", name)
+	h.proc = &sshProc{client: client, sess: h.sess}
 	h.startBeats()
 	if h.hello.Err != "" {
 		h.sess.Close()
@@ -180,6 +220,15 @@ func connectHost(cfg *agentConfig, name string, idx int, trace func(string, ...a
 }
 
 var errAgentMissing = errors.New("gorun is not on the host")
+
+// agentArgv is the agent's command line after gorun's path.
+func agentArgv(cfg *agentConfig) []string {
+	a := []string{AgentFlag, "-version", fmt.Sprint(agentProtoVersion), "-beat", pAgentBeat().String(), "-timeout", pAgentTimeout().String(), "-prog", cfg.prog, "-prog-id", fileID(cfg.prog)}
+	if cfg.ifInclude != "" {
+		a = append(a, "-if-include", cfg.ifInclude)
+	}
+	return a
+}
 
 // startAgent runs script in a new session and waits for the agent's hello.
 func (h *remoteHost) startAgent(cfg *agentConfig, script string, timeout time.Duration) error {
@@ -467,18 +516,7 @@ func (h *remoteHost) readLoop(j *job) {
 	}
 	reason := "its connection ended"
 	if !h.closed.Load() {
-		werr := waitWithin(h.sess, 200*time.Millisecond)
-		var ee *ssh.ExitError
-		switch {
-		case errors.As(werr, &ee) && ee.Signal() != "":
-			reason = "the agent was killed by signal " + ee.Signal()
-		case errors.As(werr, &ee):
-			reason = fmt.Sprintf("the agent exited with status %d", ee.ExitStatus())
-		case werr == nil:
-			reason = "the agent exited"
-		default:
-			reason = "the ssh connection was lost (" + err.Error() + ")"
-		}
+		reason = h.proc.exitReason(200*time.Millisecond, err)
 		if tail := h.errTail.String(); tail != "" {
 			reason += ": " + lastLine(tail)
 		}
@@ -533,5 +571,9 @@ func (h *remoteHost) close(wait time.Duration) {
 		}
 	}
 	close(h.quit)
-	h.client.Close()
+	if h.proc != nil {
+		h.proc.kill()
+	} else if h.client != nil {
+		h.client.Close()
+	}
 }

@@ -13,6 +13,14 @@ type Spec struct {
 	// executable found like a shell would; Args follow it.
 	Program string
 	Args    []string
+	// Apps, when set, is an MPMD job (gorun -np 2 ./a : -np 1 ./b): each
+	// program's ranks follow the previous one's, and NP, Program and Args
+	// are ignored.
+	Apps []App
+	// OutputDir, when set (--output-filename), also receives each rank's
+	// output in OutputDir/1/rank.N/stdout and .../stderr, Open MPI 4.1's
+	// layout, as it comes (partial lines included).
+	OutputDir string
 	// TagOutput prefixes every forwarded line with the rank that wrote it.
 	TagOutput bool
 	// Timeout ends a job that runs longer (0: no limit).
@@ -21,6 +29,10 @@ type Spec struct {
 	// told and may go on (package mpi's Revoke, Shrink, Agree;
 	// recovery.go). Off, a failed rank ends the job.
 	Recovery bool
+	// StackTraces, with Timeout, asks every rank for its stacks before the
+	// job is ended (SIGQUIT: a Go program prints every goroutine's stack
+	// and exits), as mpirun's --get-stack-traces.
+	StackTraces bool
 	// BootTimeout is how long ranks that called mpi.Init wait for the
 	// others before the job is ended (0: DefaultBootTimeout).
 	BootTimeout time.Duration
@@ -35,6 +47,10 @@ type Spec struct {
 	// host alone. Hosts other than this one are reached over ssh, where a
 	// per-host agent starts their ranks.
 	Hosts []Host
+	// Rankfile, when set (--rankfile), places rank r on Rankfile[r].Host,
+	// bound to its CPU when it names one, instead of MapBy; NP must equal
+	// its length. With no Hosts, its hosts are the job's.
+	Rankfile []RankSlot
 	// MapBy is MapBySlot (default: fill each host's slots in turn) or
 	// MapByNode (one rank per host in turn).
 	MapBy string
@@ -44,6 +60,9 @@ type Spec struct {
 	BindTo string
 	// ReportBindings prints each rank's binding on Stderr before launch.
 	ReportBindings bool
+	// DisplayMap prints the hosts, their slots (and how each host entry
+	// was read) and the ranks placed on each, on Stderr before launch.
+	DisplayMap bool
 	// NoOversubscribe refuses more ranks than slots (the default allows
 	// it, with one warning line).
 	NoOversubscribe bool
@@ -55,9 +74,34 @@ type Spec struct {
 	// SSHConfig replaces ~/.ssh/config and /etc/ssh/ssh_config (like
 	// ssh -F).
 	SSHConfig string
+	// Verbose prints the launch's steps (connects, agents, spawns,
+	// wire-up) with their times since the start on Stderr, as
+	// GORUN_LAUNCH_TRACE=1 does.
+	Verbose bool
+	// Agents is how the agents of other hosts start: AgentsSSH (default)
+	// or AgentsSrun (inside a Slurm allocation; gorun and the program
+	// must be on a shared file system). SlurmCPUs is each node's CPUs in
+	// the allocation, given to srun's step.
+	Agents    string
+	SlurmCPUs map[string]int
 	// ConnectTimeout bounds connecting to each host (0: the ssh config's
 	// ConnectTimeout, else DefaultConnectTimeout).
 	ConnectTimeout time.Duration
+}
+
+// How agents start (Spec.Agents).
+const (
+	AgentsSSH  = "ssh"
+	AgentsSrun = "srun"
+)
+
+// App is one program of an MPMD job: NP ranks running Program with Args,
+// with Env added to their environment after Spec.Env.
+type App struct {
+	NP      int
+	Program string
+	Args    []string
+	Env     []string
 }
 
 // DefaultBootTimeout bounds the wait, from the first rank's mpi.Init, for

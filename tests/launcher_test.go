@@ -5,8 +5,10 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -336,5 +338,304 @@ func TestDefaultBinding(t *testing.T) {
 				t.Errorf("np=%d %v: a rank bound to CPU %s, want unbound:\n%s", j.np, j.flags, s, r.stdout)
 			}
 		}
+	}
+}
+
+func init() {
+	rankCases["mpmd"] = func(w *mpi.Comm) error {
+		n := []int{1}
+		if err := mpi.Allreduce(w, n, n, mpi.Sum); err != nil {
+			return err
+		}
+		fmt.Printf("rank %d of %d (sum %d) runs %s\n", w.Rank(), w.Size(), n[0], os.Getenv("MPMD_NAME"))
+		return nil
+	}
+	rawCases["usrsignals"] = func() int {
+		sigs := make(chan os.Signal, 2)
+		signal.Notify(sigs, syscall.SIGUSR1, syscall.SIGUSR2)
+		mpi.Init()
+		markReady()
+		for range 2 {
+			fmt.Printf("rank %d got %v\n", mpi.World().Rank(), <-sigs)
+		}
+		mpi.Finalize()
+		return 0
+	}
+}
+
+// gorunOut runs gorun with args and returns its status, stdout and stderr
+// apart.
+func gorunOut(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	c := exec.Command(gorunBin, args...)
+	var out, errb bytes.Buffer
+	c.Stdout, c.Stderr = &out, &errb
+	err := c.Run()
+	if _, ok := err.(*exec.ExitError); err != nil && !ok {
+		t.Fatal(err)
+	}
+	return c.ProcessState.ExitCode(), out.String(), errb.String()
+}
+
+// TestFlagErrors (issue 13): a bad flag is one line with a suggestion,
+// help is printed once on stdout, Open MPI's flags that gorun has no use
+// for are accepted with a note, --mca is read as gorun's own parameters.
+func TestFlagErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-nP", "2", "true"}, "gorun: unknown flag -nP (did you mean -np?)"},
+		{[]string{"--tag-ouput", "true"}, "gorun: unknown flag --tag-ouput (did you mean --tag-output?)"},
+		{[]string{"--hostfil", "x", "true"}, "(did you mean --hostfile?)"},
+		{[]string{"-np", "x", "true"}, `gorun: bad value "x" for flag -np`},
+		{[]string{"-np"}, "gorun: flag -np needs a value"},
+		{[]string{"--mca", "pml", "ob1", "true"}, "gorun: --mca pml: not a gorun parameter"},
+		{[]string{"--mca", "btl"}, "--mca needs two arguments"},
+		{[]string{"-np", "1", "true", ":"}, "no program after ':'"},
+		{[]string{"-np", "1", "true", ":", "--tag-output", "true"}, "only -np and -x may be given per program"},
+		{[]string{"--get-stack-traces", "true"}, "give --timeout SECONDS too"},
+		{nil, "no program given"},
+	} {
+		code, out, errs := gorunOut(t, c.args...)
+		if code != 2 || out != "" || !strings.Contains(errs, c.want) || strings.Count(errs, "\n") != 1 {
+			t.Errorf("gorun %q: exit %d (want 2), stdout %q, stderr %q (want one line with %q)", c.args, code, out, errs, c.want)
+		}
+	}
+	for _, h := range []string{"--help", "-h", "-help"} {
+		code, out, errs := gorunOut(t, h)
+		if code != 0 || errs != "" || strings.Count(out, "usage: gorun") != 1 {
+			t.Errorf("gorun %s: exit %d, stderr %q, usage %d times on stdout", h, code, errs, strings.Count(out, "usage: gorun"))
+		}
+	}
+	code, out, errs := gorunOut(t, "--allow-run-as-root", "--oversubscribe", "-np", "2", "sh", "-c", "echo ran")
+	if code != 0 || out != "ran\nran\n" || !strings.Contains(errs, "note: --allow-run-as-root accepted") || !strings.Contains(errs, "note: --oversubscribe accepted") {
+		t.Errorf("Open MPI flags: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	code, out, errs = gorunOut(t, "--mca", "btl", "vader,self", "--mca", "sm_slots", "8", "sh", "-c", "echo $GORUN_BTL $GORUN_SM_SLOTS")
+	if code != 0 || out != "sm,self 8\n" || !strings.Contains(errs, "--mca btl vader,self read as GORUN_BTL=sm,self") {
+		t.Errorf("--mca: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	code, out, errs = gorunOut(t, "--version")
+	if code != 0 || !strings.HasPrefix(out, "gorun ") || !strings.Contains(out, "commit") || errs != "" {
+		t.Errorf("--version: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+}
+
+// TestMPMD (issue 13): the colon form runs several programs in one
+// MPI_COMM_WORLD, each with its own -np and -x; it once ran one rank with
+// ": -np 1 ./b" as its arguments.
+func TestMPMD(t *testing.T) {
+	self := os.Args[0]
+	r := job{np: 1, args: []string{"-x", "GORUN_TEST_CASE=mpmd", "-x", "MPMD_NAME=first", self, "-test.run=^$",
+		":", "-np", "2", "-x", "GORUN_TEST_CASE=mpmd", "-x", "MPMD_NAME=second", self, "-test.run=^$"}}.ok(t)
+	for _, want := range []string{"rank 0 of 3 (sum 3) runs first", "rank 1 of 3 (sum 3) runs second", "rank 2 of 3 (sum 3) runs second"} {
+		if !strings.Contains(r.stdout, want+"\n") {
+			t.Errorf("missing %q in:\n%s\n%s", want, r.stdout, r.stderr)
+		}
+	}
+	r = job{np: 2, args: []string{"sh", "-c", "echo A$RANK", ":", "-n", "1", "sh", "-c", "echo B$RANK $0", "arg"}, flags: []string{"--display-map"}}.ok(t)
+	if !strings.Contains(r.stdout, "A0\n") || !strings.Contains(r.stdout, "A1\n") || !strings.Contains(r.stdout, "B2 arg\n") || !strings.Contains(r.stderr, "ranks 0=sh 1=sh 2=sh") {
+		t.Errorf("stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+	}
+}
+
+// TestDisplayMap (issue 13): a hostfile's localhost:2 is 2 slots, as with
+// -H (it was read as ssh port 2), and --display-map says so.
+func TestDisplayMap(t *testing.T) {
+	hf := filepath.Join(t.TempDir(), "hosts")
+	os.WriteFile(hf, []byte("localhost:2\n"), 0o644)
+	r := job{np: 2, flags: []string{"--hostfile", hf, "--display-map"}, args: []string{"true"}}.ok(t)
+	if !strings.Contains(r.stderr, `localhost: 2 slots, here, no ssh; from hosts:1 "localhost:2" (2 slots); ranks 0 1`) {
+		t.Errorf("--display-map:\n%s", r.stderr)
+	}
+}
+
+// TestForwardSignals (issue 13): SIGUSR1 and SIGUSR2 to gorun reach every
+// rank, as with mpirun; the job goes on.
+func TestForwardSignals(t *testing.T) {
+	c, errb, _ := startReady(t, job{np: 2, cas: "usrsignals"})
+	c.Process.Signal(syscall.SIGUSR1)
+	c.Process.Signal(syscall.SIGUSR2)
+	err := c.Wait()
+	out := c.Stdout.(*bytes.Buffer).String()
+	if err != nil {
+		t.Fatalf("gorun: %v\n%s\n%s", err, out, errb)
+	}
+	for r := range 2 {
+		for _, s := range []string{"user defined signal 1", "user defined signal 2"} {
+			if want := fmt.Sprintf("rank %d got %s\n", r, s); !strings.Contains(out, want) {
+				t.Errorf("missing %q in:\n%s", want, out)
+			}
+		}
+	}
+}
+
+// TestStackTraces (issue 13): with --get-stack-traces, a job that runs
+// past --timeout first shows every rank's goroutine stacks.
+func TestStackTraces(t *testing.T) {
+	r := job{np: 2, cas: "sleep", timeout: 3 * time.Second, flags: []string{"--get-stack-traces"}}.run(t)
+	if r.code != 124 || !strings.Contains(r.stderr, "asking every rank for its stacks") {
+		t.Fatalf("exit %d (want 124):\n%s", r.code, r.stderr)
+	}
+	if n := strings.Count(r.stderr, "SIGQUIT: quit"); n != 2 {
+		t.Errorf("%d stack dumps, want one per rank:\n%s", n, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "time.Sleep") {
+		t.Errorf("no goroutine of the sleeping ranks in the dump:\n%s", r.stderr)
+	}
+	checkNothingLeft(t, r)
+}
+
+func init() {
+	rawCases["prompt"] = func() int {
+		mpi.Init()
+		if mpi.World().Rank() == 0 {
+			os.Stdout.WriteString("name? ")
+			b := make([]byte, 100)
+			n, _ := os.Stdin.Read(b)
+			fmt.Printf("hello %s", b[:n])
+		}
+		mpi.Finalize()
+		return 0
+	}
+}
+
+// TestPartialLine (issue 13): a prompt without a newline shows while its
+// rank waits for the answer; it was held until a newline came.
+func TestPartialLine(t *testing.T) {
+	c, _, _, _ := job{np: 2, cas: "prompt"}.cmd(t)
+	var errb bytes.Buffer
+	c.Stdout, c.Stderr, c.Stdin = nil, &errb, nil
+	out, err := c.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := c.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Read until the prompt shows; hangGuard catches a gorun that holds it.
+	got := make(chan string, 1)
+	go func() {
+		var seen []byte
+		b := make([]byte, 100)
+		for !bytes.Contains(seen, []byte("name? ")) {
+			n, err := out.Read(b)
+			seen = append(seen, b[:n]...)
+			if err != nil {
+				break
+			}
+		}
+		got <- string(seen)
+	}()
+	select {
+	case s := <-got:
+		if s != "name? " {
+			t.Errorf("before the answer, stdout %q", s)
+		}
+	case <-time.After(hangGuard):
+		c.Process.Kill()
+		c.Wait()
+		t.Fatalf("the prompt never showed while rank 0 waited for stdin: %s", errb.String())
+	}
+	io.WriteString(in, "gorun\n")
+	in.Close()
+	rest, _ := io.ReadAll(out)
+	if err := c.Wait(); err != nil || string(rest) != "hello gorun\n" {
+		t.Errorf("%v: after the answer, stdout %q; stderr %s", err, rest, errb.String())
+	}
+}
+
+// TestOutputFilename (issue 13): --output-filename DIR writes each rank's
+// streams to DIR/1/rank.N/{stdout,stderr}, as Open MPI 4.1, and still to
+// gorun's own.
+func TestOutputFilename(t *testing.T) {
+	dir := t.TempDir()
+	r := job{np: 2, args: []string{"sh", "-c", "echo out $RANK; printf 'err %s' $RANK >&2"}, flags: []string{"--output-filename", dir}}.ok(t)
+	for rank := range 2 {
+		for stream, want := range map[string]string{"stdout": fmt.Sprintf("out %d\n", rank), "stderr": fmt.Sprintf("err %d", rank)} {
+			b, err := os.ReadFile(filepath.Join(dir, "1", fmt.Sprintf("rank.%d", rank), stream))
+			if err != nil || string(b) != want {
+				t.Errorf("rank %d %s: %q, %v; want %q", rank, stream, b, err, want)
+			}
+		}
+		if !strings.Contains(r.stdout, fmt.Sprintf("out %d\n", rank)) {
+			t.Errorf("stdout lacks rank %d's line: %q", rank, r.stdout)
+		}
+	}
+}
+
+func init() {
+	rawCases["initerr"] = func() int {
+		if err := mpi.Init(); err != nil {
+			fmt.Println("Init:", err)
+			return 1
+		}
+		fmt.Printf("rank %d of %d\n", mpi.World().Rank(), mpi.World().Size())
+		mpi.Finalize()
+		return 0
+	}
+}
+
+// TestForeignLauncher (issue 13): a gorun program started by Open MPI's
+// mpirun, and an Open MPI program started by gorun, say so instead of
+// running as separate one-rank jobs.
+func TestForeignLauncher(t *testing.T) {
+	ref := openmpi(t)
+	r := job{np: 2, args: []string{filepath.Join(ref, "hello")}}.run(t)
+	if r.code != 125 || !strings.Contains(r.stderr, "links libmpi.so") || !strings.Contains(r.stderr, "mpirun -np 2") {
+		t.Errorf("an Open MPI program under gorun: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	c := exec.Command("mpirun.openmpi", "--allow-run-as-root", "--oversubscribe", "-np", "2", "-x", "GORUN_TEST_CASE=initerr", os.Args[0], "-test.run=^$")
+	c.Env = append(os.Environ(), "PMIX_MCA_gds=hash")
+	out, _ := c.CombinedOutput()
+	if n := strings.Count(string(out), "started by Open MPI's mpirun (OMPI_COMM_WORLD_SIZE=2) as one of 2 processes, not by gorun"); n != 2 {
+		t.Errorf("a gorun program under mpirun: %d of 2 processes said so:\n%s", n, out)
+	}
+}
+
+// TestRankfileAndTorchEnv (issue 13): --rankfile places and binds each
+// rank where it says; every rank gets torchrun's MASTER_ADDR and
+// MASTER_PORT (rank 0's host, a free port) unless the user set them;
+// --verbose shows the launch's steps.
+func TestRankfileAndTorchEnv(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs 2 CPUs to see the rankfile's binding")
+	}
+	rf := filepath.Join(t.TempDir(), "rf")
+	os.WriteFile(rf, []byte("rank 0=localhost slot=1\nrank 1=localhost slot=0\n"), 0o644)
+	show := []string{"sh", "-c", `echo "rank $RANK cpus $(grep Cpus_allowed_list /proc/self/status | cut -f2) master $MASTER_ADDR:$MASTER_PORT"`}
+	c := exec.Command(gorunBin, append([]string{"--rankfile", rf, "--verbose", "--display-map"}, show...)...)
+	var out, errb bytes.Buffer
+	c.Stdout, c.Stderr = &out, &errb
+	if err := c.Run(); err != nil {
+		t.Fatalf("%v\n%s", err, errb.String())
+	}
+	var port string
+	for r, cpu := range []int{1, 0} {
+		i := strings.Index(out.String(), fmt.Sprintf("rank %d cpus %d master 127.0.0.1:", r, cpu))
+		if i < 0 {
+			t.Fatalf("rank %d not on CPU %d with MASTER_ADDR 127.0.0.1:\n%s", r, cpu, out.String())
+		}
+		p := strings.Fields(out.String()[i:])[4]
+		if port == "" {
+			port = p
+		}
+		if p != port || strings.HasSuffix(p, ":") {
+			t.Errorf("MASTER_PORT differs between ranks or is empty: %q", out.String())
+		}
+	}
+	for _, want := range []string{"(--rankfile)", "from the rankfile (2 ranks); ranks 0 1", "gorun: trace", "spawned 2 ranks"} {
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errb.String())
+		}
+	}
+	r := job{np: 2, args: []string{"sh", "-c", "echo $MASTER_ADDR:$MASTER_PORT"}, flags: []string{"-x", "MASTER_PORT=29500"}}.ok(t)
+	if r.stdout != "127.0.0.1:29500\n127.0.0.1:29500\n" {
+		t.Errorf("-x MASTER_PORT=29500: %q", r.stdout)
 	}
 }

@@ -207,6 +207,13 @@ func TestMultiHost(t *testing.T) {
 			t.Errorf("took %v", r.elapsed)
 		}
 		nh.checkNothingLeftOnHosts(t, 5*time.Second)
+		// Every rank failing at once (before a held verdict was due):
+		// still the failure's status, not 0 (issue 13 found it).
+		j = nh.job(3, "h1:2,h2:1")
+		j.args = []string{"sh", "-c", "exit 3"}
+		if r := j.run(t); r.code != 3 || !strings.Contains(r.stderr, "exited with status 3") {
+			t.Errorf("every rank exits 3: exit %d: %s", r.code, r.stderr)
+		}
 		// A program missing on the host (here: everywhere) is 127.
 		j = nh.job(2, "h1:1,h2:1")
 		j.args = []string{"/nonexistent/prog"}
@@ -590,4 +597,58 @@ func TestMultiHostMeasure(t *testing.T) {
 		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
 		t.Logf("%-20s -> job end: median %v, max %v (n=%d)", f.name, median(d).Round(time.Millisecond), d[len(d)-1].Round(time.Millisecond), len(d))
 	}
+}
+
+// TestSlurmAllocation (issue 13): inside a Slurm allocation (its
+// variables set as sbatch sets them), `gorun PROGRAM` with no -np or host
+// list runs the allocation's tasks on its nodes, starting one agent per
+// node with srun; here a stand-in srun that runs its command over ssh on
+// the node it names, as slurmd would start it there.
+func TestSlurmAllocation(t *testing.T) {
+	nh := needNetHosts(t, 2, false) // a shared /tmp: srun's agents need gorun and the program at the same path
+	bin := t.TempDir()
+	log := filepath.Join(bin, "srun.log")
+	script := "#!/bin/bash\n" +
+		"# stand-in srun: srun [options] COMMAND...: COMMAND on --nodelist's node, over ssh\n" +
+		"node=\n" +
+		"while [[ $1 == -* ]]; do case $1 in --nodelist=*) node=${1#--nodelist=};; esac; echo \"$1\" >> " + log + "; shift; done\n" +
+		"exec ssh -F " + nh.config + " \"$node\" \"$(printf '%q ' \"$@\")\"\n"
+	if err := os.WriteFile(filepath.Join(bin, "srun"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	slurm := []string{"PATH=" + bin + ":" + os.Getenv("PATH"), "SLURM_JOB_ID=77", "SLURM_JOB_NODELIST=h[1-2]", "SLURM_TASKS_PER_NODE=2,1", "SLURM_JOB_CPUS_PER_NODE=4(x2)"}
+	run := func(args ...string) (string, string) {
+		c := exec.Command(gorunBin, append([]string{"--timeout", "60", "--display-map"}, args...)...)
+		c.Env = append(os.Environ(), slurm...)
+		var out, errb strings.Builder
+		c.Stdout, c.Stderr = &out, &errb
+		if err := c.Run(); err != nil {
+			t.Fatalf("gorun %v in the allocation: %v\n%s\n%s", args, err, out.String(), errb.String())
+		}
+		return out.String(), errb.String()
+	}
+	out, errs := run("sh", "-c", whereAmI)
+	got := placementOf(t, out)
+	for r, w := range []string{"h1", "h1", "h2"} {
+		if got[r][0] != w {
+			t.Errorf("rank %d on %s, want %s: %v\n%s", r, got[r][0], w, got, errs)
+		}
+	}
+	if len(got) != 3 || !strings.Contains(errs, "from Slurm job 77 (SLURM_TASKS_PER_NODE: 2)") {
+		t.Errorf("%d ranks, want SLURM_TASKS_PER_NODE's 3:\n%s", len(got), errs)
+	}
+	b, _ := os.ReadFile(log)
+	for _, w := range []string{"--nodelist=h1", "--nodelist=h2", "--ntasks-per-node=1", "--cpus-per-task=4", "--overlap"} {
+		if !strings.Contains(string(b), w+"\n") {
+			t.Errorf("srun was not given %s:\n%s", w, b)
+		}
+	}
+	// MPI across the nodes, wired up through the agents srun started.
+	out, errs = run("-x", "GORUN_TEST_CASE=mpmd", os.Args[0], "-test.run=^$")
+	for r := range 3 {
+		if want := fmt.Sprintf("rank %d of 3 (sum 3)", r); !strings.Contains(out, want) {
+			t.Errorf("missing %q:\n%s\n%s", want, out, errs)
+		}
+	}
+	nh.checkNothingLeftOnHosts(t, 5*time.Second)
 }

@@ -517,6 +517,9 @@ func parseOSU(out string) (map[int]float64, error) {
 			continue
 		}
 		f := strings.Fields(line)
+		if len(f) == 1 {
+			f = []string{"0", f[0]} // OSU's barrier: no size column
+		}
 		if len(f) < 2 {
 			continue
 		}

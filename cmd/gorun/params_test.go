@@ -139,3 +139,19 @@ func hasPrefixed(set map[string]bool, prefix string) bool {
 	}
 	return false
 }
+
+// TestTuningDocListsEveryParam: docs/tuning.md names every tunable that
+// --help-params lists, so that the page users read is complete.
+func TestTuningDocListsEveryParam(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "tuning.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	writeParams(&buf)
+	for _, line := range strings.Split(buf.String(), "\n") {
+		if f := strings.Fields(line); len(f) > 0 && !strings.Contains(string(doc), "`"+f[0]+"`") {
+			t.Errorf("docs/tuning.md does not list %s (gorun --help-params does)", f[0])
+		}
+	}
+}

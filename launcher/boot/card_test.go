@@ -71,3 +71,24 @@ func TestCardUnknownPlacement(t *testing.T) {
 		t.Fatalf("card round trip:\n got %+v\nwant %+v", got, c)
 	}
 }
+
+func TestForeignLauncher(t *testing.T) {
+	for _, c := range []struct {
+		env  map[string]string
+		who  string
+		size int
+	}{
+		{map[string]string{"OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_RANK": "1"}, "Open MPI's mpirun (OMPI_COMM_WORLD_SIZE=4)", 4},
+		{map[string]string{"PMI_SIZE": "2", "PMI_RANK": "0"}, "PMI launcher", 2},
+		{map[string]string{"PMIX_RANK": "0", "PMIX_SIZE": "8"}, "PMIx", 8},
+		{map[string]string{"SLURM_STEP_NUM_TASKS": "3", "SLURM_PROCID": "2"}, "srun (SLURM_STEP_NUM_TASKS=3)", 3},
+		{map[string]string{"SLURM_NTASKS": "3", "SLURM_JOB_ID": "7"}, "", 0}, // a batch script, not a step
+		{map[string]string{"OMPI_COMM_WORLD_SIZE": "x"}, "", 0},
+		{nil, "", 0},
+	} {
+		who, n := ForeignLauncher(func(k string) string { return c.env[k] })
+		if n != c.size || (c.who == "") != (who == "") || !strings.Contains(who, c.who) {
+			t.Errorf("%v: %q, %d; want %q, %d", c.env, who, n, c.who, c.size)
+		}
+	}
+}

@@ -47,6 +47,9 @@ type Env struct {
 func ReadEnv() (*Env, error) {
 	rs, ok := os.LookupEnv(EnvRank)
 	if !ok {
+		if who, n := ForeignLauncher(os.Getenv); n > 1 {
+			return nil, fmt.Errorf("boot: this process was started by %s as one of %d processes, not by gorun: each would run alone as rank 0 of 1. A gorun program needs gorun's launcher: gorun -np %d PROGRAM (inside a Slurm allocation, gorun PROGRAM uses it)", who, n, n)
+		}
 		host, _ := os.Hostname()
 		return &Env{Rank: 0, Size: 1, LocalSize: 1, Singleton: true, HostID: host, JobID: fmt.Sprintf("single-%d", os.Getpid())}, nil
 	}
@@ -96,4 +99,23 @@ func ReadEnv() (*Env, error) {
 	}
 	e.Secret = hello.Secret
 	return e, nil
+}
+
+// ForeignLauncher recognizes another launcher's environment in getenv (a
+// process started by Open MPI's mpirun, MPICH's Hydra, a PMIx server or
+// srun) and returns its name and the number of processes it started (0:
+// none recognized). A gorun rank is never asked: gorun's own variables
+// come first.
+func ForeignLauncher(getenv func(string) string) (string, int) {
+	for _, v := range []struct{ name, who string }{
+		{"OMPI_COMM_WORLD_SIZE", "Open MPI's mpirun"},
+		{"PMIX_SIZE", "a PMIx launcher"},
+		{"PMI_SIZE", "a PMI launcher (MPICH's mpiexec/Hydra, or srun --mpi=pmi2)"},
+		{"SLURM_STEP_NUM_TASKS", "srun"}, // set for a step's tasks, not in a batch script
+	} {
+		if n, err := strconv.Atoi(getenv(v.name)); err == nil && n > 0 {
+			return fmt.Sprintf("%s (%s=%d)", v.who, v.name, n), n
+		}
+	}
+	return "", 0
 }

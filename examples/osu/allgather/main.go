@@ -23,7 +23,7 @@ func main() {
 	w := mpi.World()
 	n := w.Size()
 	if w.Rank() == 0 {
-		osu.Header("Allgather Latency Test", "Avg Latency(us)")
+		osu.CollHeader(o, "Allgather Latency Test", true)
 	}
 	if o.Device {
 		s, r := o.Buffer(o.Max), o.Buffer(o.Max*n)

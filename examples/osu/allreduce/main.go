@@ -23,7 +23,7 @@ func main() {
 	defer mpi.Finalize()
 	w := mpi.World()
 	if w.Rank() == 0 {
-		osu.Header("Allreduce Latency Test", "Avg Latency(us)")
+		osu.CollHeader(o, "Allreduce Latency Test", true)
 	}
 	if o.Device {
 		s, r := o.Buffer(o.Max), o.Buffer(o.Max)

@@ -28,7 +28,7 @@ func main() {
 		send[i], recv[i] = 'a', 'b'
 	}
 	if w.Rank() == 0 {
-		osu.Header("All-to-All Latency Test", "Avg Latency(us)")
+		osu.CollHeader(o, "All-to-All Personalized Exchange Latency Test", true)
 	}
 	osu.RunCollective(w, o, func(size int) error { return mpi.Alltoall(w, send[:size*n], recv[:size*n]) })
 }

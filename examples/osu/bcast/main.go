@@ -21,7 +21,7 @@ func main() {
 	defer mpi.Finalize()
 	w := mpi.World()
 	if w.Rank() == 0 {
-		osu.Header("Broadcast Latency Test", "Avg Latency(us)")
+		osu.CollHeader(o, "Broadcast Latency Test", true)
 	}
 	if o.Device {
 		b := o.Buffer(o.Max)

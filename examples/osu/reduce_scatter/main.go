@@ -26,7 +26,7 @@ func main() {
 	n := w.Size()
 	o.Min = max(o.Min, 4*n)
 	if w.Rank() == 0 {
-		osu.Header("Reduce_scatter Latency Test", "Avg Latency(us)")
+		osu.CollHeader(o, "Reduce_scatter Latency Test", true)
 	}
 	// block is the bytes each rank keeps of a SIZE-byte input.
 	block := func(size int) int { return size / 4 / n * 4 }

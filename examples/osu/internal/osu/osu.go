@@ -1,7 +1,16 @@
 // Package osu holds what the OSU-method benchmark ports share: OSU's flags
-// (-m MIN:MAX, -i, -x, -d cuda), the size sweep, the iteration defaults and the
-// output format, which docs/measurements.md fixes so that the side-by-side driver can
-// put these programs next to the C ones in tests/openmpi.
+// (-m MIN:MAX, -i, -x, -d cuda, -f), the size sweep, the iteration defaults
+// and the output format, which docs/measurements.md fixes so that the
+// side-by-side driver can put these programs next to the C ones in
+// tests/openmpi, and which follows OSU's own (title line "# OSU MPI ...
+// Test v7.4", column layout, no size column for barrier, -f's columns) so
+// that scripts written for OSU's output parse ours.
+//
+// One difference on purpose: the collectives' "Avg Latency(us)" figure is
+// the maximum over ranks of each rank's average (the method the C
+// references share, tests/openmpi/osu_common.h), where OSU reports the
+// mean over ranks; with -f the columns are OSU's: mean, minimum and
+// maximum over ranks.
 package osu
 
 import (
@@ -24,9 +33,18 @@ type Options struct {
 	LargeSize   int
 	Window      int
 	// Device: -d cuda, buffers in GPU memory (Buffer).
-	Device       bool
-	itersFlagSet bool
+	Device bool
+	// Full: -f, the collectives print minimum, maximum and iterations
+	// too, as OSU's -f.
+	Full bool
 }
+
+// Version is the OSU micro-benchmarks release whose method and output
+// these ports follow (docs/measurements.md's figures were measured with it).
+const Version = "7.4"
+
+// p2p are the point-to-point benchmarks, which take no -f (as OSU's).
+var p2p = map[string]bool{"latency": true, "bw": true, "bibw": true}
 
 // Parse reads OSU's flags. defMin/defMax are the default size range;
 // iters/warm apply to sizes up to largeSize and largeIters/largeWarm above.
@@ -38,7 +56,12 @@ func Parse(name string, defMin, defMax, iters, warm, largeIters, largeWarm, larg
 	x := fs.Int("x", -1, "warm-up iterations per size")
 	w := fs.Int("W", 64, "window size (bw, bibw)")
 	d := fs.String("d", "host", "where buffers live: host, or cuda (GPU memory)")
+	f := fs.Bool("f", false, "full statistics: minimum, maximum and iterations (collectives)")
 	fs.Parse(os.Args[1:])
+	if *f && p2p[name] {
+		fail(name, "-f: full statistics apply to the collective benchmarks, as in OSU")
+	}
+	o.Full = *f
 	switch *d {
 	case "host":
 	case "cuda":
@@ -105,15 +128,59 @@ func (o *Options) Counts(size int) (iters, warm int) {
 	return o.Iters, o.Warm
 }
 
-// Header prints the comment lines.
+// Header prints the comment lines of a point-to-point benchmark, as OSU:
+// "# OSU MPI Latency Test v7.4", then the columns.
 func Header(title, column string) {
-	fmt.Printf("# gorun OSU-method %s\n", title)
-	fmt.Printf("# Size%*s\n", 24, column)
+	fmt.Printf("# OSU MPI %s v%s\n", title, Version)
+	fmt.Printf("%-10s%18s\n", "# Size", column)
+}
+
+// CollHeader prints a collective's comment lines, with -f's columns when
+// asked; a benchmark without sizes (barrier) has no size column.
+func CollHeader(o *Options, title string, sized bool) {
+	fmt.Printf("# OSU MPI %s v%s\n", title, Version)
+	if sized {
+		fmt.Printf("%-10s%18s", "# Size", "Avg Latency(us)")
+	} else {
+		fmt.Print("# Avg Latency(us)")
+	}
+	if o.Full {
+		fmt.Printf("%18s%18s%12s", "Min Latency(us)", "Max Latency(us)", "Iterations")
+	}
+	fmt.Println()
 }
 
 // Line prints one result line in OSU's layout.
 func Line(size int, v float64) {
 	fmt.Printf("%-10d%18.2f\n", size, v)
+}
+
+// CollStats reduces each rank's average time per call (µs) to rank 0 and
+// prints its line there: size (unless sized is false), the maximum over
+// ranks, and with -f the mean, minimum, maximum and iterations.
+func CollStats(w *mpi.Comm, o *Options, size int, sized bool, avg float64, iters int) {
+	in := []float64{avg}
+	maxv, minv, sum := []float64{0}, []float64{0}, []float64{0}
+	Must(mpi.Reduce(w, in, maxv, mpi.Max, 0))
+	if o.Full {
+		Must(mpi.Reduce(w, in, minv, mpi.Min, 0))
+		Must(mpi.Reduce(w, in, sum, mpi.Sum, 0))
+	}
+	if w.Rank() != 0 {
+		return
+	}
+	if sized {
+		fmt.Printf("%-10d", size)
+	}
+	width := 18
+	if !sized {
+		width = 17 // OSU's column under "# Avg Latency(us)"
+	}
+	if !o.Full {
+		fmt.Printf("%*.2f\n", width, maxv[0])
+		return
+	}
+	fmt.Printf("%*.2f%18.2f%18.2f%12d\n", width, sum[0]/float64(w.Size()), minv[0], maxv[0], iters)
 }
 
 // RunCollective is the collective method of tests/openmpi/osu_common.h
@@ -138,12 +205,7 @@ func RunCollective(w *mpi.Comm, o *Options, op func(size int) error) {
 			}
 			Must(mpi.Barrier(w))
 		}
-		avg := []float64{timer * 1e6 / float64(iters)}
-		maxv := []float64{0}
-		Must(mpi.Reduce(w, avg, maxv, mpi.Max, 0))
-		if w.Rank() == 0 {
-			Line(size, maxv[0])
-		}
+		CollStats(w, o, size, true, timer*1e6/float64(iters), iters)
 	}
 }
 

@@ -1,0 +1,413 @@
+package launcher
+
+// The job's event loop and its verdicts: joins, exits, deaths, lost hosts,
+// timeouts and signals, each ending the job once with one message.
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gorun/gorun/launcher/boot"
+	"golang.org/x/sys/unix"
+)
+
+// verdict is a failure message with the status it gives gorun.
+type verdict struct {
+	code int
+	msg  string
+}
+
+// verdictHold is how long, in a multi-host job, a rank's non-zero exit
+// waits before it becomes the job's verdict: when a host dies, the ranks
+// elsewhere often fail an operation with it and exit first; the line
+// should name the rank that died, not one that noticed.
+const verdictHold = 300 * time.Millisecond
+
+// remoteGiveUp is how long after SIGKILL the launcher waits for remote
+// hosts to report their ranks' exits before it stops waiting (a frozen
+// host never will; its agent kills the ranks once it runs again and finds
+// the launcher gone).
+const remoteGiveUp = 300 * time.Millisecond
+
+// loop handles events until every rank has been reaped.
+func (j *job) loop() {
+	defer close(j.quit)
+	defer func() {
+		// Every rank ended before a held verdict was due (all of them
+		// failed at once): it is still the job's verdict.
+		if j.held != nil && !j.ending {
+			j.fail(j.held.code, j.held.msg)
+		}
+	}()
+	for j.live > 0 {
+		ev := <-j.events
+		switch ev.kind {
+		case evJoined:
+			j.onJoin(ev)
+		case evBadJoin:
+			j.fail(ExitInternal, "gorun: "+ev.err.Error())
+		case evDead:
+			j.onDead(ev)
+		case evCtl:
+			p := j.procs[ev.rank]
+			if p == nil {
+				break
+			}
+			switch ev.msg.Kind {
+			case boot.MsgFinalized:
+				p.finalized = true
+			case boot.MsgAbort:
+				m := ev.msg
+				p.abort = &m
+			}
+		case evRoster:
+			if ev.err != nil {
+				j.fail(ExitInternal, "gorun: wire-up failed: "+ev.err.Error())
+			}
+		case evExited:
+			j.onExit(ev)
+		case evStarted:
+			j.onStarted(ev)
+		case evAgentLost:
+			j.onAgentLost(ev)
+		case evVerdict:
+			j.onVerdict()
+		case evFT:
+			j.onFT(ev.ft)
+		case evTimeout:
+			if j.spec.StackTraces && !j.ending {
+				j.dumpStacks()
+				break
+			}
+			j.fail(ExitTimeout, fmt.Sprintf("gorun: job exceeded --timeout %v; stopping all ranks", j.spec.Timeout))
+		case evBootTimeout:
+			if j.joined < j.spec.NP {
+				j.fail(ExitInternal, fmt.Sprintf("gorun: %s did not call mpi.Init within %v of the first rank that did; ending the job", j.missing(func(p *proc) bool { return !p.joined }), j.spec.BootTimeout))
+			}
+		case evSignal:
+			s := ev.sig.(syscall.Signal)
+			if s == syscall.SIGUSR1 || s == syscall.SIGUSR2 {
+				if !j.ending {
+					j.signalAll(s)
+				}
+				break
+			}
+			j.fail(ExitSignal+int(s), fmt.Sprintf("gorun: received %s; stopping all ranks", unix.SignalName(s)))
+		case evClosed:
+			// `gorun ... | head`: the reader is gone. End the job as a
+			// pipeline would end its writer (status 141, 128+SIGPIPE),
+			// but cleanly: ranks stopped, nothing left behind.
+			j.fail(ExitSignal+int(syscall.SIGPIPE), "gorun: the output's reader went away (broken pipe); stopping all ranks")
+		case evKill:
+			j.signalAll(syscall.SIGKILL)
+			if j.multi {
+				j.after(remoteGiveUp, event{kind: evGiveUp})
+			}
+		case evGiveUp:
+			for _, hs := range j.hosts {
+				if hs.remote != nil && j.liveOn(hs) > 0 {
+					j.loseHost(hs)
+				}
+			}
+		}
+	}
+}
+
+// onDead handles the failure detector's verdict on a rank. For a rank on
+// this host the process's exit is the authority; for one on another host
+// it may be the only news (a frozen host, a cut cable).
+func (j *job) onDead(ev event) {
+	if ev.rank < 0 || ev.rank >= len(j.procs) {
+		return
+	}
+	p := j.procs[ev.rank]
+	if p == nil || p.exited || p.finalized || j.ending {
+		return
+	}
+	if p.remote == nil {
+		// Here the process is the authority: a live one that missed its
+		// probes is only busy (2 cores at load 8 did that), but one the
+		// kernel has stopped (SIGSTOP, a debugger) will never answer.
+		if st := procState(p.pid); st == 'T' || st == 't' {
+			if j.recov != nil {
+				j.lose(p, ExitInternal, fmt.Sprintf("gorun: %s is stopped (process state %c: SIGSTOP or a debugger) and stopped answering the failure detector; killed", p, st))
+				return
+			}
+			j.fail(ExitInternal, fmt.Sprintf("gorun: %s is stopped (process state %c: SIGSTOP or a debugger) and stopped answering the failure detector; ending the job", p, st))
+		}
+		return
+	}
+	if j.recov != nil {
+		j.lose(p, ExitInternal, fmt.Sprintf("gorun: %s stopped responding: the failure detector declared it dead (is %s frozen or cut off?)", p, p.host))
+		return
+	}
+	j.fail(ExitInternal, fmt.Sprintf("gorun: %s stopped responding: the failure detector declared it dead (is %s frozen or cut off?)", p, p.host))
+	// Its host will not report its ranks' ends: stop waiting for them now.
+	// Its agent kills them when it finds the connection closed, or the
+	// launcher silent.
+	j.loseHost(j.hosts[p.hostIdx])
+}
+
+// onVerdict gives a held verdict, unless by now a host or a rank is
+// known to have failed: an agent that stopped answering (its host frozen
+// or cut off) or a rank that the failure detector suspects.
+func (j *job) onVerdict() {
+	if j.held == nil || j.ending {
+		return
+	}
+	stale := 3 * pAgentBeat()
+	for _, hs := range j.hosts {
+		if hs.remote == nil || hs.lost {
+			continue
+		}
+		var ranks []*proc
+		for _, p := range j.procs {
+			if p != nil && p.remote == hs.remote && !p.exited {
+				ranks = append(ranks, p)
+			}
+		}
+		if since := time.Since(time.Unix(0, hs.remote.heard.Load())); since > stale && len(ranks) > 0 {
+			j.fail(ExitInternal, fmt.Sprintf("gorun: lost host %s with %s: its agent has not answered for %v (host frozen or cut off?)", hs.name, describeProcs(ranks), since.Round(10*time.Millisecond)))
+			j.loseHost(hs)
+			return
+		}
+	}
+	for _, r := range j.seed.suspects() {
+		if p := j.procs[r]; p != nil && p.remote != nil && !p.exited && !p.finalized {
+			j.fail(ExitInternal, fmt.Sprintf("gorun: %s stopped responding: the failure detector suspects it (is %s frozen or cut off?)", p, p.host))
+			j.loseHost(j.hosts[p.hostIdx])
+			return
+		}
+	}
+	j.fail(j.held.code, j.held.msg)
+}
+
+func (j *job) onStarted(ev event) {
+	p := j.procs[ev.rank]
+	if p == nil || p.exited {
+		return
+	}
+	p.pid = ev.pid
+	if ev.err != nil {
+		p.exited = true
+		j.live--
+		j.fail(spawnErrCode(ev.err), fmt.Sprintf("gorun: cannot start rank %d on %s: %v", p.rank, p.host, ev.err))
+	}
+}
+
+// onAgentLost ends the job when a host's agent is gone while its ranks
+// were still running.
+func (j *job) onAgentLost(ev event) {
+	hs := j.hosts[ev.host]
+	if hs.lost {
+		return
+	}
+	var ranks []*proc
+	for _, p := range j.procs {
+		if p != nil && p.hostIdx == ev.host && p.remote != nil && !p.exited {
+			ranks = append(ranks, p)
+		}
+	}
+	j.loseHost(hs)
+	if len(ranks) == 0 || j.ending {
+		return
+	}
+	if j.recov != nil {
+		for _, p := range ranks {
+			j.lose(p, ExitInternal, fmt.Sprintf("gorun: lost host %s with %s: %v", hs.name, p, ev.err))
+		}
+		return
+	}
+	j.fail(ExitInternal, fmt.Sprintf("gorun: lost host %s with %s: %v", hs.name, describeProcs(ranks), ev.err))
+}
+
+// loseHost stops waiting for hs: its ranks count as gone, its connection
+// is closed (the agent, if it ever runs again, kills them).
+func (j *job) loseHost(hs *hostState) {
+	if hs.remote == nil {
+		return
+	}
+	hs.lost = true
+	for _, p := range j.procs {
+		if p != nil && p.remote == hs.remote && !p.exited {
+			p.exited = true
+			j.live--
+		}
+	}
+	go hs.remote.close(0)
+}
+
+func (j *job) liveOn(hs *hostState) int {
+	n := 0
+	for _, p := range j.procs {
+		if p != nil && p.remote == hs.remote && !p.exited {
+			n++
+		}
+	}
+	return n
+}
+
+func describeProcs(ps []*proc) string {
+	var s []string
+	for _, p := range ps {
+		if p.pid > 0 {
+			s = append(s, fmt.Sprintf("rank %d (pid %d)", p.rank, p.pid))
+		} else {
+			s = append(s, fmt.Sprintf("rank %d", p.rank))
+		}
+	}
+	return strings.Join(s, ", ")
+}
+
+func (j *job) onJoin(ev event) {
+	p := j.procs[ev.rank]
+	if p == nil || p.joined {
+		return
+	}
+	p.joined = true
+	j.cards[ev.rank] = ev.card
+	j.joined++
+	if j.joined == 1 {
+		j.after(j.spec.BootTimeout, event{kind: evBootTimeout})
+	}
+	if j.checkInitMismatch() {
+		return
+	}
+	if j.joined == j.spec.NP && !j.ending {
+		j.trace("all %d ranks joined; pushing the roster", j.joined)
+		cards := append([]boot.Card(nil), j.cards...)
+		go func() { j.emit(event{kind: evRoster, err: j.seed.pushRoster(cards)}) }()
+	}
+}
+
+// checkInitMismatch ends the job when some ranks wait in mpi.Init for a
+// rank that exited without calling it.
+func (j *job) checkInitMismatch() bool {
+	if j.joined == 0 || j.ending {
+		return false
+	}
+	for _, p := range j.procs {
+		if p != nil && p.exited && !p.joined {
+			j.fail(ExitInternal, fmt.Sprintf("gorun: %s exited without calling mpi.Init, while other ranks wait for it in mpi.Init", p))
+			return true
+		}
+	}
+	return false
+}
+
+func (j *job) onExit(ev event) {
+	p := j.procs[ev.rank]
+	if p == nil || p.exited {
+		return // a lost host's rank, already counted
+	}
+	p.exited = true
+	j.live--
+	if j.ending {
+		return
+	}
+	ws := ev.ws
+	p.status = ws.ExitStatus()
+	if j.recov != nil && p.abort == nil && p.joined {
+		j.exitRecovering(p, ws)
+		return
+	}
+	switch {
+	case p.abort != nil:
+		msg := fmt.Sprintf("gorun: %s called mpi.Abort(%d)", p, p.abort.Code)
+		if p.abort.Text != "" {
+			msg += ": " + p.abort.Text
+		}
+		j.fail(p.abort.Code, msg)
+	case ws.Signaled():
+		s := ws.Signal()
+		j.fail(ExitSignal+int(s), fmt.Sprintf("gorun: %s was killed by signal %d (%s)", p, int(s), unix.SignalName(s)))
+	case ws.ExitStatus() != 0:
+		msg := fmt.Sprintf("gorun: %s exited with status %d", p, ws.ExitStatus())
+		if j.multi {
+			// Perhaps it only noticed another rank's death: let that
+			// news arrive first.
+			if j.held == nil {
+				j.held = &verdict{ws.ExitStatus(), msg}
+				j.after(verdictHold, event{kind: evVerdict})
+			}
+			return
+		}
+		j.fail(ws.ExitStatus(), msg)
+	case p.joined && !p.finalized:
+		j.fail(ExitInternal, fmt.Sprintf("gorun: %s exited with status 0 without calling mpi.Finalize", p))
+	default:
+		j.checkInitMismatch()
+	}
+}
+
+// fail ends the job with code: one message, SIGTERM to every live rank's
+// process group, SIGKILL after killGrace.
+func (j *job) fail(code int, msg string) {
+	if j.ending {
+		return
+	}
+	j.ending = true
+	j.held = nil
+	j.code = code
+	j.errOut.println(msg)
+	j.signalAll(syscall.SIGTERM)
+	j.after(killGrace, event{kind: evKill})
+}
+
+// stackGrace is how long ranks get to print their stacks after SIGQUIT
+// before SIGKILL: a Go rank writes every goroutine's stack and exits in
+// milliseconds; the rest is for the output to reach gorun from other
+// hosts.
+const stackGrace = 2 * time.Second
+
+// dumpStacks ends a job whose --timeout expired, with --get-stack-traces:
+// SIGQUIT to every rank first. A Go program answers SIGQUIT by printing
+// every goroutine's stack on stderr and exiting with status 2; that
+// output is forwarded as usual. Any other program gets SIGQUIT's default
+// action (it ends, with a core file where core dumps are enabled); attach
+// a debugger for its stacks. SIGKILL follows after stackGrace.
+func (j *job) dumpStacks() {
+	j.ending = true
+	j.held = nil
+	j.code = ExitTimeout
+	j.errOut.println(fmt.Sprintf("gorun: job exceeded --timeout %v; asking every rank for its stacks (SIGQUIT), then stopping all ranks", j.spec.Timeout))
+	j.signalAll(syscall.SIGQUIT)
+	j.after(stackGrace, event{kind: evKill})
+}
+
+// signalAll sends sig to every live rank's process group: directly here,
+// through the agents elsewhere.
+func (j *job) signalAll(sig syscall.Signal) {
+	for _, p := range j.procs {
+		if p != nil && !p.exited && p.remote == nil {
+			syscall.Kill(-p.pid, sig)
+		}
+	}
+	for _, hs := range j.hosts {
+		if hs.remote != nil && !hs.lost && j.liveOn(hs) > 0 {
+			hs.remote.send(&agentMsg{Kind: "signal", Sig: int(sig)})
+		}
+	}
+}
+
+func (j *job) missing(pred func(*proc) bool) string {
+	var rs []int
+	for _, p := range j.procs {
+		if p != nil && pred(p) {
+			rs = append(rs, p.rank)
+		}
+	}
+	sort.Ints(rs)
+	var s []string
+	for _, r := range rs {
+		s = append(s, strconv.Itoa(r))
+	}
+	if len(s) == 1 {
+		return "rank " + s[0]
+	}
+	return "ranks " + strings.Join(s, ", ")
+}

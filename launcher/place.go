@@ -1,0 +1,297 @@
+package launcher
+
+// Where the ranks go: the hosts (connected in parallel, agents started),
+// the mapping of ranks onto their slots, binding, and torchrun's rendezvous
+// address.
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// setupHosts builds the host list, connects to the remote hosts in
+// parallel (starting their agents) and returns the address the launcher's
+// seed binds to.
+func (j *job) setupHosts() (string, error) {
+	hosts := j.spec.Hosts
+	if len(hosts) == 0 {
+		hosts = []Host{{Name: "localhost"}}
+	}
+	var remote []int
+	for i, h := range hosts {
+		hs := &hostState{name: h.Name, spec: h}
+		j.hosts = append(j.hosts, hs)
+		if !isLocalHost(h.Name) {
+			remote = append(remote, i)
+		}
+	}
+	j.multi = len(remote) > 0
+	if j.multi {
+		for _, p := range j.progs[1:] {
+			if p != j.prog {
+				// Not done: the agents copy and check one program per
+				// host (agentConfig.prog); several would need the
+				// hello's ProgOK per program.
+				return "", fmt.Errorf("several programs (':') across hosts are not supported yet: run them on this host, or build one program that branches on its rank")
+			}
+		}
+	}
+	bind := "127.0.0.1"
+	if j.spec.IfInclude != "" {
+		ip, err := matchIfInclude(j.spec.IfInclude, localAddrs())
+		if err != nil {
+			return "", fmt.Errorf("on this host (%s): %w", j.host, err)
+		}
+		bind = ip.String()
+	}
+	if j.multi {
+		if err := j.connectAll(remote); err != nil {
+			return "", err
+		}
+		if j.spec.IfInclude == "" {
+			// The address this host reached the first one from routes back.
+			if ip := j.hosts[remote[0]].remote.local; ip != nil && !ip.IsUnspecified() {
+				bind = ip.String()
+			} else {
+				bind = defaultAddr("", localAddrs()).String()
+			}
+		}
+	}
+	cpus := allowedCPUs()
+	for _, hs := range j.hosts {
+		if hs.remote == nil {
+			hs.hostID, hs.addr, hs.cpus = j.host, bind, cpus
+			continue
+		}
+		hello := hs.remote.hello
+		hs.hostID, hs.addr, hs.cpus = hello.Host, hello.Addr, hello.CPUs
+		if hs.hostID == "" {
+			hs.hostID = hs.name
+		}
+		if len(hs.cpus) == 0 {
+			for c := range max(hello.NCPU, 1) {
+				hs.cpus = append(hs.cpus, c)
+			}
+		}
+	}
+	return bind, nil
+}
+
+// connectAll connects to the remote hosts in parallel; every host that
+// fails is named in the error.
+func (j *job) connectAll(idx []int) error {
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find gorun's own binary: %w", err)
+	}
+	cfg := &agentConfig{gorun: self, prog: j.prog, ifInclude: j.spec.IfInclude, sums: &j.sums, stderr: j.errOut, cpus: j.spec.SlurmCPUs}
+	switch j.spec.Agents {
+	case "", AgentsSSH:
+		if cfg.ssh, err = loadSSHSettings(j.spec.SSHConfig, j.spec.ConnectTimeout); err != nil {
+			return err
+		}
+	case AgentsSrun:
+		if cfg.srun, err = exec.LookPath("srun"); err != nil {
+			return fmt.Errorf("agents by srun: %w", err)
+		}
+	default:
+		return fmt.Errorf("agents started by %q: expected ssh or srun", j.spec.Agents)
+	}
+	errs := make([]error, len(j.hosts))
+	var wg sync.WaitGroup
+	for _, i := range idx {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			name := j.hosts[i].name
+			if p := j.hosts[i].spec.Port; p != "" {
+				name = net.JoinHostPort(name, p) // [v6]:port where it has colons
+			}
+			var h *remoteHost
+			var err error
+			if cfg.srun != "" {
+				// Starting a step takes longer than an ssh handshake.
+				h, err = connectSrun(cfg, name, i, cfg.cpus[name], 3*cmpDur(j.spec.ConnectTimeout, DefaultConnectTimeout), j.trace)
+			} else {
+				h, err = connectHost(cfg, name, i, j.trace)
+			}
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			j.hosts[i].remote = h
+		}()
+	}
+	wg.Wait()
+	var msgs []string
+	for i, err := range errs {
+		if err != nil {
+			msgs = append(msgs, fmt.Sprintf("%s: %v", j.hosts[i].name, err))
+		}
+	}
+	if len(msgs) > 0 {
+		return fmt.Errorf("cannot start on %d of %d hosts: %s", len(msgs), len(idx), strings.Join(msgs, "; "))
+	}
+	return nil
+}
+
+// place maps the ranks onto the hosts, warns about oversubscription and
+// reports bindings.
+func (j *job) place() error {
+	n := len(j.hosts)
+	names := make([]string, n)
+	slots := make([]int, n)
+	maxs := make([]int, n)
+	for i, hs := range j.hosts {
+		names[i] = hs.name
+		slots[i] = hs.spec.Slots
+		if slots[i] == 0 {
+			slots[i] = len(hs.cpus)
+		}
+		maxs[i] = hs.spec.MaxSlots
+	}
+	var lay layout
+	var err error
+	if len(j.spec.Rankfile) > 0 {
+		lay, err = rankLayout(j.spec.Rankfile, names)
+		for i := range n {
+			lay.slots += slots[i]
+			lay.oversub = lay.oversub || lay.localSize[i] > slots[i]
+		}
+	} else {
+		lay, err = plan(j.spec.NP, names, slots, maxs, j.spec.MapBy, j.spec.NoOversubscribe)
+	}
+	if err != nil {
+		return err
+	}
+	j.lay = lay
+	if lay.oversub {
+		if len(j.spec.Hosts) == 0 {
+			j.errOut.println(fmt.Sprintf("gorun: warning: %d ranks on %d cores; waiting ranks will yield the CPU", j.spec.NP, lay.slots))
+		} else {
+			j.errOut.println(fmt.Sprintf("gorun: warning: %d ranks on %d slots (%s); hosts are oversubscribed", j.spec.NP, lay.slots, describeSlots(names, slots)))
+		}
+	}
+	for _, s := range j.spec.Rankfile {
+		if cpus := j.hosts[lay.ranks[s.Rank].host].cpus; s.CPU >= 0 && !slices.Contains(cpus, s.CPU) {
+			return fmt.Errorf("rankfile: rank %d on %s: slot=%d is not one of its usable CPUs (%v)", s.Rank, s.Host, s.CPU, cpus)
+		}
+	}
+	if j.spec.DisplayMap {
+		j.displayMap(slots)
+	}
+	if j.spec.ReportBindings {
+		for r, pl := range lay.ranks {
+			hs := j.hosts[pl.host]
+			if cpu := j.cpuOf(r); cpu >= 0 {
+				j.errOut.println(fmt.Sprintf("gorun: rank %d on %s bound to CPU %d %s", r, hs.name, cpu, bindMask(hs.cpus, cpu)))
+			} else {
+				j.errOut.println(fmt.Sprintf("gorun: rank %d on %s not bound", r, hs.name))
+			}
+		}
+	}
+	return nil
+}
+
+// displayMap prints, as --display-map, each host with how its entry was
+// read (host:N is slots, never a port) and the ranks placed on it, with
+// their program in an MPMD job.
+func (j *job) displayMap(slots []int) {
+	how := "--map-by " + cmpOr(j.spec.MapBy, MapBySlot)
+	if len(j.spec.Rankfile) > 0 {
+		how = "--rankfile"
+	}
+	j.errOut.println(fmt.Sprintf("gorun: map of %d ranks on %d hosts (%s):", j.spec.NP, len(j.hosts), how))
+	for i, hs := range j.hosts {
+		var ranks []string
+		for r, pl := range j.lay.ranks {
+			if pl.host != i {
+				continue
+			}
+			s := strconv.Itoa(r)
+			if len(j.apps) > 1 {
+				s += "=" + filepath.Base(j.progs[j.appOf[r]])
+			}
+			ranks = append(ranks, s)
+		}
+		entry := hs.spec.Entry
+		if entry == "" {
+			entry = "this host (no -H or hostfile)"
+		}
+		where := "here, no ssh"
+		if hs.remote != nil {
+			where = "over ssh"
+		}
+		j.errOut.println(fmt.Sprintf("gorun:   %s: %d slots, %s; from %s; ranks %s", hs.name, slots[i], where, entry, strings.Join(ranks, " ")))
+	}
+}
+
+// cmpDur is a, or b when a is zero.
+func cmpDur(a, b time.Duration) time.Duration {
+	if a == 0 {
+		return b
+	}
+	return a
+}
+
+// cmpOr is a, or b when a is empty.
+func cmpOr(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a
+}
+
+// pickMaster chooses MASTER_ADDR and MASTER_PORT, as torchrun sets them
+// for torch.distributed's env:// rendezvous: rank 0's address, and a port
+// that was free on it a moment ago (probed here when rank 0 runs on this
+// host; on another host, a port free on this one, which a busy remote host
+// may have taken: set MASTER_PORT with -x then). Values in gorun's
+// environment or given with -x win.
+func (j *job) pickMaster() {
+	hs := j.hosts[j.lay.ranks[0].host]
+	j.masterAddr = hs.addr
+	probe := hs.addr
+	if hs.remote != nil {
+		probe = ""
+	}
+	if l, err := net.Listen("tcp", net.JoinHostPort(probe, "0")); err == nil {
+		_, j.masterPort, _ = net.SplitHostPort(l.Addr().String())
+		l.Close()
+	}
+	j.trace("MASTER_ADDR=%s MASTER_PORT=%s", j.masterAddr, j.masterPort)
+}
+
+// cpuOf is the CPU rank r is bound to, or -1.
+func (j *job) cpuOf(r int) int {
+	pl := j.lay.ranks[r]
+	cpus := j.hosts[pl.host].cpus
+	if len(j.spec.Rankfile) > 0 && j.spec.Rankfile[r].CPU >= 0 {
+		return j.spec.Rankfile[r].CPU // checked against the host's CPUs in place
+	}
+	if len(cpus) == 0 {
+		return -1
+	}
+	switch j.spec.BindTo {
+	case BindCore:
+	case "":
+		// The default, as Open MPI's: a core each while the host's ranks
+		// fit its cores. Unbound ranks at np = cores were 10-30x slower
+		// in small collectives on the lent 16-core host (two spinning
+		// ranks ended up sharing a core; coll/MEASUREMENTS.md).
+		if j.lay.localSize[pl.host] > len(cpus) {
+			return -1
+		}
+	default:
+		return -1
+	}
+	return cpus[pl.local%len(cpus)]
+}

@@ -1,0 +1,87 @@
+package launcher
+
+// What each rank finds in its environment.
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/gorun/gorun/launcher/boot"
+)
+
+// rankEnv is rank r's environment: base, then the MPI and gorun
+// variables, then the user's -x variables.
+func (j *job) rankEnv(r int, base []string) []string {
+	env := base
+	set := func(k string, v any) { env = append(env, k+"="+fmt.Sprint(v)) }
+	n := j.spec.NP
+	pl := j.lay.ranks[r]
+	hs := j.hosts[pl.host]
+	ln := j.lay.localSize[pl.host]
+	for _, k := range []string{"OMPI_COMM_WORLD_RANK", "RANK", boot.EnvRank} {
+		set(k, r)
+	}
+	for _, k := range []string{"OMPI_COMM_WORLD_SIZE", "WORLD_SIZE", boot.EnvSize} {
+		set(k, n)
+	}
+	for _, k := range []string{"OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK", boot.EnvLocalRank} {
+		set(k, pl.local)
+	}
+	for _, k := range []string{"OMPI_COMM_WORLD_LOCAL_SIZE", "LOCAL_WORLD_SIZE", boot.EnvLocalSize} {
+		set(k, ln)
+	}
+	for k, v := range map[string]string{"MASTER_ADDR": j.masterAddr, "MASTER_PORT": j.masterPort} {
+		if u, ok := os.LookupEnv(k); ok {
+			v = u // gorun's own environment's, also for remote ranks
+		}
+		if v != "" && !hasVar(env, k) {
+			set(k, v)
+		}
+	}
+	set(boot.EnvJobID, j.id)
+	set(boot.EnvHostID, hs.hostID)
+	set(boot.EnvSeed, j.seed.Addr())
+	set(boot.EnvBindAddr, hs.addr)
+	set(boot.EnvCtlFD, 3)
+	set(boot.EnvBootWait, int(j.spec.BootTimeout/time.Second))
+	if j.spec.Recovery {
+		set(boot.EnvRecovery, 1)
+	}
+	if ln > len(hs.cpus) {
+		set("GORUN_OVERSUBSCRIBED", 1)
+	}
+	if !hasVar(env, "GOMAXPROCS") && !hasVar(j.spec.Env, "GOMAXPROCS") {
+		// A Go rank otherwise runs as many Ps (and a quarter as many GC
+		// workers) as the host has cores: 32 ranks on 64 cores then fight
+		// over the CPUs while they wait, and small collectives took 2-10x
+		// longer from run to run. Share the host's cores among its ranks.
+		set("GOMAXPROCS", max(2, len(hs.cpus)/max(ln, 1)))
+	}
+	env = append(env, j.spec.Env...)
+	return append(env, j.apps[j.appOf[r]].Env...)
+}
+
+// hasVar reports whether env sets name.
+func hasVar(env []string, name string) bool {
+	for _, kv := range env {
+		if strings.HasPrefix(kv, name+"=") {
+			return true
+		}
+	}
+	return false
+}
+
+// forwardedEnv is what a remote rank inherits from gorun's environment:
+// the runtime's tunables (GORUN_*), as Open MPI forwards OMPI_MCA_*.
+// Everything else comes from the remote host, plus -x.
+func forwardedEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "GORUN_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
