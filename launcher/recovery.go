@@ -26,6 +26,7 @@ type recovery struct {
 
 // agreement is one agreement in progress: the contributions so far.
 type agreement struct {
+	op      string
 	members []int
 	words   []uint64
 	got     map[int]bool
@@ -79,13 +80,16 @@ func (j *job) onFT(m boot.FTMsg) {
 			}
 		}
 	case boot.FTAgree:
+		if rc.lost[m.Rank] {
+			return // its words do not count, and it gets no answer
+		}
 		a := rc.agrees[m.Key]
 		if a == nil {
-			a = &agreement{members: slices.Clone(m.Members), words: slices.Clone(m.Words), got: map[int]bool{}}
+			a = &agreement{op: m.Text, members: slices.Clone(m.Members), words: slices.Clone(m.Words), got: map[int]bool{}}
 			rc.agrees[m.Key] = a
 		} else {
-			if !slices.Equal(a.members, m.Members) || len(a.words) != len(m.Words) {
-				j.fail(ExitInternal, fmt.Sprintf("gorun: rank %d joined agreement %s with other members or another size than the first rank: a program error (collectives on one communicator called in different orders?)", m.Rank, m.Key))
+			if !slices.Equal(a.members, m.Members) || len(a.words) != len(m.Words) || a.op != m.Text {
+				j.fail(ExitInternal, fmt.Sprintf("gorun: rank %d called %s where another rank called %s (agreement %s; members or sizes may differ too): collective calls on one communicator in different orders", m.Rank, m.Text, a.op, m.Key))
 				return
 			}
 			for i, w := range m.Words {

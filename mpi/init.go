@@ -100,7 +100,9 @@ func Init() error {
 		if declared {
 			// gorun's verdict under --enable-recovery: the process is
 			// gone or being killed (ulfm.go).
-			go s.declared(rank, err)
+			if s.noteFailed(rank) {
+				go s.declared(rank, err)
+			}
 			return
 		}
 		// On this host the process itself is the authority: gossip

@@ -101,7 +101,6 @@ func (s *rt) unregister(c *Comm) {
 // communicators it belongs to.
 func (s *rt) declared(rank int, err error) {
 	s.ft.mu.Lock()
-	s.ft.failed = append(s.ft.failed, rank)
 	var in []*Comm
 	for _, c := range s.ft.comms {
 		if _, ok := c.index[rank]; ok {
@@ -113,6 +112,20 @@ func (s *rt) declared(rank int, err error) {
 	for _, c := range in {
 		s.eng.FailAnySource(c.ctx, fmt.Errorf("%w: %w (receive from AnySource on %s; AckFailed lets them go on)", p2p.ErrProcFailed, err, c.name))
 	}
+}
+
+// noteFailed records that gorun declared world rank failed, at once (the
+// rest of declared may run later, on another goroutine): an Agree answer
+// and the GetFailed or AckFailed that follow it must see it. It reports
+// whether the rank was new.
+func (s *rt) noteFailed(rank int) bool {
+	s.ft.mu.Lock()
+	defer s.ft.mu.Unlock()
+	if slices.Contains(s.ft.failed, rank) {
+		return false
+	}
+	s.ft.failed = append(s.ft.failed, rank)
+	return true
 }
 
 // onRevoke handles another member's revocation of the communicator with
@@ -191,6 +204,7 @@ func (c *Comm) AckFailed() (int, error) {
 	c.ft.mu.Lock()
 	c.ft.acked = n
 	c.ft.mu.Unlock()
+	c.rt.eng.AckAnySource(c.ctx)
 	return len(c.GetFailed()), nil
 }
 
@@ -231,7 +245,14 @@ func (c *Comm) checkAnySource(op string) error {
 // (world ranks, sorted).
 func (c *Comm) agree(op string, words []uint64) ([]uint64, []int, error) {
 	key := boot.AgreeKey(c.ctx, c.ft.seq.Add(1), c.world)
-	out, failed, err := c.rt.sess.Agree(key, c.world, words)
+	out, failed, err := c.rt.sess.Agree(key, op, c.world, words)
+	for _, w := range failed {
+		// Before the notice, perhaps: every survivor's next call must
+		// know what this answer said.
+		if c.rt.noteFailed(w) {
+			go c.rt.declared(w, fmt.Errorf("rank %d failed (gorun's answer to %s)", w, op))
+		}
+	}
 	if errors.Is(err, boot.ErrNoRecovery) {
 		return nil, nil, errorf(ErrOther, op, "%w (without it a failed rank ends the job, and there is nothing to agree on)", err)
 	}

@@ -24,6 +24,9 @@ type Engine struct {
 	closed bool
 	// revoked holds the error of each revoked context (revoke.go).
 	revoked map[uint32]error
+	// anyFail holds, per context, why receives from AnySource fail
+	// until acknowledged (revoke.go).
+	anyFail map[uint32]error
 
 	posted []*Request
 	unexp  []*unexpected
@@ -335,7 +338,7 @@ func (e *Engine) IrecvInto(r *Request, ctx uint32, src, tag int, m btl.Mem) erro
 	if e.closed {
 		return ErrClosed
 	}
-	if err := e.revokedErr(ctx); err != nil {
+	if err := e.matchErr(ctx, src); err != nil {
 		return err
 	}
 	for i, u := range e.unexp {
@@ -510,7 +513,7 @@ func (e *Engine) Iprobe(ctx uint32, src, tag int) (bool, Status, error) {
 	if e.closed {
 		return false, Status{}, ErrClosed
 	}
-	if err := e.revokedErr(ctx); err != nil {
+	if err := e.matchErr(ctx, src); err != nil {
 		return false, Status{}, err
 	}
 	e.progress()

@@ -39,6 +39,12 @@ func (hd *handler) Begin(src int, bh *btl.Header, n int) []byte {
 			cur.trsh = make([]byte, n)
 			return cur.trsh
 		}
+		if e.revokedErr(h.ctx) != nil {
+			// Nobody will receive it (revoke.go); n is within the
+			// eager limit (checked above).
+			cur.trsh = make([]byte, n)
+			return cur.trsh
+		}
 		u := &unexpected{ctx: h.ctx, src: src, tag: int(h.tag), length: n, data: make([]byte, n)}
 		e.unexp = append(e.unexp, u)
 		cur.u = u
@@ -113,6 +119,10 @@ func (hd *handler) End(src int, bh *btl.Header, data []byte) {
 			}
 			remote = &reg
 		}
+		if e.revokedErr(h.ctx) != nil {
+			e.refuseRTS(src, h.ctx, h.sreq)
+			return
+		}
 		if r := e.matchPosted(h.ctx, src, int(h.tag)); r != nil {
 			r.st = Status{Source: src, Tag: int(h.tag), Bytes: int(h.length)}
 			e.startRendezvous(r, src, int(h.length), h.sreq, remote, h.flags&fDevice != 0)
@@ -127,6 +137,11 @@ func (hd *handler) End(src int, bh *btl.Header, data []byte) {
 		e.unexp = append(e.unexp, u)
 	case kCTS:
 		r := e.sends[h.sreq]
+		if r != nil && r.peer == src && h.flags&fRevoked != 0 {
+			delete(e.sends, h.sreq)
+			e.abandon(r, fmt.Errorf("send to rank %d: %w (refused there)", src, ErrRevoked))
+			return
+		}
 		if r == nil || r.peer != src || h.length > uint64(r.mem.Len()) {
 			e.unknownPeerOp(src, h.ctx, fmt.Sprintf("CTS for unknown send %d", h.sreq))
 			return

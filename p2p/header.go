@@ -41,6 +41,11 @@ const fDevice = 4
 // written after it was given back.
 const fFail = 8
 
+// fRevoked flags a CTS by which the receiver refuses a message because its
+// communicator was revoked there (revoke.go): the send fails with
+// ErrRevoked.
+const fRevoked = 16
+
 // splitMin is the length from which an RMA rendezvous splits the copy: the
 // receiver gets the first part while the sender puts the second (docs/measurements.md:
 // the split single copy reached 33 GB/s at 1 MB against 12 GB/s for memcpy

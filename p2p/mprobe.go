@@ -36,6 +36,9 @@ func (e *Engine) Improbe(ctx uint32, src, tag int) (*Message, error) {
 	if e.closed {
 		return nil, ErrClosed
 	}
+	if err := e.matchErr(ctx, src); err != nil {
+		return nil, err
+	}
 	e.progress()
 	probe := Request{ctx: ctx, peer: src, tag: tag}
 	for i, u := range e.unexp {

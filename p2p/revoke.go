@@ -4,7 +4,6 @@ import (
 	"errors"
 
 	"fmt"
-	"github.com/gorun/gorun/btl"
 	"slices"
 )
 
@@ -12,12 +11,15 @@ import (
 // MPI_Comm_revoke, package mpi's Comm.Revoke).
 var ErrRevoked = errors.New("communicator revoked")
 
-// Revoke fails every pending operation on context ctx with err (which
-// should wrap ErrRevoked), and every later one at once. Messages of ctx
-// that have arrived and were not received are dropped; ones that arrive
-// later wait unreceived like any unexpected message (the peers stop
-// sending once they learn of the revocation). An RMA transfer in flight
-// finishes first, as when a peer fails.
+// Revoke fails every posted receive of context ctx that no message has
+// matched yet with err (which should wrap ErrRevoked), and every later
+// operation on ctx at once. Messages of ctx that arrived unreceived are
+// dropped, and so are those that arrive later; a rendezvous offer (RTS)
+// among them is refused (a CTS flagged fRevoked), so that its sender
+// completes with ErrRevoked instead of waiting. Operations already
+// matched (a rendezvous in progress, an eager message arriving) run to
+// their end: their buffers are in the transports' hands, and both sides
+// are alive (a failed peer fails them as usual).
 func (e *Engine) Revoke(ctx uint32, err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -31,51 +33,69 @@ func (e *Engine) Revoke(ctx uint32, err error) {
 		return
 	}
 	e.revoked[ctx] = err
-	e.failMatching(func(r *Request) bool { return r.ctx == ctx }, err)
-	e.unexp = slices.DeleteFunc(e.unexp, func(u *unexpected) bool { return u.ctx == ctx && u.claimed == nil })
+	e.failPosted(func(r *Request) bool { return r.ctx == ctx }, err)
+	e.unexp = slices.DeleteFunc(e.unexp, func(u *unexpected) bool {
+		if u.ctx != ctx || u.claimed != nil {
+			return false
+		}
+		if u.rts {
+			e.refuseRTS(u.src, ctx, u.sreq)
+		}
+		return true
+	})
+}
+
+// refuseRTS answers the RTS sreq of src on the revoked context ctx with a
+// CTS flagged fRevoked; the lock is held.
+func (e *Engine) refuseRTS(src int, ctx uint32, sreq uint64) {
+	if e.failed[src] != nil {
+		return
+	}
+	r := newRequest(e) // carries the frame; never reused (no Release)
+	h := header{kind: kCTS, flags: fRevoked, ctx: ctx, src: int32(e.rank), sreq: sreq}
+	h.encode(&r.ctl.Hdr)
+	e.sendCtl(src, r, &r.ctl)
 }
 
 // FailAnySource fails, with err, every posted receive from AnySource on
-// ctx: a member of its communicator failed, and the message it waits for
-// may have been that member's (ULFM's MPI_ERR_PROC_FAILED_PENDING; here
-// the request completes).
+// ctx, and every later receive or probe from AnySource on ctx until
+// AckAnySource: a member of its communicator failed, and the message it
+// waits for may have been that member's (ULFM's
+// MPI_ERR_PROC_FAILED_PENDING; here the request completes).
 func (e *Engine) FailAnySource(ctx uint32, err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
 		return
 	}
+	if e.anyFail == nil {
+		e.anyFail = map[uint32]error{}
+	}
+	e.anyFail[ctx] = err
 	e.failPosted(func(r *Request) bool { return r.ctx == ctx && r.peer == AnySource }, err)
 }
 
-// failMatching fails the posted receives and rendezvous in progress that
-// match; the lock is held.
-func (e *Engine) failMatching(match func(*Request) bool, err error) {
-	e.failPosted(match, err)
-	for id, r := range e.sends {
-		if match(r) {
-			delete(e.sends, id)
-			e.abandon(r, err)
+// AckAnySource lets receives and probes from AnySource on ctx go on after
+// FailAnySource (MPI_Comm_ack_failed).
+func (e *Engine) AckAnySource(ctx uint32) {
+	e.mu.Lock()
+	delete(e.anyFail, ctx)
+	e.mu.Unlock()
+}
+
+// matchErr is the error of a receive or probe on ctx from src before it
+// looks for a message: revoked, or an AnySource one after a member's
+// failure; the lock is held.
+func (e *Engine) matchErr(ctx uint32, src int) error {
+	if err := e.revokedErr(ctx); err != nil {
+		return err
+	}
+	if src == AnySource && len(e.anyFail) != 0 {
+		if err := e.anyFail[ctx]; err != nil {
+			return err
 		}
 	}
-	for id, r := range e.recvs {
-		if !match(r) {
-			continue
-		}
-		delete(e.recvs, id)
-		if r.x == nil && r.sg == nil && r.st.Bytes > r.got {
-			// Its CTS went: the sender may be sending the DATA already.
-			// A stand-in of the accepted size takes it, so that the
-			// frame neither lands in the caller's buffer after r failed
-			// nor looks like a protocol error.
-			st := newRequest(e)
-			st.recv, st.ctx, st.rndvPeer, st.id = true, r.ctx, r.rndvPeer, id
-			st.st.Bytes, st.got = r.st.Bytes, r.got
-			st.mem = btl.HostMem(make([]byte, r.st.Bytes))
-			e.recvs[id] = st
-		}
-		e.abandon(r, err)
-	}
+	return nil
 }
 
 // failPosted fails the posted receives that match; the lock is held.
@@ -111,10 +131,11 @@ func (e *Engine) Revoked(ctx uint32) error {
 	return e.revokedErr(ctx)
 }
 
-// Unrevoke forgets that ctx was revoked: its communicator was freed, and
-// the context may serve another one later.
+// Unrevoke forgets that ctx was revoked or had AnySource failures: its
+// communicator was freed, and the context may serve another one later.
 func (e *Engine) Unrevoke(ctx uint32) {
 	e.mu.Lock()
 	delete(e.revoked, ctx)
+	delete(e.anyFail, ctx)
 	e.mu.Unlock()
 }

@@ -179,6 +179,14 @@ func caseULFMRevoke(w *mpi.Comm) error {
 		return err
 	}
 	buf := []int{0}
+	// A rendezvous offer nobody has matched when c is revoked: refused,
+	// its sender fails with ErrRevoked instead of waiting.
+	var big *mpi.Request
+	if w.Rank() == 1 {
+		if big, err = mpi.Isend(c, make([]float64, 1<<17), 0, 9); err != nil {
+			return err
+		}
+	}
 	switch w.Rank() {
 	case 0:
 		_, err = mpi.Recv(c, buf, mpi.AnySource, 7)
@@ -196,6 +204,14 @@ func caseULFMRevoke(w *mpi.Comm) error {
 	}
 	if !c.IsRevoked() {
 		return errors.New("IsRevoked is false after the revocation")
+	}
+	if big != nil {
+		if _, err := big.Wait(); !errors.Is(err, mpi.ErrRevoked) {
+			return fmt.Errorf("unmatched 1 MiB send on the revoked communicator: %v, want ErrRevoked", err)
+		}
+	}
+	if _, _, err := mpi.Mprobe(c, mpi.AnySource, 9); !errors.Is(err, mpi.ErrRevoked) {
+		return fmt.Errorf("Mprobe on a revoked communicator: %v, want ErrRevoked", err)
 	}
 	if err := mpi.Send(c, buf, (w.Rank()+1)%3, 1); !errors.Is(err, mpi.ErrRevoked) {
 		return fmt.Errorf("send on a revoked communicator: %v, want ErrRevoked", err)

@@ -161,11 +161,12 @@ func (s *Session) Revoke(ctx uint32, members []int) error {
 }
 
 // Agree contributes words to the agreement key among members (world
-// ranks, the same list at every member) and returns the bitwise and of
+// ranks, the same list at every member) for operation op (the same at
+// every member: gorun ends the job when they differ) and returns the bitwise and of
 // the contributions of the members that did not fail, and the members
 // that failed (sorted), the same at every member. key must name one
 // agreement of one communicator: the same at its members, never reused.
-func (s *Session) Agree(key string, members []int, words []uint64) ([]uint64, []int, error) {
+func (s *Session) Agree(key, op string, members []int, words []uint64) ([]uint64, []int, error) {
 	if !s.env.Recovery {
 		return nil, nil, ErrNoRecovery
 	}
@@ -184,7 +185,7 @@ func (s *Session) Agree(key string, members []int, words []uint64) ([]uint64, []
 	}
 	s.ft.agrees[key] = ch
 	s.mu.Unlock()
-	if err := s.sendFT(FTMsg{Kind: FTAgree, Key: key, Rank: s.env.Rank, Members: members, Words: words}); err != nil {
+	if err := s.sendFT(FTMsg{Kind: FTAgree, Key: key, Rank: s.env.Rank, Members: members, Words: words, Text: op}); err != nil {
 		s.mu.Lock()
 		delete(s.ft.agrees, key)
 		s.mu.Unlock()
