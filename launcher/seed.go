@@ -3,7 +3,6 @@ package launcher
 import (
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -87,21 +86,13 @@ func (s *seed) Addr() string {
 	return n.Address()
 }
 
-func rankOf(n *memberlist.Node) (int, bool) {
-	var r int
-	if !strings.HasPrefix(n.Name, "rank-") {
-		return 0, false
-	}
-	if _, err := fmt.Sscanf(n.Name, "rank-%d", &r); err != nil {
-		return 0, false
-	}
-	return r, true
-}
+// rankOf is the rank of a member's node, within the job's size.
+func (s *seed) rankOf(n *memberlist.Node) (int, bool) { return boot.RankOfNode(n.Name, s.size) }
 
 // NotifyJoin runs on a memberlist goroutine.
 func (s *seed) NotifyJoin(n *memberlist.Node) {
-	r, ok := rankOf(n)
-	if !ok || r < 0 || r >= s.size {
+	r, ok := s.rankOf(n)
+	if !ok {
 		return
 	}
 	card, err := boot.DecodeCard(n.Meta)
@@ -116,7 +107,7 @@ func (s *seed) NotifyJoin(n *memberlist.Node) {
 }
 
 func (s *seed) NotifyLeave(n *memberlist.Node) {
-	if r, ok := rankOf(n); ok {
+	if r, ok := s.rankOf(n); ok {
 		s.post(event{kind: evDead, rank: r, err: fmt.Errorf("declared dead by the failure detector (last address %s)", n.Address())})
 	}
 }
