@@ -510,23 +510,36 @@ func (e *Engine) forget(r *Request) {
 func (e *Engine) Iprobe(ctx uint32, src, tag int) (bool, Status, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	i, err := e.probe(ctx, src, tag)
+	if i < 0 {
+		return false, Status{}, err
+	}
+	u := e.unexp[i]
+	return true, Status{Source: u.src, Tag: u.tag, Bytes: u.length}, nil
+}
+
+// probe polls the transports once and returns the index in e.unexp of the
+// first arrived message matching (ctx, src, tag), or -1 with the error
+// that stops the probe (closed, revoked, src failed) or nil; the lock is
+// held. Iprobe and Improbe share it.
+func (e *Engine) probe(ctx uint32, src, tag int) (int, error) {
 	if e.closed {
-		return false, Status{}, ErrClosed
+		return -1, ErrClosed
 	}
 	if err := e.matchErr(ctx, src); err != nil {
-		return false, Status{}, err
+		return -1, err
 	}
 	e.progress()
 	probe := Request{ctx: ctx, peer: src, tag: tag}
-	for _, u := range e.unexp {
+	for i, u := range e.unexp {
 		if matches(&probe, u.ctx, u.src, u.tag) {
-			return true, Status{Source: u.src, Tag: u.tag, Bytes: u.length}, nil
+			return i, nil
 		}
 	}
 	if src != AnySource && e.failed[src] != nil {
-		return false, Status{}, fmt.Errorf("probe rank %d: %w", src, e.failed[src])
+		return -1, fmt.Errorf("probe rank %d: %w", src, e.failed[src])
 	}
-	return false, Status{}, nil
+	return -1, nil
 }
 
 // Close closes the modules. Outstanding requests fail with ErrClosed.

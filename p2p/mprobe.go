@@ -33,24 +33,13 @@ var ErrMessageUsed = errors.New("message already received (a Message is received
 func (e *Engine) Improbe(ctx uint32, src, tag int) (*Message, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.closed {
-		return nil, ErrClosed
-	}
-	if err := e.matchErr(ctx, src); err != nil {
+	i, err := e.probe(ctx, src, tag)
+	if i < 0 {
 		return nil, err
 	}
-	e.progress()
-	probe := Request{ctx: ctx, peer: src, tag: tag}
-	for i, u := range e.unexp {
-		if matches(&probe, u.ctx, u.src, u.tag) {
-			e.unexp = append(e.unexp[:i], e.unexp[i+1:]...)
-			return &Message{u: u, st: Status{Source: u.src, Tag: u.tag, Bytes: u.length}}, nil
-		}
-	}
-	if src != AnySource && e.failed[src] != nil {
-		return nil, fmt.Errorf("probe rank %d: %w", src, e.failed[src])
-	}
-	return nil, nil
+	u := e.unexp[i]
+	e.unexp = append(e.unexp[:i], e.unexp[i+1:]...)
+	return &Message{u: u, st: Status{Source: u.src, Tag: u.tag, Bytes: u.length}}, nil
 }
 
 // Mprobe blocks until a message matching (ctx, src, tag) has arrived and
