@@ -105,27 +105,9 @@ func FuzzHandler(f *testing.F) {
 	} {
 		f.Add(s.h1, s.p1, s.h2, s.p2)
 	}
-	// Each bad frame is reported on stderr: keep millions of them out of
-	// the fuzzer's output, but only while the engine runs (the fuzzer
-	// itself reports there).
-	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { null.Close() })
+	null := devNull(f)
 	f.Fuzz(func(t *testing.T, h1, p1, h2, p2 []byte) {
-		stderr := os.Stderr
-		os.Stderr = null
-		defer func() { os.Stderr = stderr }()
-		e := Alloc(0, 1)
-		mods, _, err := btl.OpenAll(btl.Env{Rank: 0, Size: 1, Handler: Handler(e)}, selfOnly)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := e.Attach(mods, []btl.Peer{{Rank: 0}}); err != nil {
-			t.Fatal(err)
-		}
-		defer e.Close()
+		e := quietSelfEngine(t, null)
 		const guard = 64
 		hostA := make([]byte, 16+guard) // exact source and tag
 		hostB := make([]byte, 300+guard)
@@ -192,25 +174,10 @@ func FuzzBeginLength(f *testing.F) {
 	f.Add(encoded(header{kind: kData, ctx: 1, length: 16, rreq: 3}), uint64(16))
 	f.Add(encoded(header{kind: kRTS, flags: fRMA, ctx: 1, tag: 7, length: 100, sreq: 9}), uint64(btl.MaxRegionSize))
 	f.Add(encoded(header{kind: 42}), uint64(1))
-	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { null.Close() })
+	null := devNull(f)
 	f.Fuzz(func(t *testing.T, hb []byte, n uint64) {
 		n %= 1<<42 + 1 // the transports' bound (tcp maxPayload, sm maxFrame)
-		stderr := os.Stderr
-		os.Stderr = null
-		defer func() { os.Stderr = stderr }()
-		e := Alloc(0, 1)
-		mods, _, err := btl.OpenAll(btl.Env{Rank: 0, Size: 1, Handler: Handler(e)}, selfOnly)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := e.Attach(mods, []btl.Peer{{Rank: 0}}); err != nil {
-			t.Fatal(err)
-		}
-		defer e.Close()
+		e := quietSelfEngine(t, null)
 		if _, err := e.Irecv(1, AnySource, AnyTag, make([]byte, 300)); err != nil {
 			t.Fatal(err)
 		}
@@ -240,4 +207,36 @@ func FuzzBeginLength(f *testing.F) {
 		}
 		hd.End(0, &h, dst)
 	})
+}
+
+// devNull opens /dev/null for the fuzz targets' stderr. Each bad frame is
+// reported on stderr: quietSelfEngine keeps millions of them out of the
+// fuzzer's output, but only while the engine runs (the fuzzer itself
+// reports there).
+func devNull(f *testing.F) *os.File {
+	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { null.Close() })
+	return null
+}
+
+// quietSelfEngine returns the engine of rank 0 in a world of one over
+// btl/self, with os.Stderr sent to null until the test's end, when the
+// engine is closed and then stderr given back.
+func quietSelfEngine(t *testing.T, null *os.File) *Engine {
+	stderr := os.Stderr
+	os.Stderr = null
+	t.Cleanup(func() { os.Stderr = stderr })
+	e := Alloc(0, 1)
+	mods, _, err := btl.OpenAll(btl.Env{Rank: 0, Size: 1, Handler: Handler(e)}, selfOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Attach(mods, []btl.Peer{{Rank: 0}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
 }
