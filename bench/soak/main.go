@@ -77,6 +77,14 @@ type msg struct {
 	any      bool // received with AnySource
 }
 
+// from is the source a receive of m names: m.src, or AnySource.
+func (m *msg) from() int {
+	if m.any {
+		return mpi.AnySource
+	}
+	return m.src
+}
+
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // fill writes m's payload: its id, a stream of the id's PRNG, and the
@@ -250,27 +258,26 @@ func main() {
 		ms := schedule(r, uint64(first), k, np, *maxSz)
 		cur.Store(&ms)
 		var reqs []*mpi.Request
-		var rmsg []*msg // the receive behind each request, nil for a send
-		var bufs [][]byte
-		rbuf := map[*msg][]byte{}
+		var rmsg []*msg   // the receive behind each request, nil for a send
+		var rbuf [][]byte // its buffer
+		var bufs [][]byte // every buffer of the batch, back to the pool at its end
+		get := func(n int) []byte {
+			b := pl.get(n)
+			bufs = append(bufs, b)
+			return b
+		}
 		// 1. Irecvs.
 		for i := range ms {
 			m := &ms[i]
 			if m.dst != me || m.pair == isendRecv {
 				continue
 			}
-			b := pl.get(m.size)
-			bufs = append(bufs, b)
-			src := m.src
-			if m.any {
-				src = mpi.AnySource
-			}
-			q, err := mpi.Irecv(w, b, src, m.tag)
+			b := get(m.size)
+			q, err := mpi.Irecv(w, b, m.from(), m.tag)
 			if err != nil {
 				fail("message %d: Irecv from %d: %v", m.id, m.src, err)
 			}
-			reqs, rmsg = append(reqs, q), append(rmsg, m)
-			rbuf[m] = b
+			reqs, rmsg, rbuf = append(reqs, q), append(rmsg, m), append(rbuf, b)
 		}
 		// 2. Isends.
 		for i := range ms {
@@ -278,14 +285,13 @@ func main() {
 			if m.src != me || m.pair == sendIrecv {
 				continue
 			}
-			b := pl.get(m.size)
-			bufs = append(bufs, b)
+			b := get(m.size)
 			sent.add(m.dst, fill(b, m.id), m.size)
 			q, err := mpi.Isend(w, b, m.dst, m.tag)
 			if err != nil {
 				fail("message %d: Isend to %d: %v", m.id, m.dst, err)
 			}
-			reqs, rmsg = append(reqs, q), append(rmsg, nil)
+			reqs, rmsg, rbuf = append(reqs, q), append(rmsg, nil), append(rbuf, nil)
 		}
 		// 3. Blocking Sends.
 		for i := range ms {
@@ -293,8 +299,7 @@ func main() {
 			if m.src != me || m.pair != sendIrecv {
 				continue
 			}
-			b := pl.get(m.size)
-			bufs = append(bufs, b)
+			b := get(m.size)
 			sent.add(m.dst, fill(b, m.id), m.size)
 			if err := mpi.Send(w, b, m.dst, m.tag); err != nil {
 				fail("message %d: Send to %d: %v", m.id, m.dst, err)
@@ -307,13 +312,8 @@ func main() {
 			if m.dst != me || m.pair != isendRecv {
 				continue
 			}
-			b := pl.get(m.size)
-			bufs = append(bufs, b)
-			src := m.src
-			if m.any {
-				src = mpi.AnySource
-			}
-			st, err := mpi.Recv(w, b, src, m.tag)
+			b := get(m.size)
+			st, err := mpi.Recv(w, b, m.from(), m.tag)
 			if err != nil {
 				fail("message %d: Recv from %d: %v", m.id, m.src, err)
 			}
@@ -327,7 +327,7 @@ func main() {
 		}
 		for i, m := range rmsg {
 			if m != nil {
-				bad += verify(me, m, sts[i], rbuf[m], recvd)
+				bad += verify(me, m, sts[i], rbuf[i], recvd)
 			}
 		}
 		progress.Add(int64(len(reqs)))
