@@ -273,15 +273,7 @@ func (hd *handler) PeerFailed(src int, err error) {
 	if c := e.cur[src]; c.stage != nil {
 		c.stage.free() // a chunk that will never finish arriving
 	}
-	keep := e.posted[:0]
-	for _, r := range e.posted {
-		if r.peer == src {
-			r.complete(ferr)
-			continue
-		}
-		keep = append(keep, r)
-	}
-	e.posted = keep
+	e.failPosted(func(r *Request) bool { return r.peer == src }, ferr)
 	for id, r := range e.sends {
 		if r.peer == src {
 			delete(e.sends, id)
@@ -309,6 +301,20 @@ func (hd *handler) PeerFailed(src int, err error) {
 		}
 	}
 	e.cur[src] = inflight{}
+}
+
+// failPosted fails the posted receives that match; the lock is held.
+func (e *Engine) failPosted(match func(*Request) bool, err error) {
+	keep := e.posted[:0]
+	for _, r := range e.posted {
+		if match(r) {
+			r.complete(err)
+			continue
+		}
+		keep = append(keep, r)
+	}
+	clear(e.posted[len(keep):])
+	e.posted = keep
 }
 
 // abandon fails r, whose peer is gone, once no copy of ours still uses its

@@ -98,20 +98,6 @@ func (e *Engine) matchErr(ctx uint32, src int) error {
 	return nil
 }
 
-// failPosted fails the posted receives that match; the lock is held.
-func (e *Engine) failPosted(match func(*Request) bool, err error) {
-	keep := e.posted[:0]
-	for _, r := range e.posted {
-		if match(r) {
-			r.complete(err)
-			continue
-		}
-		keep = append(keep, r)
-	}
-	clear(e.posted[len(keep):])
-	e.posted = keep
-}
-
 // revokedErr returns the error of operations on ctx if it was revoked;
 // the lock is held.
 func (e *Engine) revokedErr(ctx uint32) error {
