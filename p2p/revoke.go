@@ -3,7 +3,6 @@ package p2p
 import (
 	"errors"
 
-	"fmt"
 	"slices"
 )
 
@@ -104,10 +103,7 @@ func (e *Engine) revokedErr(ctx uint32) error {
 	if len(e.revoked) == 0 {
 		return nil
 	}
-	if err, ok := e.revoked[ctx]; ok {
-		return fmt.Errorf("%w", err)
-	}
-	return nil
+	return e.revoked[ctx]
 }
 
 // Revoked reports the error of operations on ctx if it was revoked.
