@@ -2,7 +2,6 @@ package coll
 
 import (
 	"fmt"
-	"slices"
 	"sync"
 
 	"github.com/gorun/gorun/gpu"
@@ -137,14 +136,11 @@ func (c *Comm) ipcSetup(d *devCall) (*ipcState, error) {
 			}
 		}
 	}
-	votes := make([]byte, n)
-	if ok {
-		votes[me] = 1
-	}
-	if err := collAllgather.runFlat(c, &Args{Recv: votes}, nil); err != nil {
+	agreed, err := c.allAgree(ok)
+	if err != nil {
 		return st, err
 	}
-	st.ok = !slices.Contains(votes, 0)
+	st.ok = agreed
 	if !st.ok {
 		// This rank's region stays allocated: a peer may have mapped it.
 		st.unmap()

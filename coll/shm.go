@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -244,23 +245,32 @@ func (c *Comm) shmSetup() (*shmSeg, error) {
 			mem, ok = b, 1
 		}
 	}
-	votes := make([]byte, n)
-	votes[me] = ok
-	err := collAllgather.runFlat(c, &Args{Recv: votes}, nil)
+	all, err := c.allAgree(ok == 1)
 	if me == 0 && mem != nil {
 		unix.Unlink(path)
 	}
-	all := err == nil
-	for _, v := range votes {
-		all = all && v == 1
-	}
-	if !all {
+	if err != nil || !all {
 		if mem != nil {
 			unix.Munmap(mem)
 		}
 		return nil, err
 	}
 	return &shmSeg{mem: mem, n: n, slot: slot, stride: stride}, nil
+}
+
+// allAgree tells every rank whether this one could set up its share of
+// a communicator's state (ok), and reports whether every rank could: the
+// vote that makes the set-ups of shm.go and gpuipc.go decide alike
+// everywhere.
+func (c *Comm) allAgree(ok bool) (bool, error) {
+	votes := make([]byte, c.Size())
+	if ok {
+		votes[c.Rank()] = 1
+	}
+	if err := collAllgather.runFlat(c, &Args{Recv: votes}, nil); err != nil {
+		return false, err
+	}
+	return !slices.Contains(votes, 0), nil
 }
 
 func shmCreate(path string, size int) ([]byte, error) {

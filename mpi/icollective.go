@@ -31,11 +31,18 @@ func start(c *Comm, op string, v coll.Comm, cl call, err error) (*Request, error
 		v.Abort(int(classOf(err)), err)
 		return nil, err
 	}
+	cl.args.Nonblocking = true
+	return launch(c, op, v, func(v *coll.Comm) error { return wrapColl(op, cl.fn(v, &cl.args)) })
+}
+
+// launch posts the notice receive of the begun view v and returns its
+// request at once; run runs on v in a goroutine, whose failure aborts the
+// call and becomes the request's error, and which then sends the notice.
+func launch(c *Comm, op string, v coll.Comm, run func(v *coll.Comm) error) (*Request, error) {
 	done, perr := v.PostNotify()
 	if perr != nil {
 		return nil, wrap(op, perr)
 	}
-	cl.args.Nonblocking = true
 	var res collResult
 	q := &Request{r: done, c: c, op: op, elem: 1}
 	q.post = func(_ Status, err error) error {
@@ -45,8 +52,7 @@ func start(c *Comm, op string, v coll.Comm, cl call, err error) (*Request, error
 		return err
 	}
 	go func() {
-		e := wrapColl(op, cl.fn(&v, &cl.args))
-		if e != nil {
+		if e := run(&v); e != nil {
 			v.Abort(int(classOf(e)), e)
 			res.set(e)
 		}

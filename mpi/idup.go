@@ -26,45 +26,32 @@ func (c *Comm) Idup() (*Comm, *Request, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	done, err := v.PostNotify()
-	if err != nil {
-		return nil, nil, wrap(op, err)
-	}
 	nc := &Comm{name: c.name + " idup", rank: Undefined}
-	var res collResult
-	q := &Request{r: done, c: c, op: op, elem: 1}
-	q.post = func(_ Status, err error) error {
-		if e := res.get(); e != nil {
-			return e
-		}
-		return err
-	}
-	go func() {
+	q, err := launch(c, op, v, func(v *coll.Comm) error {
 		ctx, err := c.agreeCtxBy(op, func(buf []uint64) error {
 			cl, err := reductionCall(op, coll.Allreduce, buf, buf, Band)
 			if err != nil {
 				return err
 			}
 			cl.args.Nonblocking = true // point-to-point algorithms only: no shared state with c's other calls
-			round := v
+			round := *v
 			return wrapColl(op, cl.fn(&round, &cl.args))
 		})
 		if err != nil {
-			v.Abort(int(classOf(err)), err)
-			res.set(err)
 			nc.freed.Store(true)
-		} else {
-			nc.init(nc.name, c.rt, ctx, slices.Clone(c.world), c.rank)
-			if c.cart != nil {
-				nc.cart = c.cart.clone()
-			}
-			if c.graph != nil {
-				nc.graph = c.graph.clone()
-			}
+			return err
 		}
-		if nerr := v.Notify(); nerr != nil {
-			res.set(wrap(op, nerr))
+		nc.init(nc.name, c.rt, ctx, slices.Clone(c.world), c.rank)
+		if c.cart != nil {
+			nc.cart = c.cart.clone()
 		}
-	}()
+		if c.graph != nil {
+			nc.graph = c.graph.clone()
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
 	return nc, q, nil
 }

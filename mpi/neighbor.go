@@ -130,19 +130,9 @@ func runNeighbor(op string, c *Comm, prep func(nb *neighborhood) (coll.Args, err
 func NeighborAllgather[T Element](c *Comm, sendbuf, recvbuf []T) error {
 	const op = "NeighborAllgather"
 	return runNeighbor(op, c, func(nb *neighborhood) (coll.Args, error) {
-		k, in := len(sendbuf), len(nb.src)
-		if len(recvbuf) < in*k {
-			return coll.Args{}, errorf(ErrCount, op, "receive buffer of %d elements for %d sources of %d", len(recvbuf), in, k)
-		}
-		a, err := neighborArgs(op, nb, elemBytes(sendbuf), elemBytes(recvbuf[:in*k]))
-		if err != nil {
-			return a, err
-		}
-		kb := k * elemSize[T]()
-		a.Counts, a.Displs = blocks(in, kb)
-		a.SendCounts, a.SendDispls = blocks(len(nb.dst), kb)
+		a, err := neighborBlocks(op, nb, sendbuf, recvbuf, len(sendbuf))
 		clear(a.SendDispls) // the same block to every destination
-		return a, nil
+		return a, err
 	})
 }
 
@@ -184,18 +174,26 @@ func NeighborAlltoall[T Element](c *Comm, sendbuf, recvbuf []T) error {
 		case in > 0:
 			k = len(recvbuf) / in
 		}
-		if len(recvbuf) < in*k {
-			return coll.Args{}, errorf(ErrCount, op, "receive buffer of %d elements for %d sources of %d", len(recvbuf), in, k)
-		}
-		a, err := neighborArgs(op, nb, elemBytes(sendbuf), elemBytes(recvbuf[:in*k]))
-		if err != nil {
-			return a, err
-		}
-		kb := k * elemSize[T]()
-		a.Counts, a.Displs = blocks(in, kb)
-		a.SendCounts, a.SendDispls = blocks(out, kb)
-		return a, nil
+		return neighborBlocks(op, nb, sendbuf, recvbuf, k)
 	})
+}
+
+// neighborBlocks is the arguments of a call whose blocks are all k
+// elements: block i of recvbuf from source i, block i of sendbuf to
+// destination i.
+func neighborBlocks[T Element](op string, nb *neighborhood, sendbuf, recvbuf []T, k int) (coll.Args, error) {
+	in := len(nb.src)
+	if len(recvbuf) < in*k {
+		return coll.Args{}, errorf(ErrCount, op, "receive buffer of %d elements for %d sources of %d", len(recvbuf), in, k)
+	}
+	a, err := neighborArgs(op, nb, elemBytes(sendbuf), elemBytes(recvbuf[:in*k]))
+	if err != nil {
+		return a, err
+	}
+	kb := k * elemSize[T]()
+	a.Counts, a.Displs = blocks(in, kb)
+	a.SendCounts, a.SendDispls = blocks(len(nb.dst), kb)
+	return a, nil
 }
 
 // NeighborAlltoallv is NeighborAlltoall with blocks of their own sizes
