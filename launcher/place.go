@@ -36,7 +36,7 @@ func (j *job) setupHosts() (string, error) {
 	j.multi = len(remote) > 0
 	if j.multi {
 		for _, p := range j.progs[1:] {
-			if p != j.prog {
+			if p != j.progs[0] {
 				// Not done: the agents copy and check one program per
 				// host (agentConfig.prog); several would need the
 				// hello's ProgOK per program.
@@ -92,7 +92,7 @@ func (j *job) connectAll(idx []int) error {
 	if err != nil {
 		return fmt.Errorf("find gorun's own binary: %w", err)
 	}
-	cfg := &agentConfig{gorun: self, prog: j.prog, ifInclude: j.spec.IfInclude, sums: &j.sums, stderr: j.errOut, cpus: j.spec.SlurmCPUs}
+	cfg := &agentConfig{gorun: self, prog: j.progs[0], ifInclude: j.spec.IfInclude, sums: &j.sums, stderr: j.errOut, cpus: j.spec.SlurmCPUs}
 	switch j.spec.Agents {
 	case "", AgentsSSH:
 		if cfg.ssh, err = loadSSHSettings(j.spec.SSHConfig, j.spec.ConnectTimeout); err != nil {

@@ -93,7 +93,6 @@ type job struct {
 	apps    []App
 	progs   []string // each app's executable, resolved
 	appOf   []int    // the app of each rank
-	prog    string   // progs[0]
 	host    string
 	out     *output
 	errOut  *output
@@ -307,7 +306,6 @@ func (j *job) resolvePrograms() error {
 			j.appOf = append(j.appOf, i)
 		}
 	}
-	j.prog = j.progs[0]
 	return nil
 }
 
