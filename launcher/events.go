@@ -141,11 +141,12 @@ func (j *job) onDead(ev event) {
 		}
 		return
 	}
+	msg := fmt.Sprintf("gorun: %s stopped responding: the failure detector declared it dead (is %s frozen or cut off?)", p, p.host)
 	if j.recov != nil {
-		j.lose(p, ExitInternal, fmt.Sprintf("gorun: %s stopped responding: the failure detector declared it dead (is %s frozen or cut off?)", p, p.host))
+		j.lose(p, ExitInternal, msg)
 		return
 	}
-	j.fail(ExitInternal, fmt.Sprintf("gorun: %s stopped responding: the failure detector declared it dead (is %s frozen or cut off?)", p, p.host))
+	j.fail(ExitInternal, msg)
 	// Its host will not report its ranks' ends: stop waiting for them now.
 	// Its agent kills them when it finds the connection closed, or the
 	// launcher silent.

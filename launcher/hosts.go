@@ -116,12 +116,84 @@ func ParseHostList(s string) ([]Host, error) {
 // are accepted too) and port=P (the ssh port); '#' starts a comment; blank
 // lines are ignored. A line it cannot read is an error naming FILE:LINE.
 func ParseHostfile(path string) ([]Host, error) {
+	var hosts []Host
+	err := eachLine(path, "hostfile", func(l fileLine) error {
+		fields, bad := l.fields, l.bad
+		if strings.Contains(fields[0], "=") {
+			return bad("expected a host name first, not %q", fields[0])
+		}
+		h, err := parseHostItem(fields[0], fmt.Sprintf("%s:%d", path, l.n))
+		if err != nil {
+			return fmt.Errorf("%w (line %q)", err, l.text)
+		}
+		fromName := h.Slots
+		for _, kv := range fields[1:] {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok {
+				return bad("%q is not key=value (slots=N, max_slots=M)", kv)
+			}
+			var dst *int
+			switch strings.ToLower(k) {
+			case "slots", "count", "cpu":
+				if fromName > 0 {
+					return bad("slots given twice (%s and %s)", fields[0], kv)
+				}
+				dst = &h.Slots
+			case "max_slots", "max-slots":
+				dst = &h.MaxSlots
+			case "port":
+				if p, err := strconv.Atoi(v); err != nil || p < 1 || p > 65535 {
+					return bad("port=%q: must be a port number", v)
+				}
+				h.Port = v
+				continue
+			default:
+				return bad("unknown key %q (known: slots, max_slots, port)", k)
+			}
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				return bad("%s=%q: must be a positive number", k, v)
+			}
+			*dst = n
+		}
+		if h.MaxSlots > 0 && h.Slots > h.MaxSlots {
+			return bad("slots=%d exceeds max_slots=%d", h.Slots, h.MaxSlots)
+		}
+		h.Entry = fmt.Sprintf("%s:%d ", filepath.Base(path), l.n) + h.describe(strings.Join(fields, " "))
+		hosts = mergeHost(hosts, h)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(hosts) == 0 {
+		return nil, fmt.Errorf("hostfile %s: no hosts", path)
+	}
+	return hosts, nil
+}
+
+// fileLine is one line of a hostfile or rankfile that has fields once its
+// '#' comment is cut.
+type fileLine struct {
+	path   string
+	n      int    // its number, from 1
+	text   string // as written, trimmed
+	fields []string
+}
+
+// bad is an error naming FILE:LINE and quoting the line.
+func (l fileLine) bad(format string, a ...any) error {
+	return fmt.Errorf("%s:%d: %s (line %q)", l.path, l.n, fmt.Sprintf(format, a...), l.text)
+}
+
+// eachLine calls fn with each line of the file at path (what: hostfile,
+// rankfile) that has fields, until fn's first error.
+func eachLine(path, what string, fn func(fileLine) error) error {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("hostfile: %w", err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	defer f.Close()
-	var hosts []Host
 	sc := bufio.NewScanner(f)
 	for ln := 1; sc.Scan(); ln++ {
 		line := sc.Text()
@@ -132,59 +204,14 @@ func ParseHostfile(path string) ([]Host, error) {
 		if len(fields) == 0 {
 			continue
 		}
-		bad := func(format string, a ...any) error {
-			return fmt.Errorf("%s:%d: %s (line %q)", path, ln, fmt.Sprintf(format, a...), strings.TrimSpace(sc.Text()))
+		if err := fn(fileLine{path: path, n: ln, text: strings.TrimSpace(sc.Text()), fields: fields}); err != nil {
+			return err
 		}
-		if strings.Contains(fields[0], "=") {
-			return nil, bad("expected a host name first, not %q", fields[0])
-		}
-		h, err := parseHostItem(fields[0], fmt.Sprintf("%s:%d", path, ln))
-		if err != nil {
-			return nil, fmt.Errorf("%w (line %q)", err, strings.TrimSpace(sc.Text()))
-		}
-		fromName := h.Slots
-		for _, kv := range fields[1:] {
-			k, v, ok := strings.Cut(kv, "=")
-			if !ok {
-				return nil, bad("%q is not key=value (slots=N, max_slots=M)", kv)
-			}
-			var dst *int
-			switch strings.ToLower(k) {
-			case "slots", "count", "cpu":
-				if fromName > 0 {
-					return nil, bad("slots given twice (%s and %s)", fields[0], kv)
-				}
-				dst = &h.Slots
-			case "max_slots", "max-slots":
-				dst = &h.MaxSlots
-			case "port":
-				if p, err := strconv.Atoi(v); err != nil || p < 1 || p > 65535 {
-					return nil, bad("port=%q: must be a port number", v)
-				}
-				h.Port = v
-				continue
-			default:
-				return nil, bad("unknown key %q (known: slots, max_slots, port)", k)
-			}
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 {
-				return nil, bad("%s=%q: must be a positive number", k, v)
-			}
-			*dst = n
-		}
-		if h.MaxSlots > 0 && h.Slots > h.MaxSlots {
-			return nil, bad("slots=%d exceeds max_slots=%d", h.Slots, h.MaxSlots)
-		}
-		h.Entry = fmt.Sprintf("%s:%d ", filepath.Base(path), ln) + h.describe(strings.Join(fields, " "))
-		hosts = mergeHost(hosts, h)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("hostfile %s: %w", path, err)
+		return fmt.Errorf("%s %s: %w", what, path, err)
 	}
-	if len(hosts) == 0 {
-		return nil, fmt.Errorf("hostfile %s: no hosts", path)
-	}
-	return hosts, nil
+	return nil
 }
 
 // mergeHost appends h, or adds its slots to an earlier entry of the same

@@ -5,6 +5,7 @@ package launcher
 // address.
 
 import (
+	"cmp"
 	"fmt"
 	"net"
 	"os"
@@ -14,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 )
 
 // setupHosts builds the host list, connects to the remote hosts in
@@ -36,7 +36,7 @@ func (j *job) setupHosts() (string, error) {
 	j.multi = len(remote) > 0
 	if j.multi {
 		for _, p := range j.progs[1:] {
-			if p != j.prog {
+			if p != j.progs[0] {
 				// Not done: the agents copy and check one program per
 				// host (agentConfig.prog); several would need the
 				// hello's ProgOK per program.
@@ -92,7 +92,7 @@ func (j *job) connectAll(idx []int) error {
 	if err != nil {
 		return fmt.Errorf("find gorun's own binary: %w", err)
 	}
-	cfg := &agentConfig{gorun: self, prog: j.prog, ifInclude: j.spec.IfInclude, sums: &j.sums, stderr: j.errOut, cpus: j.spec.SlurmCPUs}
+	cfg := &agentConfig{gorun: self, prog: j.progs[0], ifInclude: j.spec.IfInclude, sums: &j.sums, stderr: j.errOut, cpus: j.spec.SlurmCPUs}
 	switch j.spec.Agents {
 	case "", AgentsSSH:
 		if cfg.ssh, err = loadSSHSettings(j.spec.SSHConfig, j.spec.ConnectTimeout); err != nil {
@@ -119,7 +119,7 @@ func (j *job) connectAll(idx []int) error {
 			var err error
 			if cfg.srun != "" {
 				// Starting a step takes longer than an ssh handshake.
-				h, err = connectSrun(cfg, name, i, cfg.cpus[name], 3*cmpDur(j.spec.ConnectTimeout, DefaultConnectTimeout), j.trace)
+				h, err = connectSrun(cfg, name, i, cfg.cpus[name], 3*cmp.Or(j.spec.ConnectTimeout, DefaultConnectTimeout), j.trace)
 			} else {
 				h, err = connectHost(cfg, name, i, j.trace)
 			}
@@ -205,7 +205,7 @@ func (j *job) place() error {
 // read (host:N is slots, never a port) and the ranks placed on it, with
 // their program in an MPMD job.
 func (j *job) displayMap(slots []int) {
-	how := "--map-by " + cmpOr(j.spec.MapBy, MapBySlot)
+	how := "--map-by " + cmp.Or(j.spec.MapBy, MapBySlot)
 	if len(j.spec.Rankfile) > 0 {
 		how = "--rankfile"
 	}
@@ -232,22 +232,6 @@ func (j *job) displayMap(slots []int) {
 		}
 		j.errOut.println(fmt.Sprintf("gorun:   %s: %d slots, %s; from %s; ranks %s", hs.name, slots[i], where, entry, strings.Join(ranks, " ")))
 	}
-}
-
-// cmpDur is a, or b when a is zero.
-func cmpDur(a, b time.Duration) time.Duration {
-	if a == 0 {
-		return b
-	}
-	return a
-}
-
-// cmpOr is a, or b when a is empty.
-func cmpOr(a, b string) string {
-	if a == "" {
-		return b
-	}
-	return a
 }
 
 // pickMaster chooses MASTER_ADDR and MASTER_PORT, as torchrun sets them

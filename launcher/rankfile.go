@@ -1,9 +1,7 @@
 package launcher
 
 import (
-	"bufio"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 )
@@ -22,57 +20,42 @@ type RankSlot struct {
 // must be 0..n-1, each once. A line it cannot read is an error naming
 // FILE:LINE.
 func ParseRankfile(path string) ([]RankSlot, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("rankfile: %w", err)
-	}
-	defer f.Close()
 	var out []RankSlot
 	seen := map[int]bool{}
-	sc := bufio.NewScanner(f)
-	for ln := 1; sc.Scan(); ln++ {
-		line := sc.Text()
-		if i := strings.IndexByte(line, '#'); i >= 0 {
-			line = line[:i]
-		}
-		fields := strings.Fields(line)
-		if len(fields) == 0 {
-			continue
-		}
-		bad := func(format string, a ...any) error {
-			return fmt.Errorf("%s:%d: %s (line %q)", path, ln, fmt.Sprintf(format, a...), strings.TrimSpace(sc.Text()))
-		}
+	err := eachLine(path, "rankfile", func(l fileLine) error {
+		fields, bad := l.fields, l.bad
 		if fields[0] != "rank" || len(fields) < 2 || len(fields) > 3 {
-			return nil, bad("expected \"rank N=HOST [slot=CPU]\"")
+			return bad("expected \"rank N=HOST [slot=CPU]\"")
 		}
 		rs, host, ok := strings.Cut(fields[1], "=")
 		n, err := strconv.Atoi(rs)
 		if !ok || err != nil || n < 0 || host == "" {
-			return nil, bad("expected \"rank N=HOST\", not %q", fields[1])
+			return bad("expected \"rank N=HOST\", not %q", fields[1])
 		}
 		if strings.HasPrefix(host, "+") {
-			return nil, bad("relative host %q (+n, +e) is not supported: name the host", host)
+			return bad("relative host %q (+n, +e) is not supported: name the host", host)
 		}
 		if seen[n] {
-			return nil, bad("rank %d given twice", n)
+			return bad("rank %d given twice", n)
 		}
 		seen[n] = true
 		s := RankSlot{Rank: n, Host: host, CPU: -1}
 		if len(fields) == 3 {
 			k, v, _ := strings.Cut(fields[2], "=")
 			if k != "slot" {
-				return nil, bad("expected slot=CPU, not %q", fields[2])
+				return bad("expected slot=CPU, not %q", fields[2])
 			}
 			cpu, err := strconv.Atoi(v)
 			if err != nil || cpu < 0 {
-				return nil, bad("slot=%s: gorun binds a rank to one CPU, given by its number (socket:core and CPU lists are not supported)", v)
+				return bad("slot=%s: gorun binds a rank to one CPU, given by its number (socket:core and CPU lists are not supported)", v)
 			}
 			s.CPU = cpu
 		}
 		out = append(out, s)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("rankfile %s: %w", path, err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("rankfile %s: no ranks", path)

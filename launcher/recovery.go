@@ -169,7 +169,7 @@ func (j *job) exitRecovering(p *proc, ws syscall.WaitStatus) {
 			code = ExitInternal
 		}
 		j.lose(p, code, fmt.Sprintf("gorun: %s exited with status %d without calling mpi.Finalize", p, ws.ExitStatus()))
-	case ws.ExitStatus() != 0 && p.finalized:
+	case ws.ExitStatus() != 0: // finalized
 		j.errOut.println(fmt.Sprintf("gorun: %s exited with status %d after mpi.Finalize", p, ws.ExitStatus()))
 	}
 }

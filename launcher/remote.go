@@ -258,23 +258,12 @@ func (h *remoteHost) startAgent(cfg *agentConfig, script string, timeout time.Du
 		return fmt.Errorf("start the agent: %w", err)
 	}
 	br := bufio.NewReaderSize(out, 64<<10)
-	type res struct {
-		m   *agentMsg
-		err error
-	}
-	ch := make(chan res, 1)
-	go func() {
-		m, err := readAgentMsg(br)
-		ch <- res{m, err}
-	}()
-	var r res
-	select {
-	case r = <-ch:
-	case <-time.After(timeout):
+	m, err := readHello(br, timeout)
+	if errors.Is(err, errNoHello) {
 		s.Close()
 		return fmt.Errorf("the agent did not answer within %v", timeout)
 	}
-	if r.err != nil {
+	if err != nil {
 		werr := waitWithin(s, time.Second)
 		s.Close()
 		var ee *ssh.ExitError
@@ -285,13 +274,46 @@ func (h *remoteHost) startAgent(cfg *agentConfig, script string, timeout time.Du
 		if msg == "" && werr != nil {
 			msg = werr.Error()
 		}
-		return fmt.Errorf("the agent failed to start: %v (%s)", r.err, msg)
+		return fmt.Errorf("the agent failed to start: %v (%s)", err, msg)
 	}
-	if r.m.Kind != "hello" || r.m.Version != agentProtoVersion {
+	if err := checkHello(m); err != nil {
 		s.Close()
-		return fmt.Errorf("the agent spoke %q version %d, not hello version %d", r.m.Kind, r.m.Version, agentProtoVersion)
+		return err
 	}
-	h.sess, h.in, h.out, h.hello = s, in, br, r.m
+	h.sess, h.in, h.out, h.hello = s, in, br, m
+	return nil
+}
+
+// errNoHello: readHello's wait ran out.
+var errNoHello = errors.New("no hello in time")
+
+// readHello reads an agent's first message from r, waiting at most
+// timeout (then errNoHello; the reading goroutine ends when the caller
+// closes the agent's stream).
+func readHello(r io.Reader, timeout time.Duration) (*agentMsg, error) {
+	type res struct {
+		m   *agentMsg
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		m, err := readAgentMsg(r)
+		ch <- res{m, err}
+	}()
+	select {
+	case x := <-ch:
+		return x.m, x.err
+	case <-time.After(timeout):
+		return nil, errNoHello
+	}
+}
+
+// checkHello refuses a first message that is not hello in this protocol
+// version.
+func checkHello(m *agentMsg) error {
+	if m.Kind != "hello" || m.Version != agentProtoVersion {
+		return fmt.Errorf("the agent spoke %q version %d, not hello version %d", m.Kind, m.Version, agentProtoVersion)
+	}
 	return nil
 }
 

@@ -93,7 +93,6 @@ type job struct {
 	apps    []App
 	progs   []string // each app's executable, resolved
 	appOf   []int    // the app of each rank
-	prog    string   // progs[0]
 	host    string
 	out     *output
 	errOut  *output
@@ -297,17 +296,16 @@ func (j *job) resolvePrograms() error {
 			if p, err = resolveProgram(a.Program, j.tmp, j.errOut); err != nil {
 				return err
 			}
+			if lib := mpiLibrary(p); lib != "" && j.spec.NP > 1 {
+				return fmt.Errorf("%s links %s, another MPI's library: it finds its ranks through that MPI's launcher, and under gorun each of its %d processes would run alone as rank 0 of 1; start it with that MPI's mpirun (mpirun -np %d %s)", a.Program, lib, j.spec.NP, j.spec.NP, a.Program)
+			}
 			seen[a.Program] = p
-		}
-		if lib := mpiLibrary(p); lib != "" && j.spec.NP > 1 {
-			return fmt.Errorf("%s links %s, another MPI's library: it finds its ranks through that MPI's launcher, and under gorun each of its %d processes would run alone as rank 0 of 1; start it with that MPI's mpirun (mpirun -np %d %s)", a.Program, lib, j.spec.NP, j.spec.NP, a.Program)
 		}
 		j.progs = append(j.progs, p)
 		for range a.NP {
 			j.appOf = append(j.appOf, i)
 		}
 	}
-	j.prog = j.progs[0]
 	return nil
 }
 

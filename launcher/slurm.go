@@ -2,6 +2,7 @@ package launcher
 
 import (
 	"bufio"
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -152,7 +153,7 @@ type Allocation struct {
 // FindAllocation reads a Slurm (SLURM_JOB_NODELIST) or PBS (PBS_NODEFILE)
 // allocation from getenv; nil when there is none.
 func FindAllocation(getenv func(string) string) (*Allocation, error) {
-	if nl := cmpOr(getenv("SLURM_JOB_NODELIST"), getenv("SLURM_NODELIST")); nl != "" {
+	if nl := cmp.Or(getenv("SLURM_JOB_NODELIST"), getenv("SLURM_NODELIST")); nl != "" {
 		return slurmAllocation(nl, getenv)
 	}
 	if f := getenv("PBS_NODEFILE"); f != "" {
@@ -174,7 +175,7 @@ func slurmAllocation(nodelist string, getenv func(string) string) (*Allocation, 
 	if err != nil {
 		return nil, fmt.Errorf("SLURM_JOB_NODELIST: %w", err)
 	}
-	a := &Allocation{System: "Slurm job " + cmpOr(getenv("SLURM_JOB_ID"), "(no SLURM_JOB_ID)")}
+	a := &Allocation{System: "Slurm job " + cmp.Or(getenv("SLURM_JOB_ID"), "(no SLURM_JOB_ID)")}
 	var tasks []int
 	if tpn := getenv("SLURM_TASKS_PER_NODE"); tpn != "" {
 		if tasks, err = ParseTasksPerNode(tpn); err != nil {

@@ -86,37 +86,26 @@ func connectSrun(cfg *agentConfig, name string, idx, cpus int, timeout time.Dura
 	h.proc = p
 	trace("%s: srun started", name)
 	br := bufio.NewReaderSize(out, 64<<10)
-	type res struct {
-		m   *agentMsg
-		err error
-	}
-	ch := make(chan res, 1)
-	go func() {
-		m, err := readAgentMsg(br)
-		ch <- res{m, err}
-	}()
-	var r res
-	select {
-	case r = <-ch:
-	case <-time.After(timeout):
+	m, err := readHello(br, timeout)
+	if errors.Is(err, errNoHello) {
 		p.kill()
 		return nil, fmt.Errorf("the agent started by srun did not answer within %v", timeout)
 	}
-	if r.err != nil {
-		reason := p.exitReason(time.Second, r.err)
+	if err != nil {
+		reason := p.exitReason(time.Second, err)
 		if tail := h.errTail.String(); tail != "" {
 			reason += ": " + lastLine(tail)
 		}
 		p.kill()
 		return nil, fmt.Errorf("the agent failed to start with srun: %s", reason)
 	}
-	if r.m.Kind != "hello" || r.m.Version != agentProtoVersion {
+	if err := checkHello(m); err != nil {
 		p.kill()
-		return nil, fmt.Errorf("the agent spoke %q version %d, not hello version %d", r.m.Kind, r.m.Version, agentProtoVersion)
+		return nil, err
 	}
-	h.in, h.out, h.hello = in, br, r.m
-	h.local = sourceAddrTo(r.m.Addr)
-	trace("%s: agent said hello (its ranks at %s, reached from %v)", name, r.m.Addr, h.local)
+	h.in, h.out, h.hello = in, br, m
+	h.local = sourceAddrTo(m.Addr)
+	trace("%s: agent said hello (its ranks at %s, reached from %v)", name, m.Addr, h.local)
 	h.startBeats()
 	if h.hello.Err != "" {
 		h.close(0)

@@ -65,6 +65,9 @@ func DecodeFT(b []byte) (m FTMsg, ok bool, err error) {
 	if len(b) == 0 || b[0] != ftTag {
 		return m, false, nil
 	}
+	if err := checkShape(b[1:]); err != nil {
+		return m, true, fmt.Errorf("bad recovery message: %w", err)
+	}
 	if err := msgpack.Unmarshal(b[1:], &m); err != nil {
 		return m, true, fmt.Errorf("bad recovery message: %w", err)
 	}
