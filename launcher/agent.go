@@ -46,10 +46,11 @@ type agent struct {
 
 // agentRank is one rank started by the agent.
 type agentRank struct {
-	rank   int
-	cmd    *exec.Cmd
-	pid    int
-	exited bool
+	rank    int
+	cmd     *exec.Cmd
+	pid     int
+	exited  bool
+	stopped bool // as last reported to the launcher
 }
 
 // RunAgent runs the per-host agent on the launcher's ssh session: stdin
@@ -225,8 +226,32 @@ func (a *agent) beat() {
 				a.werr = fmt.Errorf("heartbeat failed")
 			}
 			a.wmu.Unlock()
+			for _, m := range a.stateChanges() {
+				a.send(m)
+			}
 		}
 	}
+}
+
+// stateChanges reads the state of each live rank's process and returns a
+// "state" message for every rank stopped or continued since the last
+// call: the launcher needs it to tell a stopped rank (dead to its peers)
+// from a busy one when the failure detector gives up on it.
+func (a *agent) stateChanges() []*agentMsg {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var ms []*agentMsg
+	for _, r := range a.ranks {
+		if r.exited || r.pid <= 0 {
+			continue
+		}
+		st := procState(r.pid)
+		if stopped := st == 'T' || st == 't'; stopped != r.stopped {
+			r.stopped = stopped
+			ms = append(ms, &agentMsg{Kind: "state", Rank: r.rank, Stopped: stopped})
+		}
+	}
+	return ms
 }
 
 func (a *agent) signalAll(sig syscall.Signal) {

@@ -34,13 +34,17 @@ import (
 //	ctl      Rank, Ctl: a control message of the rank (Finalized, Abort)
 //	exited   Rank, Status: the raw wait status, after the rank's last
 //	         output and control message
+//	state    Rank, Stopped: the rank's process was stopped (SIGSTOP, a
+//	         debugger) or runs again; checked every agentBeat, sent on
+//	         change. A rank the failure detector gives up on is dead only
+//	         if it is stopped: a running one is busy (events.go onDead).
 //	hb       heartbeat, every agentBeat
 //
 // Either side ends the other's work when the stream breaks or goes silent
 // for agentTimeout: the launcher ends the job naming the host and its
 // ranks; the agent SIGKILLs its ranks' process groups and exits, so a lost
 // launcher or a cut network never leaves ranks behind.
-const agentProtoVersion = 1
+const agentProtoVersion = 2
 
 // agentMsg is one frame of the agent protocol; Kind says which fields
 // matter.
@@ -54,6 +58,9 @@ type agentMsg struct {
 	Status uint32       `msgpack:"ws,omitempty"`
 	Sig    int          `msgpack:"sg,omitempty"`
 	Ctl    *boot.CtlMsg `msgpack:"c,omitempty"`
+
+	// state
+	Stopped bool `msgpack:"stop,omitempty"`
 
 	// hello
 	Version int    `msgpack:"v,omitempty"`
@@ -90,8 +97,8 @@ func readAgentMsg(r io.Reader) (*agentMsg, error) {
 }
 
 var (
-	pAgentBeat = params.Duration("GORUN_AGENT_HEARTBEAT", 200*time.Millisecond,
+	pAgentBeat = params.Duration("GORUN_AGENT_HEARTBEAT", 100*time.Millisecond,
 		"how often the launcher and each remote agent tell each other they are alive")
-	pAgentTimeout = params.Duration("GORUN_AGENT_TIMEOUT", 2*time.Second,
+	pAgentTimeout = params.Duration("GORUN_AGENT_TIMEOUT", 2400*time.Millisecond,
 		"silence after which the launcher declares a remote agent lost (ending the job), and an agent kills its ranks and exits")
 )

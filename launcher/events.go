@@ -78,6 +78,10 @@ func (j *job) loop() {
 			j.onVerdict()
 		case evFT:
 			j.onFT(ev.ft)
+		case evState:
+			if p := j.procs[ev.rank]; p != nil {
+				p.stopped = ev.stopped
+			}
 		case evTimeout:
 			if j.spec.StackTraces && !j.ending {
 				j.dumpStacks()
@@ -117,9 +121,15 @@ func (j *job) loop() {
 	}
 }
 
-// onDead handles the failure detector's verdict on a rank. For a rank on
-// this host the process's exit is the authority; for one on another host
-// it may be the only news (a frozen host, a cut cable).
+// onDead handles the failure detector's verdict on a rank: it has not
+// answered for GORUN_MEMBER_SUSPICION. That alone does not make it dead:
+// the authority is its process, here as on other hosts (through the
+// agent). A process that exited is reported as such; one that the kernel
+// has stopped (SIGSTOP, a debugger) will never answer, and is failed now;
+// one that runs is only busy (2 cores at load 8, a host loaded with CPU
+// hogs: both had live ranks declared dead), and is left alone. A host
+// that froze or was cut off is found by its agent's silence
+// (GORUN_AGENT_TIMEOUT, remote.go watch), not here.
 func (j *job) onDead(ev event) {
 	if ev.rank < 0 || ev.rank >= len(j.procs) {
 		return
@@ -128,29 +138,20 @@ func (j *job) onDead(ev event) {
 	if p == nil || p.exited || p.finalized || j.ending {
 		return
 	}
+	var state byte = 'T'
 	if p.remote == nil {
-		// Here the process is the authority: a live one that missed its
-		// probes is only busy (2 cores at load 8 did that), but one the
-		// kernel has stopped (SIGSTOP, a debugger) will never answer.
-		if st := procState(p.pid); st == 'T' || st == 't' {
-			if j.recov != nil {
-				j.lose(p, ExitInternal, fmt.Sprintf("gorun: %s is stopped (process state %c: SIGSTOP or a debugger) and stopped answering the failure detector; killed", p, st))
-				return
-			}
-			j.fail(ExitInternal, fmt.Sprintf("gorun: %s is stopped (process state %c: SIGSTOP or a debugger) and stopped answering the failure detector; ending the job", p, st))
-		}
+		state = procState(p.pid)
+	} else if !p.stopped {
+		state = 0
+	}
+	if state != 'T' && state != 't' {
 		return
 	}
-	msg := fmt.Sprintf("gorun: %s stopped responding: the failure detector declared it dead (is %s frozen or cut off?)", p, p.host)
 	if j.recov != nil {
-		j.lose(p, ExitInternal, msg)
+		j.lose(p, ExitInternal, fmt.Sprintf("gorun: %s is stopped (process state %c: SIGSTOP or a debugger) and stopped answering the failure detector; killed", p, state))
 		return
 	}
-	j.fail(ExitInternal, msg)
-	// Its host will not report its ranks' ends: stop waiting for them now.
-	// Its agent kills them when it finds the connection closed, or the
-	// launcher silent.
-	j.loseHost(j.hosts[p.hostIdx])
+	j.fail(ExitInternal, fmt.Sprintf("gorun: %s is stopped (process state %c: SIGSTOP or a debugger) and stopped answering the failure detector; ending the job", p, state))
 }
 
 // onVerdict gives a held verdict, unless by now a host or a rank is
@@ -160,7 +161,7 @@ func (j *job) onVerdict() {
 	if j.held == nil || j.ending {
 		return
 	}
-	stale := 3 * pAgentBeat()
+	stale := 6 * pAgentBeat() // 600 ms: several beats missed, not one late under load
 	for _, hs := range j.hosts {
 		if hs.remote == nil || hs.lost {
 			continue
@@ -177,8 +178,12 @@ func (j *job) onVerdict() {
 			return
 		}
 	}
+	// A suspect whose agent answers is busy, not the cause (onDead); one
+	// whose agent has also missed a few beats is likely on a host that
+	// is going (the agent's own timeout will say so later).
 	for _, r := range j.seed.suspects() {
-		if p := j.procs[r]; p != nil && p.remote != nil && !p.exited && !p.finalized {
+		if p := j.procs[r]; p != nil && p.remote != nil && !p.exited && !p.finalized &&
+			time.Since(time.Unix(0, p.remote.heard.Load())) > 3*pAgentBeat() {
 			j.fail(ExitInternal, fmt.Sprintf("gorun: %s stopped responding: the failure detector suspects it (is %s frozen or cut off?)", p, p.host))
 			j.loseHost(j.hosts[p.hostIdx])
 			return

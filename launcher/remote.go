@@ -524,6 +524,8 @@ func (h *remoteHost) readLoop(j *job) {
 			if m.Ctl != nil {
 				j.emit(event{kind: evCtl, rank: m.Rank, msg: *m.Ctl})
 			}
+		case "state":
+			j.emit(event{kind: evState, rank: m.Rank, stopped: m.Stopped})
 		case "exited":
 			for s := 1; s <= 2; s++ {
 				if lw := lines[[2]int{m.Rank, s}]; lw != nil {

@@ -39,6 +39,7 @@ const (
 	evVerdict   // a held verdict is due
 	evClosed    // gorun's stdout or stderr lost its reader (EPIPE)
 	evFT        // a rank's recovery message (recovery.go)
+	evState     // an agent reports a rank stopped or running again
 )
 
 type event struct {
@@ -52,6 +53,8 @@ type event struct {
 	msg  boot.CtlMsg
 	sig  os.Signal
 	ft   boot.FTMsg
+
+	stopped bool // evState
 }
 
 // proc is one rank's process as the launcher sees it.
@@ -65,7 +68,8 @@ type proc struct {
 	joined    bool
 	finalized bool
 	exited    bool
-	status    int // exit status, once exited
+	stopped   bool // its agent reports it stopped (remote ranks only)
+	status    int  // exit status, once exited
 	abort     *boot.CtlMsg
 }
 

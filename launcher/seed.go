@@ -68,7 +68,7 @@ func startSeed(bind string, secret []byte, jobID string, size int, events chan<-
 	s := &seed{events: events, jobID: jobID, size: size, nodes: map[int]*memberlist.Node{},
 		wake: make(chan struct{}, 1), stop: make(chan struct{})}
 	go s.forward()
-	conf := boot.MemberConfig(boot.LauncherNode, bind, boot.GossipKey(secret))
+	conf := boot.MemberConfig(boot.LauncherNode, bind, boot.GossipKey(secret), size)
 	conf.Events = s
 	conf.Delegate = s
 	ml, err := memberlist.Create(conf)

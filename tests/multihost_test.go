@@ -35,6 +35,67 @@ func init() {
 		}
 		return 0
 	}
+	// mhpausable: every rank calls Init, says it is ready, then runs
+	// allreduces (a few hundred a second) until rank 0 finds the file
+	// "done" in the test's directory; a pause anywhere stalls them all.
+	rawCases["mhpausable"] = func() int {
+		if err := mpi.Init(); err != nil {
+			fmt.Fprintln(os.Stderr, "Init:", err)
+			return 1
+		}
+		markReady()
+		w := mpi.World()
+		done := filepath.Join(os.Getenv("GORUN_TEST_DIR"), "done")
+		for {
+			flag := []int{0}
+			if _, err := os.Stat(done); err == nil && w.Rank() == 0 {
+				flag[0] = 1
+			}
+			if err := mpi.Allreduce(w, flag, flag, mpi.Max); err != nil {
+				fmt.Fprintf(os.Stderr, "rank %d: %v\n", w.Rank(), err)
+				return 1
+			}
+			if flag[0] == 1 {
+				break
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		if err := mpi.Finalize(); err != nil {
+			fmt.Fprintln(os.Stderr, "Finalize:", err)
+			return 1
+		}
+		return 0
+	}
+}
+
+// pauseBound is the pause a live rank or host must survive (issue 15:
+// "a 2 s pause"): GORUN_MEMBER_SUSPICION (2.4 s) and GORUN_AGENT_TIMEOUT
+// (2.5 s) are set above it.
+const pauseBound = 2 * time.Second
+
+// survivePause runs an mhpausable job (started by start), pauses part of
+// it for pauseBound (pause, then resume), lets it run a while longer, and
+// checks that it ends normally: a live but paused rank or host must not
+// be declared dead.
+func survivePause(t *testing.T, cmd *exec.Cmd, errb fmt.Stringer, dir string, pause, resume func()) {
+	t.Helper()
+	pause()
+	time.Sleep(pauseBound)
+	resume()
+	time.Sleep(time.Second) // the detector's verdict would come now
+	os.WriteFile(filepath.Join(dir, "done"), nil, 0o644)
+	ended := make(chan struct{})
+	go func() { cmd.Wait(); close(ended) }()
+	select {
+	case <-ended:
+	case <-time.After(hangGuard):
+		cmd.Process.Kill()
+		<-ended
+		t.Fatalf("the job did not end after the pause:\n%s", errb)
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("a pause of %v ended the job (exit %d); stderr:\n%s", pauseBound, code, errb)
+	}
 }
 
 // failBound is the issue's bound on the time from a failure on a remote
@@ -415,6 +476,41 @@ func TestMultiHost(t *testing.T) {
 		}
 	})
 
+	// A host or a rank that stops for pauseBound (a long GC pause, a
+	// stalled VM) and then goes on is not declared dead (issue 15).
+	t.Run("pauses", func(t *testing.T) {
+		cases := []struct {
+			name string
+			sig  func(dir string, cont bool)
+		}{
+			{"host-paused", func(_ string, cont bool) { nh.freeze(3, cont) }},
+			{"rank-paused", func(dir string, cont bool) {
+				b, _ := os.ReadFile(filepath.Join(dir, "pid.4"))
+				pid, _ := strconv.Atoi(string(b))
+				sig := syscall.SIGSTOP
+				if cont {
+					sig = syscall.SIGCONT
+				}
+				if pid <= 0 || syscall.Kill(pid, sig) != nil {
+					t.Fatalf("cannot signal rank 4 (pid %q)", b)
+				}
+			}},
+		}
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				j := nh.job(6, "h1:2,h2:2,h3:2")
+				j.cas = "mhpausable"
+				cmd, _, errb, dir := j.cmd(t)
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				waitReady(t, cmd, dir, 6, errb)
+				survivePause(t, cmd, errb, dir, func() { c.sig(dir, false) }, func() { c.sig(dir, true) })
+				nh.checkNothingLeftOnHosts(t, 6*time.Second)
+			})
+		}
+	})
+
 	// Ctrl-C ends the job everywhere; a launcher killed outright (no
 	// chance to clean up) leaves nothing either: its agents see the
 	// connection end and kill their ranks.
@@ -596,6 +692,61 @@ func TestMultiHostMeasure(t *testing.T) {
 		}
 		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
 		t.Logf("%-20s -> job end: median %v, max %v (n=%d)", f.name, median(d).Round(time.Millisecond), d[len(d)-1].Round(time.Millisecond), len(d))
+	}
+	// False verdicts: a live host paused (all its processes stopped) for
+	// a while, and a host loaded with CPU hogs (two per core of this
+	// machine, at nice 0, for 5 s), while the job runs allreduces. Each
+	// run either ends normally or was wrongly ended by a death verdict.
+	pauses := []struct {
+		name string
+		run  func(dir string)
+	}{}
+	for _, p := range []time.Duration{1500 * time.Millisecond, 2 * time.Second, 2200 * time.Millisecond, 2600 * time.Millisecond} {
+		pauses = append(pauses, struct {
+			name string
+			run  func(dir string)
+		}{fmt.Sprintf("host paused %v", p), func(string) { nh.freeze(3, false); time.Sleep(p); nh.freeze(3, true) }})
+	}
+	pauses = append(pauses, struct {
+		name string
+		run  func(dir string)
+	}{fmt.Sprintf("host loaded (%d hogs, 5 s)", 2*runtime.NumCPU()), func(string) {
+		var hogs []*exec.Cmd
+		for i := 0; i < 2*runtime.NumCPU(); i++ {
+			h := exec.Command("ip", "netns", "exec", nh.ns(2), "sh", "-c", "while :; do :; done")
+			if h.Start() == nil {
+				hogs = append(hogs, h)
+			}
+		}
+		time.Sleep(5 * time.Second)
+		for _, h := range hogs {
+			h.Process.Kill()
+			h.Wait()
+		}
+	}})
+	for _, f := range pauses {
+		survived := 0
+		var why []string
+		for i := 0; i < runs; i++ {
+			j := nh.job(6, "h1:2,h2:2,h3:2")
+			j.cas = "mhpausable"
+			cmd, _, errb, dir := j.cmd(t)
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			waitReady(t, cmd, dir, 6, errb)
+			f.run(dir)
+			time.Sleep(time.Second)
+			os.WriteFile(filepath.Join(dir, "done"), nil, 0o644)
+			cmd.Wait()
+			if cmd.ProcessState.ExitCode() == 0 {
+				survived++
+			} else if v := verdictLines(errb.String()); len(v) > 0 {
+				why = append(why, v[len(v)-1])
+			}
+			nh.checkNothingLeftOnHosts(t, 6*time.Second)
+		}
+		t.Logf("%-28s -> job survived %d of %d %v", f.name, survived, runs, why)
 	}
 }
 

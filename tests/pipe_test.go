@@ -119,3 +119,19 @@ func TestRankStopped(t *testing.T) {
 	}
 	checkNothingLeft(t, result{dir: dir})
 }
+
+// TestRankPaused (issue 15): a rank on this host stopped for pauseBound
+// and then continued (a long GC pause) is not declared dead; a rank that
+// stays stopped is (TestRankStopped).
+func TestRankPaused(t *testing.T) {
+	c, errb, dir := startReady(t, job{np: 3, cas: "mhpausable", timeout: 100 * time.Second})
+	b, err := os.ReadFile(filepath.Join(dir, "pid.1"))
+	var pid int
+	fmt.Sscan(string(b), &pid)
+	if err != nil || pid <= 0 {
+		c.Process.Kill()
+		t.Fatalf("rank 1's pid: %v %q", err, b)
+	}
+	survivePause(t, c, errb, dir, func() { syscall.Kill(pid, syscall.SIGSTOP) }, func() { syscall.Kill(pid, syscall.SIGCONT) })
+	checkNothingLeft(t, result{dir: dir})
+}

@@ -116,7 +116,7 @@ func Join(env *Env, card Card) (*Session, error) {
 		bind = "127.0.0.1"
 	}
 	d := &delegate{s: s, meta: meta}
-	conf := MemberConfig(RankNode(env.Rank), bind, GossipKey(env.Secret))
+	conf := MemberConfig(RankNode(env.Rank), bind, GossipKey(env.Secret), env.Size)
 	conf.Delegate = d
 	conf.Events = d
 	ml, err := memberlist.Create(conf)
