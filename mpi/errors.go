@@ -32,6 +32,10 @@ const (
 	ErrTruncate   Class = 15
 	ErrOther      Class = 16
 	ErrIntern     Class = 17
+	ErrLockType   Class = 37
+	ErrRMASync    Class = 47
+	ErrWin        Class = 53
+	ErrRMARange   Class = 68
 	ErrNotInit    Class = 60
 	ErrProcFailed Class = 75
 )
@@ -44,6 +48,8 @@ var classNames = map[Class]string{
 	ErrArg: "invalid argument", ErrUnknown: "unknown error",
 	ErrTruncate: "message truncated", ErrOther: "other error", ErrIntern: "internal error",
 	ErrNotInit: "mpi not initialized", ErrProcFailed: "process failed",
+	ErrLockType: "invalid lock type", ErrRMASync: "wrong synchronization of RMA calls",
+	ErrWin: "invalid window", ErrRMARange: "target memory outside the window",
 }
 
 func (c Class) Error() string {

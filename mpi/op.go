@@ -27,6 +27,8 @@ const (
 	opMinLoc
 	opMaxLoc
 	opUser
+	opReplace
+	opNoOp
 )
 
 // Op is a reduction operation. The predefined ones are Sum, Prod, Min, Max,
@@ -61,6 +63,14 @@ var (
 	// MaxLoc keeps the larger Value, and the smaller Index on a tie
 	// (MPI_MAXLOC).
 	MaxLoc = Op{name: "maxloc", kind: opMaxLoc, commutative: true}
+	// Replace stores the origin's value in the target's element: the
+	// operation of one-sided accumulates (MPI_REPLACE) that makes them
+	// atomic Puts. Reductions reject it.
+	Replace = Op{name: "replace", kind: opReplace, commutative: false}
+	// NoOp leaves the target's element as it is: with GetAccumulate and
+	// FetchAndOp, an atomic Get (MPI_NO_OP). Reductions and Accumulate
+	// reject it.
+	NoOp = Op{name: "no_op", kind: opNoOp, commutative: true}
 )
 
 // NewOp makes a user-defined operation on elements of T: f sets
@@ -114,6 +124,9 @@ var bound sync.Map
 func bind[T Element](op string, o Op) (coll.Op, error) {
 	if o.kind == opNone {
 		return nil, errorf(ErrOp, op, "the zero Op is not an operation (use Sum, Max, ... or NewOp)")
+	}
+	if o.kind == opReplace || o.kind == opNoOp {
+		return nil, errorf(ErrOp, op, "%s is an operation of one-sided accumulates only", o.name)
 	}
 	var key opKey
 	if o.kind != opUser {

@@ -1,0 +1,299 @@
+package mpi
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/gorun/gorun/p2p"
+)
+
+// One-sided communication (MPI-3 §11, RMA windows).
+//
+// A Win[T] exposes a slice of T at every rank of a communicator; any rank
+// may then Put into, Get from and Accumulate into any rank's slice, inside
+// an access epoch: between two Fences (active target), or between Lock and
+// Unlock, LockAll and UnlockAll (passive target). Displacements and counts
+// are in elements of T (MPI's disp_unit is the element size).
+//
+// How the bytes move. Every operation goes through the point-to-point
+// engine, as active messages on a context private to the window (a Dup of
+// the communicator): the origin sends a 32-byte request to the target, and
+// the data, when there is any, as a second message straight from the
+// origin's slice; the target receives Put data straight into its window
+// and sends Get data straight from it. The data therefore moves by p2p's
+// own protocols: eager copies for small transfers, and above the eager
+// limit the RMA rendezvous of the route (process_vm_readv/writev between
+// ranks of one host, RDMA on ofi; pipelined frames on tcp), so a large Put
+// or Get is single-copy between the origin's buffer and the window on one
+// host. What is not zero-copy: the target's CPU takes part in every
+// operation (it matches the request and posts the data's receive or send),
+// and Accumulate, GetAccumulate, FetchAndOp and CompareAndSwap land in a
+// scratch buffer at the target and are applied from there. Truly one-sided
+// windows (the origin reading and writing registered window memory through
+// btl.RMA with no target involvement) need a one-sided API in p2p, which
+// does not exist yet.
+//
+// Progress at the target. A target that computes and never calls MPI must
+// still serve locks, puts and accumulates. Each window runs one goroutine
+// per rank (from creation to Free) that polls for requests with
+// Request.Test, never holding the engine's lock while it waits: it checks
+// again after GORUN_RMA_POLL_MIN, doubling the interval while idle up to
+// GORUN_RMA_POLL (so an idle window costs one poll a millisecond, and a
+// passive-target operation at a busy target waits at most that long for
+// service). Every blocking window call (Fence, Lock, Unlock, Flush, Free)
+// also serves its rank's requests itself while it waits, so that active
+// target synchronisation does not wait for the goroutine.
+//
+// Atomicity. Requests at a target are handled one at a time, under the
+// window's service lock, in the order each origin sent them: every
+// Accumulate (GetAccumulate, FetchAndOp, CompareAndSwap) is therefore
+// atomic with respect to every other accumulate on the same window, also
+// under shared locks, and an operation to the calling rank itself goes the
+// same way. Put and Get are not atomic with respect to each other or to
+// accumulates (MPI calls concurrent conflicting accesses erroneous).
+//
+// Completion. Put, Get and the accumulates return once the operation is
+// started; the origin buffer (Put, Accumulate) must not be modified, and
+// the result buffer (Get, GetAccumulate, FetchAndOp, CompareAndSwap) holds
+// its value, only after the operation completes: at the next Fence, at
+// Unlock or UnlockAll of the target, or at Flush or FlushAll. Once Flush,
+// Unlock or a Fence returns, the operations are complete at the target as
+// well.
+//
+// Failures. An operation with a target that failed is an error
+// (ErrProcFailed) at the call that waits for it, never a hang: the
+// engine fails every receive from a failed rank. Under gorun
+// --enable-recovery a target releases the locks of origins that failed.
+
+// LockType is a passive-target lock's kind (MPI_LOCK_EXCLUSIVE,
+// MPI_LOCK_SHARED, with Open MPI's values).
+type LockType int
+
+const (
+	// LockExclusive: no other rank holds any lock on the target meanwhile.
+	LockExclusive LockType = 1
+	// LockShared: other ranks may hold shared locks on the target too.
+	LockShared LockType = 2
+)
+
+func (t LockType) String() string {
+	switch t {
+	case LockExclusive:
+		return "exclusive"
+	case LockShared:
+		return "shared"
+	}
+	return fmt.Sprintf("LockType(%d)", int(t))
+}
+
+// Win is a window: the slice of T that each rank of a communicator exposes
+// to the others' one-sided operations (MPI_Win). Make one with WinCreate or
+// WinAllocate (collective), release it with Free (collective). A Win's
+// methods may be called from any goroutine; this rank's calls on one
+// window are serialized.
+type Win[T Element] struct {
+	name  string
+	wc    *Comm // private duplicate of the creating communicator
+	eng   *p2p.Engine
+	buf   []T
+	mem   []byte  // buf's bytes
+	es    int     // element size
+	sizes []int64 // every rank's window length, in elements
+	freed atomic.Bool
+
+	// mu serializes this rank's calls on the window (the origin side).
+	mu       sync.Mutex
+	fence    bool             // a fence epoch is open (a Fence was called, no Lock since)
+	fenceOps []int64          // requests sent to each rank in this fence epoch
+	locks    map[int]LockType // passive-target locks this rank holds
+	lockAll  bool
+	pend     []pending // sent and posted operations not known complete
+	seq      uint32
+
+	srv winServer
+}
+
+// pending is an operation's p2p request awaited by the origin.
+type pending struct {
+	target int
+	r      *p2p.Request
+	keep   []byte // memory the request uses until it completes
+}
+
+// winServer is the target side of a window: the request receive it keeps
+// posted, the lock state and the replies in flight. mu is held while a
+// request is handled.
+type winServer struct {
+	mu      sync.Mutex
+	hdr     [winHdrLen]byte
+	req     *p2p.Request
+	replies []pending
+	// excl is the rank holding the exclusive lock, or -1; shared counts
+	// the shared locks each rank holds; queue holds lock requests not
+	// granted yet, in arrival order.
+	excl   int
+	shared map[int]int
+	queue  []lockWait
+	// fenceDone counts requests of fence epochs handled and not yet
+	// accounted for by a Fence.
+	fenceDone int64
+	scratch   []byte
+	dead      error // why the server stopped (engine closed); nil while it runs
+	stop      chan struct{}
+	done      chan struct{}
+}
+
+type lockWait struct {
+	rank int
+	typ  LockType
+	tag  int
+}
+
+// WinCreate makes a window of buf at every rank of c (MPI_Win_create):
+// the other ranks' operations read and write buf directly, so buf must
+// stay alive (it does, through the Win) and this rank reads its window's
+// content in buf, after the epoch's synchronisation. Ranks may expose
+// slices of different lengths, including none. Collective over c.
+func WinCreate[T Element](c *Comm, buf []T) (*Win[T], error) {
+	const op = "WinCreate"
+	if err := c.check(op); err != nil {
+		return nil, err
+	}
+	wc, err := c.Dup()
+	if err != nil {
+		return nil, reop(op, err)
+	}
+	wc.SetName("window of " + c.name)
+	sizes := make([]int64, wc.Size())
+	if err := Allgather(wc, []int64{int64(len(buf))}, sizes); err != nil {
+		wc.Free()
+		return nil, reop(op, err)
+	}
+	w := &Win[T]{
+		name:     fmt.Sprintf("window of %s", c.name),
+		wc:       wc,
+		eng:      c.rt.eng,
+		buf:      buf,
+		mem:      elemBytes(buf),
+		es:       elemSize[T](),
+		sizes:    sizes,
+		fenceOps: make([]int64, wc.Size()),
+		locks:    map[int]LockType{},
+	}
+	w.srv.excl = -1
+	w.srv.shared = map[int]int{}
+	w.srv.stop = make(chan struct{})
+	w.srv.done = make(chan struct{})
+	if err := w.post(); err != nil {
+		wc.Free()
+		return nil, wrap(op, err)
+	}
+	go w.serveLoop()
+	return w, nil
+}
+
+// WinAllocate makes a window of n zeroed elements at this rank
+// (MPI_Win_allocate); Local returns them. Collective over c.
+func WinAllocate[T Element](c *Comm, n int) (*Win[T], error) {
+	if n < 0 {
+		return nil, errorf(ErrArg, "WinAllocate", "negative window length %d", n)
+	}
+	return WinCreate(c, make([]T, n))
+}
+
+// Local is this rank's part of the window: the slice given to WinCreate,
+// or the one WinAllocate made.
+func (w *Win[T]) Local() []T { return w.buf }
+
+// Size is the length, in elements, of rank's part of the window; 0 for a
+// rank outside the window's communicator.
+func (w *Win[T]) Size(rank int) int {
+	if rank < 0 || rank >= len(w.sizes) {
+		return 0
+	}
+	return int(w.sizes[rank])
+}
+
+// Sync makes the window's content, as other ranks' operations left it,
+// visible to this rank's own loads and stores of Local (MPI_Win_sync):
+// operations are applied by another goroutine (win_serve.go), and Go's
+// memory model wants a synchronising event between its writes and this
+// rank's reads. Fence and Unlock include it; call it after a Barrier that
+// follows other ranks' Unlocks, before reading Local.
+func (w *Win[T]) Sync() error {
+	if err := w.live("Win.Sync"); err != nil {
+		return err
+	}
+	w.srv.mu.Lock()
+	w.srv.mu.Unlock()
+	return nil
+}
+
+// Comm returns the window's communicator: a duplicate of the one it was
+// made from, with the same ranks (MPI_Win_get_group's members).
+func (w *Win[T]) Comm() *Comm { return w.wc }
+
+// live checks w for operation op.
+func (w *Win[T]) live(op string) error {
+	if w == nil {
+		return errorf(ErrWin, op, "nil window")
+	}
+	if w.freed.Load() {
+		return errorf(ErrWin, op, "%s was freed", w.name)
+	}
+	return w.wc.check(op)
+}
+
+// Free releases the window (MPI_Win_free) once every rank has ended its
+// epochs: it fails with ErrRMASync while this rank holds locks. It waits
+// until every rank calls Free, so that no operation on this rank's part is
+// still under way, then stops the window's service goroutine. Later calls
+// on w fail with ErrWin. Collective over the window's communicator.
+func (w *Win[T]) Free() error {
+	const op = "Win.Free"
+	if err := w.live(op); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.locks) > 0 || w.lockAll {
+		return errorf(ErrRMASync, op, "%s: this rank still holds locks (Unlock or UnlockAll first)", w.name)
+	}
+	if !w.freed.CompareAndSwap(false, true) {
+		return errorf(ErrWin, op, "%s was freed", w.name)
+	}
+	err := w.completeAll(op, -1)
+	if q, berr := Ibarrier(w.wc); berr != nil {
+		err = firstErr(err, reop(op, berr))
+	} else {
+		w.await(q.r.Done)
+		_, berr := q.Wait()
+		err = firstErr(err, reop(op, berr))
+	}
+	close(w.srv.stop)
+	<-w.srv.done
+	w.srv.mu.Lock()
+	if r := w.srv.req; r != nil {
+		w.eng.CancelRecv(r) // fails only when a request came after all: it is dropped
+		w.eng.Release(r)
+	}
+	w.srv.req = nil
+	for _, p := range w.srv.replies {
+		w.await(p.r.Done)
+		w.eng.Release(p.r)
+	}
+	w.srv.replies = nil
+	w.srv.mu.Unlock()
+	if ferr := w.wc.Free(); ferr != nil {
+		err = firstErr(err, reop(op, ferr))
+	}
+	return err
+}
+
+func firstErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,227 @@
+package mpi
+
+// Fence ends the current fence epoch and opens the next (MPI_Win_fence):
+// once it returns at a rank, every operation issued since the previous
+// Fence by any rank to this rank's part of the window is complete there,
+// and this rank's own operations are complete (Get results are in place,
+// origin buffers may be reused). The first Fence opens the first epoch.
+// How: each rank waits for its own operations, the ranks exchange how many
+// requests each sent to each (a ReduceScatterBlock), each rank serves
+// requests until it has handled as many as were sent to it, and a barrier
+// keeps the next epoch's operations from arriving before every rank is
+// done with this one. It fails with ErrRMASync while this rank holds
+// passive-target locks. Collective over the window's communicator.
+func (w *Win[T]) Fence() error {
+	const name = "Win.Fence"
+	if err := w.live(name); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.locks) > 0 || w.lockAll {
+		return errorf(ErrRMASync, name, "this rank holds passive-target locks on %s: Unlock them first", w.name)
+	}
+	err := w.completeAll(name, -1)
+	expect := []int64{0}
+	q, cerr := IreduceScatterBlock(w.wc, w.fenceOps, expect, Sum)
+	if cerr != nil {
+		return reop(name, cerr)
+	}
+	w.await(q.r.Done)
+	if _, cerr := q.Wait(); cerr != nil {
+		return reop(name, cerr)
+	}
+	clear(w.fenceOps)
+	w.await(func() bool {
+		w.srv.mu.Lock()
+		defer w.srv.mu.Unlock()
+		return w.srv.fenceDone >= expect[0] || w.srv.dead != nil
+	})
+	w.srv.mu.Lock()
+	w.srv.fenceDone -= expect[0]
+	dead := w.srv.dead
+	w.srv.mu.Unlock()
+	if dead != nil {
+		return wrap(name, dead)
+	}
+	q, cerr = Ibarrier(w.wc)
+	if cerr != nil {
+		return reop(name, cerr)
+	}
+	w.await(q.r.Done)
+	if _, cerr := q.Wait(); cerr != nil {
+		return reop(name, cerr)
+	}
+	w.fence = true
+	return err
+}
+
+// Lock opens a passive-target epoch with target (MPI_Win_lock): it waits
+// until target grants the lock, exclusive (no other rank holds a lock on
+// target meanwhile) or shared. The target grants it without calling MPI
+// (the window's service goroutine, see win.go). A Lock after a Fence ends
+// the fence epoch, which must have no operation since that Fence
+// (ErrRMASync otherwise). Locking a target this rank has locked already,
+// or while LockAll is in force, is ErrRMASync.
+func (w *Win[T]) Lock(typ LockType, target int) error {
+	const name = "Win.Lock"
+	if err := w.live(name); err != nil {
+		return err
+	}
+	if typ != LockExclusive && typ != LockShared {
+		return errorf(ErrLockType, name, "%v is neither LockExclusive nor LockShared", typ)
+	}
+	if target == ProcNull {
+		return nil
+	}
+	if target < 0 || target >= len(w.sizes) {
+		return errorf(ErrRank, name, "target rank %d is not in %s (size %d)", target, w.name, len(w.sizes))
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, ok := w.locks[target]; ok || w.lockAll {
+		return errorf(ErrRMASync, name, "this rank holds a lock on rank %d of %s already", target, w.name)
+	}
+	if err := w.endFence(name); err != nil {
+		return err
+	}
+	if err := w.ctl(name, wkLock, typ, target); err != nil {
+		return err
+	}
+	w.locks[target] = typ
+	return nil
+}
+
+// Unlock completes this rank's operations with target, at the origin and
+// at the target, and releases the lock (MPI_Win_unlock). Without a Lock of
+// target it fails with ErrRMASync.
+func (w *Win[T]) Unlock(target int) error {
+	const name = "Win.Unlock"
+	if err := w.live(name); err != nil {
+		return err
+	}
+	if target == ProcNull {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, ok := w.locks[target]; !ok {
+		return errorf(ErrRMASync, name, "this rank holds no lock on rank %d of %s", target, w.name)
+	}
+	delete(w.locks, target)
+	return w.ctl(name, wkUnlock, 0, target)
+}
+
+// LockAll takes a shared lock on every rank of the window
+// (MPI_Win_lock_all), under the same rules as Lock.
+func (w *Win[T]) LockAll() error {
+	const name = "Win.LockAll"
+	if err := w.live(name); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.locks) > 0 || w.lockAll {
+		return errorf(ErrRMASync, name, "this rank holds locks on %s already", w.name)
+	}
+	if err := w.endFence(name); err != nil {
+		return err
+	}
+	if err := w.ctlAll(name, wkLock, LockShared); err != nil {
+		return err
+	}
+	w.lockAll = true
+	return nil
+}
+
+// UnlockAll completes this rank's operations at every rank and releases
+// the locks of LockAll (MPI_Win_unlock_all); without LockAll it fails
+// with ErrRMASync.
+func (w *Win[T]) UnlockAll() error {
+	const name = "Win.UnlockAll"
+	if err := w.live(name); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.lockAll {
+		return errorf(ErrRMASync, name, "this rank holds no LockAll on %s", w.name)
+	}
+	w.lockAll = false
+	return w.ctlAll(name, wkUnlock, 0)
+}
+
+// Flush completes this rank's operations with target, at the origin and
+// at the target, inside a passive-target epoch (MPI_Win_flush); outside one
+// it fails with ErrRMASync.
+func (w *Win[T]) Flush(target int) error {
+	const name = "Win.Flush"
+	if err := w.live(name); err != nil {
+		return err
+	}
+	if target == ProcNull {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, ok := w.locks[target]; !ok && !w.lockAll {
+		return errorf(ErrRMASync, name, "rank %d of %s is not locked by this rank", target, w.name)
+	}
+	return w.ctl(name, wkFlush, 0, target)
+}
+
+// FlushAll is Flush of every rank this rank holds a lock on
+// (MPI_Win_flush_all).
+func (w *Win[T]) FlushAll() error {
+	const name = "Win.FlushAll"
+	if err := w.live(name); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.lockAll {
+		return w.ctlAll(name, wkFlush, 0)
+	}
+	if len(w.locks) == 0 {
+		return errorf(ErrRMASync, name, "this rank holds no lock on %s", w.name)
+	}
+	var err error
+	for t := range w.locks {
+		h := winHdr{kind: wkFlush}
+		err = firstErr(err, w.send(name, t, &h, nil, nil))
+	}
+	return firstErr(err, w.completeAll(name, -1))
+}
+
+// endFence ends an open fence epoch before a passive-target one; it fails
+// when operations were issued since the last Fence. w.mu is held.
+func (w *Win[T]) endFence(name string) error {
+	if !w.fence {
+		return nil
+	}
+	for t, n := range w.fenceOps {
+		if n > 0 {
+			return errorf(ErrRMASync, name, "%d operations to rank %d since the last Fence of %s: complete them with a Fence first", n, t, w.name)
+		}
+	}
+	w.fence = false
+	return nil
+}
+
+// ctl sends a lock, unlock or flush request to target and waits for its
+// reply and for every earlier operation with target. w.mu is held.
+func (w *Win[T]) ctl(name string, k winKind, typ LockType, target int) error {
+	h := winHdr{kind: k, lock: typ}
+	err := w.send(name, target, &h, nil, nil)
+	return firstErr(err, w.completeAll(name, target))
+}
+
+// ctlAll is ctl to every rank, all requests sent before any is awaited.
+func (w *Win[T]) ctlAll(name string, k winKind, typ LockType) error {
+	var err error
+	for t := range w.sizes {
+		h := winHdr{kind: k, lock: typ}
+		err = firstErr(err, w.send(name, t, &h, nil, nil))
+	}
+	return firstErr(err, w.completeAll(name, -1))
+}
