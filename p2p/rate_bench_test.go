@@ -101,3 +101,54 @@ func benchRate(b *testing.B, w *world, size int) {
 		b.Fatal(err)
 	}
 }
+
+// BenchmarkWindowSelf is the engine's own cost per message, without a
+// second goroutine to wait for: on btl/self one goroutine posts a window
+// of Irecvs, then of Isends, and waits for all of them. One op is one
+// message (a send and its receive).
+func BenchmarkWindowSelf(b *testing.B) {
+	for _, size := range []int{8, 1024} {
+		b.Run(fmt.Sprintf("size=%d", size), func(b *testing.B) {
+			w := openWorld(b, setup{name: "self", btl: "self", bare: true})
+			e := w.engs[0]
+			sbuf, rbuf := make([]byte, size), make([]byte, size)
+			rs := make([]*Request, 2*rateWindow)
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			for i := 0; i < b.N; i += rateWindow {
+				if err := window(e, rs, sbuf, rbuf); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// window posts len(rs)/2 receives and as many sends to itself, waits for
+// all and releases them.
+func window(e *Engine, rs []*Request, sbuf, rbuf []byte) error {
+	n := len(rs) / 2
+	for k := range n {
+		r, err := e.Irecv(1, 0, 100, rbuf)
+		if err != nil {
+			return err
+		}
+		rs[k] = r
+	}
+	for k := range n {
+		r, err := e.Isend(1, 0, 100, sbuf, false)
+		if err != nil {
+			return err
+		}
+		rs[n+k] = r
+	}
+	e.WaitAll(rs)
+	for k, r := range rs {
+		if _, err := r.Result(); err != nil {
+			return err
+		}
+		e.Release(r)
+		rs[k] = nil
+	}
+	return nil
+}
