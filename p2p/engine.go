@@ -31,7 +31,7 @@ type Engine struct {
 	posted queue[*Request]
 	unexp  queue[*unexpected]
 	// free holds released requests for reuse (request.go).
-	free []*Request
+	free   []*Request
 	sends  map[uint64]*Request // rendezvous sends waiting for their CTS
 	recvs  map[uint64]*Request // rendezvous receives waiting for DATA
 	nextID uint64
