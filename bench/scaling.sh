@@ -8,6 +8,9 @@
 # Here:   bench/scaling.sh build            (builds .devbin/: gorun and the Go programs)
 # There:  bench/scaling.sh run OUTDIR [REPEATS]   (builds the C references with mpicc)
 #         NPS="2 8 16" BENCHES="allreduce bcast" SIZES=8:65536 ITERS=1000
+#         P2P="latency bw mbw_mr" P2P_SIZES=1:1024 P2P_ITERS=...: the np=2 part,
+#         point to point (P2P= skips it); for bw and mbw_mr the figure is
+#         MB/s, so there a ratio g/o above 1 means gorun is faster
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.devbin}
@@ -16,7 +19,7 @@ build)
 	mkdir -p $BIN
 	go build -ldflags="-s -w" -o $BIN/gorun ./cmd/gorun
 	go build -ldflags="-s -w" -o $BIN/hello ./examples/hello
-	for b in allreduce bcast allgather alltoall barrier reduce; do
+	for b in allreduce bcast allgather alltoall barrier reduce latency bw mbw_mr; do
 		go build -ldflags="-s -w" -o $BIN/osu_$b ./examples/osu/$b
 	done
 	ls -la $BIN
@@ -48,6 +51,17 @@ run)
 			echo "np=$np gorun ${g[*]} ompi ${o[*]}"
 		done
 	} | tee "$out/launch.txt"
+	# np=2 point to point: latency, bandwidth and message rate
+	# (examples/osu/mbw_mr, tests/openmpi/osu_mbw_mr.c), interleaved.
+	pargs=(-m "${P2P_SIZES:-1:1024}")
+	[ -n "${P2P_ITERS:-}" ] && pargs+=(-i "$P2P_ITERS")
+	for b in ${P2P-latency bw mbw_mr}; do
+		[ -x $BIN/osu_$b ] || continue
+		for i in $(seq "$reps"); do
+			timeout 120 $BIN/gorun -np 2 $BIN/osu_$b "${pargs[@]}" >"$out/g-$b-np2-$i.txt" 2>&1 || echo "gorun $b np=2 failed" >&2
+			timeout 120 bash -c "$(declare -f ompi); MPIRUN=$MPIRUN ncores=$ncores ompi 2 $ref/osu_$b ${pargs[*]}" >"$out/o-$b-np2-$i.txt" 2>&1 || echo "ompi $b np=2 failed" >&2
+		done
+	done
 	args=(-m "${SIZES:-8:65536}" -i "${ITERS:-1000}" -x 100)
 	for np in ${NPS:-2 8 16}; do
 		for b in ${BENCHES:-allreduce bcast barrier allgather reduce}; do

@@ -99,7 +99,7 @@ func Waitsome(reqs []*Request) ([]int, []Status, error) {
 	if e == nil {
 		return nil, nil, nil
 	}
-	e.WaitAny(raw(reqs))
+	waitAny(e, reqs)
 	return some("Waitsome", reqs)
 }
 

@@ -104,11 +104,12 @@ func imrecv(op string, mem btl.Mem, elem int, m *Message) (*Request, error) {
 	if m.m == nil {
 		return q.started(nil), nil
 	}
-	if err := c.rt.eng.MrecvInto(&q.raw, m.m, mem); err != nil {
+	r, err := c.rt.eng.Mrecv(m.m, mem)
+	if err != nil {
 		if err == p2p.ErrMessageUsed {
 			return nil, errorf(ErrRequest, op, "%w", err)
 		}
 		return nil, wrap(op, err)
 	}
-	return q.started(&q.raw), nil
+	return q.startedOwn(r), nil
 }

@@ -95,7 +95,7 @@ func (q *Request) Start() error {
 	}
 	q.fin, q.st, q.err = false, Status{}, nil
 	p.active = true
-	q.started(r)
+	q.startedOwn(r)
 	return nil
 }
 

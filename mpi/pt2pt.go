@@ -84,24 +84,26 @@ func finishRaw(op string, c *Comm, r *p2p.Request, elem int) (Status, error) {
 	return Status{Source: c.fromWorld(ps.Source), Tag: ps.Tag, bytes: ps.Bytes, elem: elem}, wrap(op, err)
 }
 
-// isendMem and irecvMem start the operation inside the public request, one
-// allocation for both; elem is the size of the buffer's elements.
+// isendMem and irecvMem start the operation with a request of the
+// engine's free list, which the public request holds until its
+// completion is reported (request.go); elem is the size of the buffer's
+// elements.
 func isendMem(op string, c *Comm, m btl.Mem, elem, dest, tag int, sync bool) (*Request, error) {
-	q := &Request{c: c, op: op, elem: elem}
-	r, err := startSend(op, c, m, dest, tag, sync, &q.raw)
+	r, err := startSend(op, c, m, dest, tag, sync, nil)
 	if err != nil {
 		return nil, err
 	}
-	return q.started(r), nil
+	q := &Request{c: c, op: op, elem: elem}
+	return q.startedOwn(r), nil
 }
 
 func irecvMem(op string, c *Comm, m btl.Mem, elem, source, tag int) (*Request, error) {
-	q := &Request{c: c, op: op, elem: elem, recv: true}
-	r, err := startRecv(op, c, m, source, tag, &q.raw)
+	r, err := startRecv(op, c, m, source, tag, nil)
 	if err != nil {
 		return nil, err
 	}
-	return q.started(r), nil
+	q := &Request{c: c, op: op, elem: elem, recv: true}
+	return q.startedOwn(r), nil
 }
 
 func isend[T Numeric](op string, c *Comm, buf []T, dest, tag int, sync bool) (*Request, error) {

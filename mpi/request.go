@@ -9,9 +9,20 @@ import (
 // Request is a nonblocking operation in flight. Complete it with Wait,
 // Test, Waitall, Waitany or Testall; until then its buffer must stay
 // untouched.
+//
+// A point-to-point Request (Isend, Irecv, Imrecv, a persistent run) holds
+// the engine's request only while the operation runs: the completion call
+// that reports it (Wait, Test, Waitall...) keeps the status and error in
+// the Request and gives the engine's part back for reuse, so that the
+// public Request stays small and stays valid: repeated Waits, Test and
+// Cancelled after completion report the same outcome, and nothing the
+// caller holds is ever reused.
 type Request struct {
-	r    *p2p.Request // &raw, or nil for ProcNull
-	raw  p2p.Request
+	r *p2p.Request // nil for ProcNull, and once completion is reported
+	// own: r is from the engine's free list and goes back to it at
+	// completion (not a nonblocking collective's notice receive, which
+	// its call owns).
+	own  bool
 	c    *Comm
 	op   string
 	elem int
@@ -39,7 +50,26 @@ func (q *Request) started(r *p2p.Request) *Request {
 	return q
 }
 
+// startedOwn is started for a request of the engine's free list, which
+// finish gives back.
+func (q *Request) startedOwn(r *p2p.Request) *Request {
+	q.own = r != nil
+	return q.started(r)
+}
+
 func (q *Request) finish() (Status, error) {
+	st, err := q.report()
+	if q.own {
+		q.c.rt.eng.Release(q.r)
+		q.r, q.own = nil, false
+	}
+	return st, err
+}
+
+// report records the outcome of the completed request q once (later calls
+// return it again) and returns it; finish also gives the engine's request
+// back.
+func (q *Request) report() (Status, error) {
 	if q.pers != nil {
 		q.pers.active = false
 	}
@@ -105,14 +135,32 @@ func engineOf(reqs []*Request) *p2p.Engine {
 	return nil
 }
 
-func raw(reqs []*Request) []*p2p.Request {
-	rs := make([]*p2p.Request, len(reqs))
-	for i, q := range reqs {
-		if q != nil && q.r != nil && !q.inactive() {
-			rs[i] = q.r
+// engineOfAny is the engine of the first request of reqs that holds one
+// of the engine's requests, active or not.
+func engineOfAny(reqs []*Request) *p2p.Engine {
+	for _, q := range reqs {
+		if q != nil && q.r != nil {
+			return q.c.rt.eng
 		}
 	}
-	return rs
+	return nil
+}
+
+// waitAny blocks until some active request of reqs that holds an engine
+// request has completed and returns its index; engineOf(reqs) is e, so
+// there is one.
+func waitAny(e *p2p.Engine, reqs []*Request) int {
+	idx := -1
+	e.WaitFor(func() bool {
+		for i, q := range reqs {
+			if q != nil && q.r != nil && !q.inactive() && q.r.Done() {
+				idx = i
+				return true
+			}
+		}
+		return false
+	})
+	return idx
 }
 
 // Waitall blocks until every request has completed and returns their
@@ -123,21 +171,43 @@ func raw(reqs []*Request) []*p2p.Request {
 func Waitall(reqs []*Request) ([]Status, error) {
 	sts := make([]Status, len(reqs))
 	if e := engineOf(reqs); e != nil {
-		e.WaitAll(raw(reqs))
+		i := 0
+		e.WaitFor(func() bool {
+			for ; i < len(reqs); i++ {
+				if q := reqs[i]; q != nil && !q.inactive() && !q.done() {
+					return false
+				}
+			}
+			return true
+		})
 	}
 	var errs []error
+	own := false
 	for i, q := range reqs {
 		if q == nil || q.inactive() {
 			continue
 		}
+		own = own || q.own
 		var err error
-		sts[i], err = q.finish()
+		sts[i], err = q.report()
 		if err != nil {
 			if errs == nil {
 				errs = make([]error, len(reqs))
 			}
 			errs[i] = err
 		}
+	}
+	if own {
+		// Every engine request back under one lock, not one per message.
+		engineOfAny(reqs).ReleaseN(len(reqs), func(i int) *p2p.Request {
+			q := reqs[i]
+			if q == nil || !q.own || !q.fin {
+				return nil
+			}
+			r := q.r
+			q.r, q.own = nil, false
+			return r
+		})
 	}
 	if errs != nil {
 		return sts, &RequestErrors{Op: "Waitall", Errs: errs}
@@ -159,7 +229,7 @@ func Waitany(reqs []*Request) (int, Status, error) {
 	if e == nil {
 		return -1, Status{}, nil
 	}
-	i := e.WaitAny(raw(reqs))
+	i := waitAny(e, reqs)
 	return reqs[i].take(reqs, i)
 }
 

@@ -24,9 +24,9 @@ func (e *Engine) CancelRecv(r *Request) bool {
 	if !r.recv || r.done.Load() {
 		return false
 	}
-	for i, p := range e.posted {
+	for i, p := range e.posted.items() {
 		if p == r {
-			e.posted = append(e.posted[:i], e.posted[i+1:]...)
+			e.posted.remove(i)
 			r.st = Status{Source: AnySource, Tag: AnyTag}
 			r.complete(ErrCancelled)
 			return true

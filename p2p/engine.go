@@ -28,8 +28,10 @@ type Engine struct {
 	// until acknowledged (revoke.go).
 	anyFail map[uint32]error
 
-	posted []*Request
-	unexp  []*unexpected
+	posted queue[*Request]
+	unexp  queue[*unexpected]
+	// free holds released requests for reuse (request.go).
+	free   []*Request
 	sends  map[uint64]*Request // rendezvous sends waiting for their CTS
 	recvs  map[uint64]*Request // rendezvous receives waiting for DATA
 	nextID uint64
@@ -225,8 +227,11 @@ func (e *Engine) Isend(ctx uint32, dst, tag int, buf []byte, sync bool) (*Reques
 
 // IsendMem is Isend of any memory.
 func (e *Engine) IsendMem(ctx uint32, dst, tag int, m btl.Mem, sync bool) (*Request, error) {
-	r := newRequest(e)
-	if err := e.IsendInto(r, ctx, dst, tag, m, sync); err != nil {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	r := e.newRequest()
+	if err := e.isend(r, ctx, dst, tag, m, sync); err != nil {
+		r.reset()
 		return nil, err
 	}
 	return r, nil
@@ -245,9 +250,14 @@ func (e *Engine) IsendInto(r *Request, ctx uint32, dst, tag int, m btl.Mem, sync
 	if r.e == nil {
 		initRequest(r, e)
 	}
-	r.ctx, r.peer, r.tag = ctx, dst, tag
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	return e.isend(r, ctx, dst, tag, m, sync)
+}
+
+// isend is IsendInto with the lock held.
+func (e *Engine) isend(r *Request, ctx uint32, dst, tag int, m btl.Mem, sync bool) error {
+	r.ctx, r.peer, r.tag = ctx, dst, tag
 	if e.closed {
 		return ErrClosed
 	}
@@ -320,8 +330,11 @@ func (e *Engine) Irecv(ctx uint32, src, tag int, buf []byte) (*Request, error) {
 
 // IrecvMem is Irecv into any memory.
 func (e *Engine) IrecvMem(ctx uint32, src, tag int, m btl.Mem) (*Request, error) {
-	r := newRequest(e)
-	if err := e.IrecvInto(r, ctx, src, tag, m); err != nil {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	r := e.newRequest()
+	if err := e.irecv(r, ctx, src, tag, m); err != nil {
+		r.reset()
 		return nil, err
 	}
 	return r, nil
@@ -332,20 +345,25 @@ func (e *Engine) IrecvInto(r *Request, ctx uint32, src, tag int, m btl.Mem) erro
 	if r.e == nil {
 		initRequest(r, e)
 	}
-	r.recv, r.ctx, r.peer, r.tag, r.mem = true, ctx, src, tag, m
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	return e.irecv(r, ctx, src, tag, m)
+}
+
+// irecv is IrecvInto with the lock held.
+func (e *Engine) irecv(r *Request, ctx uint32, src, tag int, m btl.Mem) error {
+	r.recv, r.ctx, r.peer, r.tag, r.mem = true, ctx, src, tag, m
 	if e.closed {
 		return ErrClosed
 	}
 	if err := e.matchErr(ctx, src); err != nil {
 		return err
 	}
-	for i, u := range e.unexp {
+	for i, u := range e.unexp.items() {
 		if !matches(r, u.ctx, u.src, u.tag) {
 			continue
 		}
-		e.unexp = append(e.unexp[:i], e.unexp[i+1:]...)
+		e.unexp.remove(i)
 		e.take(r, u)
 		return nil
 	}
@@ -356,7 +374,7 @@ func (e *Engine) IrecvInto(r *Request, ctx uint32, src, tag int, m btl.Mem) erro
 			return fmt.Errorf("receive from rank %d: %w", src, err)
 		}
 	}
-	e.posted = append(e.posted, r)
+	e.posted.push(r)
 	return nil
 }
 
@@ -486,12 +504,42 @@ func (e *Engine) Release(r *Request) {
 		return
 	}
 	e.mu.Lock()
+	r.release()
+	e.mu.Unlock()
+}
+
+// ReleaseAll is Release of every request of rs (nil entries and requests
+// not complete are skipped) under one lock.
+func (e *Engine) ReleaseAll(rs []*Request) {
+	e.mu.Lock()
+	for _, r := range rs {
+		if r != nil && r.done.Load() {
+			r.release()
+		}
+	}
+	e.mu.Unlock()
+}
+
+// ReleaseN is Release of at(0), ..., at(n-1) under one lock; at returns
+// nil for an index with nothing to release, and is called with the lock
+// held (it must not call the engine).
+func (e *Engine) ReleaseN(n int, at func(i int) *Request) {
+	e.mu.Lock()
+	for i := range n {
+		if r := at(i); r != nil && r.done.Load() {
+			r.release()
+		}
+	}
+	e.mu.Unlock()
+}
+
+// release recycles r once no frame of it is in flight; the lock is held.
+func (r *Request) release() {
 	if r.frames == 0 {
 		r.reset()
 	} else {
 		r.pooled = true // FrameDone of the last frame recycles it
 	}
-	e.mu.Unlock()
 }
 
 // forget drops r from the engine's tables (its rendezvous is over).
@@ -514,7 +562,7 @@ func (e *Engine) Iprobe(ctx uint32, src, tag int) (bool, Status, error) {
 	if i < 0 {
 		return false, Status{}, err
 	}
-	u := e.unexp[i]
+	u := e.unexp.items()[i]
 	return true, Status{Source: u.src, Tag: u.tag, Bytes: u.length}, nil
 }
 
@@ -531,7 +579,7 @@ func (e *Engine) probe(ctx uint32, src, tag int) (int, error) {
 	}
 	e.progress()
 	probe := Request{ctx: ctx, peer: src, tag: tag}
-	for i, u := range e.unexp {
+	for i, u := range e.unexp.items() {
 		if matches(&probe, u.ctx, u.src, u.tag) {
 			return i, nil
 		}
@@ -556,7 +604,7 @@ func (e *Engine) Close() error {
 			first = fmt.Errorf("close %s: %w", m.Name(), err)
 		}
 	}
-	for _, r := range e.posted {
+	for _, r := range e.posted.items() {
 		r.complete(ErrClosed)
 	}
 	for _, r := range e.sends {
@@ -568,7 +616,8 @@ func (e *Engine) Close() error {
 	for _, sg := range e.stageQ {
 		sg.gone(ErrClosed)
 	}
-	e.posted, e.sends, e.recvs, e.stageQ = nil, nil, nil, nil
+	e.posted.reset()
+	e.sends, e.recvs, e.stageQ = nil, nil, nil
 	return first
 }
 

@@ -42,6 +42,9 @@ type setup struct {
 	name string
 	btl  string            // the transport opened, by its registered name
 	env  map[string]string // set with t.Setenv before opening
+	// bare: the modules deliver to the engine's own handler, without the
+	// spy's log (benchmarks: the log allocates per frame).
+	bare bool
 }
 
 // setups lists every registered transport, plus btl/sm with single copy
@@ -141,7 +144,7 @@ var jobSeq atomic.Int64
 // openWorld opens the engines of s, attached to each other the way
 // mpi.Init does: through btl.OpenAll with the setup's filter. Cleanup
 // closes them and removes what the job left in /dev/shm.
-func openWorld(t *testing.T, s setup) *world {
+func openWorld(t testing.TB, s setup) *world {
 	t.Helper()
 	for k, v := range s.env {
 		t.Setenv(k, v)
@@ -171,7 +174,11 @@ func openWorld(t *testing.T, s setup) *world {
 	for r := range size {
 		e := Alloc(r, size)
 		sp := &spy{Handler: Handler(e)}
-		ms, skipped, err := btl.OpenAll(btl.Env{Rank: r, Size: size, JobID: job, HostID: hostID, Secret: secret, Handler: sp}, f)
+		var h btl.Handler = sp
+		if s.bare {
+			h = Handler(e)
+		}
+		ms, skipped, err := btl.OpenAll(btl.Env{Rank: r, Size: size, JobID: job, HostID: hostID, Secret: secret, Handler: h}, f)
 		if err != nil {
 			t.Fatalf("rank %d: open %s: %v (%v)", r, s.btl, err, skipped)
 		}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"slices"
 
 	"github.com/gorun/gorun/btl"
 )
@@ -46,7 +45,7 @@ func (hd *handler) Begin(src int, bh *btl.Header, n int) []byte {
 			return cur.trsh
 		}
 		u := &unexpected{ctx: h.ctx, src: src, tag: int(h.tag), length: n, data: make([]byte, n)}
-		e.unexp = append(e.unexp, u)
+		e.unexp.push(u)
 		cur.u = u
 		return u.data
 	case kData:
@@ -134,7 +133,7 @@ func (hd *handler) End(src int, bh *btl.Header, data []byte) {
 			kept := reg
 			u.remote = &kept
 		}
-		e.unexp = append(e.unexp, u)
+		e.unexp.push(u)
 	case kCTS:
 		r := e.sends[h.sreq]
 		if r != nil && r.peer == src && h.flags&fRevoked != 0 {
@@ -234,9 +233,9 @@ func (e *Engine) cleared(r *Request, dst int, h *header, data []byte) {
 
 // matchPosted finds and removes the first posted receive matching.
 func (e *Engine) matchPosted(ctx uint32, src, tag int) *Request {
-	for i, r := range e.posted {
+	for i, r := range e.posted.items() {
 		if matches(r, ctx, src, tag) {
-			e.posted = append(e.posted[:i], e.posted[i+1:]...)
+			e.posted.remove(i)
 			return r
 		}
 	}
@@ -296,8 +295,8 @@ func (hd *handler) PeerFailed(src int, err error) {
 	} else if c.u != nil {
 		if c.u.claimed != nil {
 			c.u.claimed.complete(ferr)
-		} else if i := slices.Index(e.unexp, c.u); i >= 0 {
-			e.unexp = slices.Delete(e.unexp, i, i+1)
+		} else if i := e.unexp.index(c.u); i >= 0 {
+			e.unexp.remove(i)
 		}
 	}
 	e.cur[src] = inflight{}
@@ -305,16 +304,13 @@ func (hd *handler) PeerFailed(src int, err error) {
 
 // failPosted fails the posted receives that match; the lock is held.
 func (e *Engine) failPosted(match func(*Request) bool, err error) {
-	keep := e.posted[:0]
-	for _, r := range e.posted {
+	e.posted.filter(func(r *Request) bool {
 		if match(r) {
 			r.complete(err)
-			continue
+			return false
 		}
-		keep = append(keep, r)
-	}
-	clear(e.posted[len(keep):])
-	e.posted = keep
+		return true
+	})
 }
 
 // abandon fails r, whose peer is gone, once no copy of ours still uses its

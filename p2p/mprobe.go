@@ -37,8 +37,8 @@ func (e *Engine) Improbe(ctx uint32, src, tag int) (*Message, error) {
 	if i < 0 {
 		return nil, err
 	}
-	u := e.unexp[i]
-	e.unexp = append(e.unexp[:i], e.unexp[i+1:]...)
+	u := e.unexp.items()[i]
+	e.unexp.remove(i)
 	return &Message{u: u, st: Status{Source: u.src, Tag: u.tag, Bytes: u.length}}, nil
 }
 
@@ -86,7 +86,9 @@ func (e *Engine) MrecvInto(r *Request, m *Message, mem btl.Mem) error {
 
 // Mrecv is MrecvInto with a request from the pool.
 func (e *Engine) Mrecv(m *Message, mem btl.Mem) (*Request, error) {
-	r := newRequest(e)
+	e.mu.Lock()
+	r := e.newRequest()
+	e.mu.Unlock()
 	if err := e.MrecvInto(r, m, mem); err != nil {
 		return nil, err
 	}

@@ -1,7 +1,6 @@
 package p2p
 
 import (
-	"sync"
 	"sync/atomic"
 
 	"github.com/gorun/gorun/btl"
@@ -55,10 +54,24 @@ type Request struct {
 	pooled bool
 }
 
-var requestPool = sync.Pool{New: func() any { return new(Request) }}
+// maxFree bounds the engine's list of released requests: a burst of
+// outstanding operations (a window of thousands of Isends) leaves at most
+// this many behind for reuse, the rest to the garbage collector.
+const maxFree = 4096
 
-func newRequest(e *Engine) *Request {
-	r := requestPool.Get().(*Request)
+// newRequest takes a released request from the engine's free list, or a
+// new one; the lock is held. The free list replaces a sync.Pool: the
+// engine lock is held at every Get and Put anyway, and a slice under it
+// costs less than the pool's per-P pinning (BenchmarkWindowSelf).
+func (e *Engine) newRequest() *Request {
+	var r *Request
+	if n := len(e.free); n > 0 {
+		r = e.free[n-1]
+		e.free[n-1] = nil
+		e.free = e.free[:n-1]
+	} else {
+		r = new(Request)
+	}
 	initRequest(r, e)
 	return r
 }
@@ -68,13 +81,17 @@ func initRequest(r *Request, e *Engine) {
 	r.ctl.Owner, r.data.Owner = r, r
 }
 
-// reset clears r and puts it back in the pool; the engine lock is held.
+// reset clears r and puts it on its engine's free list; the engine lock
+// is held.
 func (r *Request) reset() {
 	if r.x != nil {
 		r.x.free()
 	}
+	e := r.e
 	*r = Request{}
-	requestPool.Put(r)
+	if e != nil && len(e.free) < maxFree {
+		e.free = append(e.free, r)
+	}
 }
 
 // Done reports whether the request has completed, without progressing.

@@ -2,8 +2,6 @@ package p2p
 
 import (
 	"errors"
-
-	"slices"
 )
 
 // ErrRevoked: the communicator of the operation was revoked (ULFM's
@@ -33,14 +31,14 @@ func (e *Engine) Revoke(ctx uint32, err error) {
 	}
 	e.revoked[ctx] = err
 	e.failPosted(func(r *Request) bool { return r.ctx == ctx }, err)
-	e.unexp = slices.DeleteFunc(e.unexp, func(u *unexpected) bool {
+	e.unexp.filter(func(u *unexpected) bool {
 		if u.ctx != ctx || u.claimed != nil {
-			return false
+			return true
 		}
 		if u.rts {
 			e.refuseRTS(u.src, ctx, u.sreq)
 		}
-		return true
+		return false
 	})
 }
 
@@ -50,7 +48,7 @@ func (e *Engine) refuseRTS(src int, ctx uint32, sreq uint64) {
 	if e.failed[src] != nil {
 		return
 	}
-	r := newRequest(e) // carries the frame; never reused (no Release)
+	r := e.newRequest() // carries the frame; never reused (no Release)
 	h := header{kind: kCTS, flags: fRevoked, ctx: ctx, src: int32(e.rank), sreq: sreq}
 	h.encode(&r.ctl.Hdr)
 	e.sendCtl(src, r, &r.ctl)

@@ -156,6 +156,13 @@ func (r *Request) Test() (bool, Status, error) {
 	return true, r.st, r.err
 }
 
+// WaitFor blocks until cond holds. cond is evaluated after every poll of
+// the transports with the engine lock held: it may look at requests
+// (Done) but must call no method of the engine. It lets a caller wait for
+// requests it keeps in its own structures without building a slice of
+// them (package mpi's Waitall).
+func (e *Engine) WaitFor(cond func() bool) { e.until(cond) }
+
 // WaitAll blocks until every request has completed. Nil requests are
 // ignored.
 func (e *Engine) WaitAll(rs []*Request) {

@@ -64,6 +64,7 @@ var benches = []bench{
 	{"latency", "us", false},
 	{"bw", "MB/s", true},
 	{"bibw", "MB/s", true},
+	{"mbw_mr", "MB/s", true},
 	{"allreduce", "us", false},
 	{"bcast", "us", false},
 	{"reduce", "us", false},

@@ -141,7 +141,12 @@ type outRing struct {
 	bell   *uint64
 	bit    uint64
 
-	queue   []*btl.Frame
+	queue []*btl.Frame
+	// qbuf is the whole array queue lives in: push drains queue from its
+	// front, and Send moves what is left back to qbuf's start instead of
+	// growing a new array, so that a steady stream of frames (a window of
+	// Isends larger than the ring) allocates nothing.
+	qbuf    []*btl.Frame
 	off     int  // payload bytes of queue[0] already in the ring
 	started bool // queue[0]'s first fragment is in the ring
 	busy    bool // listed in m.busy
@@ -169,7 +174,15 @@ func (o *outRing) Send(f *btl.Frame) error {
 	if o.err != nil {
 		return o.err
 	}
+	if len(o.queue) == cap(o.queue) && cap(o.qbuf) > len(o.queue) {
+		n := copy(o.qbuf[:cap(o.qbuf)], o.queue)
+		clear(o.qbuf[n:cap(o.qbuf)])
+		o.queue = o.qbuf[:n]
+	}
 	o.queue = append(o.queue, f)
+	if cap(o.queue) > cap(o.qbuf) {
+		o.qbuf = o.queue[:0]
+	}
 	if len(o.queue) == 1 {
 		o.push()
 		if len(o.queue) > 0 && o.err == nil && !o.busy {
@@ -237,7 +250,7 @@ func (o *outRing) push() int {
 		f.Owner.FrameDone(f, nil)
 		done++
 	}
-	o.queue = o.queue[:0]
+	o.queue = o.qbuf[:0]
 	return done
 }
 

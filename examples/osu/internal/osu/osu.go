@@ -44,7 +44,7 @@ type Options struct {
 const Version = "7.4"
 
 // p2p are the point-to-point benchmarks, which take no -f (as OSU's).
-var p2p = map[string]bool{"latency": true, "bw": true, "bibw": true}
+var p2p = map[string]bool{"latency": true, "bw": true, "bibw": true, "mbw_mr": true}
 
 // Parse reads OSU's flags. defMin/defMax are the default size range;
 // iters/warm apply to sizes up to largeSize and largeIters/largeWarm above.
@@ -54,7 +54,7 @@ func Parse(name string, defMin, defMax, iters, warm, largeIters, largeWarm, larg
 	m := fs.String("m", "", "message sizes in bytes: MIN:MAX or MAX")
 	i := fs.Int("i", 0, "timed iterations per size")
 	x := fs.Int("x", -1, "warm-up iterations per size")
-	w := fs.Int("W", 64, "window size (bw, bibw)")
+	w := fs.Int("W", 64, "window size (bw, bibw, mbw_mr)")
 	d := fs.String("d", "host", "where buffers live: host, or cuda (GPU memory)")
 	f := fs.Bool("f", false, "full statistics: minimum, maximum and iterations (collectives)")
 	fs.Parse(os.Args[1:])

@@ -1,0 +1,113 @@
+package mpi
+
+import (
+	"testing"
+)
+
+func initSingleton(t testing.TB) *Comm {
+	t.Helper()
+	if !Initialized() {
+		if err := Init(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return World()
+}
+
+// TestRequestAfterComplete: a Request whose completion was reported
+// gives its engine request back for reuse, and keeps its outcome: Wait,
+// Test and Cancel on it later, after other operations have taken the
+// engine's requests it held, report the same status and touch nothing.
+func TestRequestAfterComplete(t *testing.T) {
+	w := initSingleton(t)
+	me := w.Rank()
+	rbuf := make([]int32, 4)
+	rq, err := Irecv(w, rbuf, me, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sq, err := Isend(w, []int32{1, 2, 3}, me, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Waitall([]*Request{rq, sq}); err != nil {
+		t.Fatal(err)
+	}
+	// Reuse the engine's requests many times over, with other tags and
+	// lengths, some left posted.
+	other := make([]byte, 9)
+	var pending []*Request
+	for i := range 20 {
+		r2, err := Irecv(w, other, me, 8+i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 0 {
+			pending = append(pending, r2)
+			continue
+		}
+		s2, err := Isend(w, other[:i%9], me, 8+i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Waitall([]*Request{r2, s2}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 2 {
+		st, err := rq.Wait()
+		if err != nil || st.Source != me || st.Tag != 7 || st.Count() != 3 || st.Cancelled() {
+			t.Fatalf("Wait again: %+v (count %d), %v; want source %d, tag 7, 3 elements", st, st.Count(), err, me)
+		}
+		ok, st, err := rq.Test()
+		if !ok || err != nil || st.Tag != 7 || st.Count() != 3 {
+			t.Fatalf("Test again: %v %+v %v", ok, st, err)
+		}
+		if err := rq.Cancel(); err != nil {
+			t.Fatalf("Cancel after completion: %v", err)
+		}
+		if _, err := sq.Wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rbuf[0] != 1 || rbuf[2] != 3 || rbuf[3] != 0 {
+		t.Fatalf("received %v", rbuf)
+	}
+	// The pending receives are still theirs: cancel and complete them.
+	for _, r := range pending {
+		if err := r.Cancel(); err != nil {
+			t.Fatal(err)
+		}
+		st, err := r.Wait()
+		if err != nil || !st.Cancelled() {
+			t.Fatalf("cancelled receive: %+v, %v", st, err)
+		}
+	}
+}
+
+// TestWindowAllocs: a window of nonblocking operations through the public
+// API allocates only what the caller keeps: one Request per Isend and
+// Irecv (valid after completion, so never pooled: request.go) and
+// Waitall's statuses; the engine's part of each request is reused.
+func TestWindowAllocs(t *testing.T) {
+	w := initSingleton(t)
+	const n = 64
+	sbuf, rbuf := make([]byte, 8), make([]byte, 8)
+	reqs := make([]*Request, 2*n)
+	var failed error
+	one := func() {
+		if err := selfWindow(w, reqs, sbuf, rbuf); err != nil {
+			failed = err
+		}
+	}
+	for range 4 {
+		one()
+	}
+	allocs := testing.AllocsPerRun(20, one)
+	if failed != nil {
+		t.Fatal(failed)
+	}
+	if want := float64(2*n + 1); allocs > want {
+		t.Errorf("%v allocations per window of %d messages, want at most %v", allocs, n, want)
+	}
+}
