@@ -616,7 +616,8 @@ func gpuVNoGPU(w *mpi.Comm) error {
 
 // TestGPUVForms runs SendrecvGPU, the GPU v forms, scans and nonblocking
 // collectives against their references where there is a GPU (np 2 with
-// the table, np 2 on one GPU, np 3, np 2 staged over TCP); without one
+// the table, np 2 on one GPU, np 3 with the allgatherv ring, np 2 staged
+// over TCP); without one
 // (CI) it checks that every one of them fails with ErrBuffer.
 func TestGPUVForms(t *testing.T) {
 	if ok, _ := gpu.Available(); !ok {
@@ -625,7 +626,8 @@ func TestGPUVForms(t *testing.T) {
 	}
 	t.Run("np2", func(t *testing.T) { job{np: 2, cas: "gpu-v"}.ok(t) })
 	t.Run("same-gpu", func(t *testing.T) { job{np: 2, cas: "gpu-v", env: []string{"GORUN_TEST_GPU_SAME=1"}}.ok(t) })
-	t.Run("np3", func(t *testing.T) { job{np: 3, cas: "gpu-v"}.ok(t) })
+	// At np 3 the allgatherv ring (the table picks direct at these sizes).
+	t.Run("np3-ring", func(t *testing.T) { job{np: 3, cas: "gpu-v", env: []string{"GORUN_COLL_GPU_ALLGATHERV=ring"}}.ok(t) })
 	t.Run("staged-tcp", func(t *testing.T) {
 		job{np: 2, cas: "gpu-v", env: []string{"GORUN_CUDA_IPC=none", "GORUN_BTL=tcp,self,cuda"}}.ok(t)
 	})
