@@ -122,12 +122,16 @@ type devCall struct {
 	own gpu.Buffer
 	rcv gpu.Buffer
 	in  bool // in place
+	// nb: a nonblocking call, which may run alongside other calls on its
+	// communicator: it never uses the IPC regions (gpuipc.go), whose slots
+	// calls take in turn.
+	nb bool
 	// scratch taken with take, given back by done.
 	scratch []gpu.Buffer
 }
 
 func newDevCall(a *Args) (*devCall, error) {
-	d := &devCall{dev: a.RecvD.Device(), dt: a.RecvD.DType(), op: a.DOp, own: a.SendD, rcv: a.RecvD}
+	d := &devCall{dev: a.RecvD.Device(), dt: a.RecvD.DType(), op: a.DOp, own: a.SendD, rcv: a.RecvD, nb: a.Nonblocking}
 	if d.dt == 0 {
 		d.dt = a.SendD.DType()
 		d.dev = a.SendD.Device()

@@ -300,7 +300,7 @@ func gpuReduceRing(c *Comm, a *Args, d *devCall) error {
 // input while a copy puts it in place.
 func gpuAllgatherRing(c *Comm, a *Args, d *devCall) error {
 	me := c.Rank()
-	counts, displs := a.Counts, evenDispls(a.Counts)
+	counts, displs := a.Counts, displsOf(a)
 	first := gpu.Buffer{}
 	if !d.in {
 		first = d.own
@@ -314,7 +314,7 @@ func gpuAllgatherRing(c *Comm, a *Args, d *devCall) error {
 // gpuAllgatherDirect: every rank sends its block to every other at once.
 func gpuAllgatherDirect(c *Comm, a *Args, d *devCall) error {
 	me := c.Rank()
-	counts, displs := a.Counts, evenDispls(a.Counts)
+	counts, displs := a.Counts, displsOf(a)
 	mine := bytesOf(d.rcv, displs[me], counts[me])
 	if d.in {
 		d.own = mine
@@ -408,7 +408,7 @@ func gpuRooted(c *Comm, a *Args, d *devCall, toRoot bool) error {
 		}
 		return p.wait(c)
 	}
-	counts, displs := a.Counts, evenDispls(a.Counts)
+	counts, displs := a.Counts, displsOf(a)
 	whole, mine := a.RecvD, a.SendD
 	if !toRoot {
 		whole, mine = a.SendD, a.RecvD
@@ -440,18 +440,24 @@ func gpuRooted(c *Comm, a *Args, d *devCall, toRoot bool) error {
 	return p.wait(c)
 }
 
-// gpuAlltoallLinear: every block to its rank at once.
+// gpuAlltoallLinear: every block to its rank at once (Alltoall, and
+// Alltoallv with a.SendCounts and a.SendDispls for the send side).
 func gpuAlltoallLinear(c *Comm, a *Args, d *devCall) error {
 	me := c.Rank()
-	counts, displs := a.Counts, evenDispls(a.Counts)
-	blk := func(b gpu.Buffer, r int) gpu.Buffer { return bytesOf(b, displs[r], counts[r]) }
+	counts, displs := a.Counts, displsOf(a)
+	scounts, sdispls := counts, displs
+	if a.SendCounts != nil {
+		scounts, sdispls = a.SendCounts, a.SendDispls
+	}
+	rblk := func(r int) gpu.Buffer { return bytesOf(d.rcv, displs[r], counts[r]) }
+	sblk := func(r int) gpu.Buffer { return bytesOf(d.own, sdispls[r], scounts[r]) }
 	var p pending
 	if err := p.everyPeer(c,
-		func(r int) btl.Mem { return devMem(blk(d.rcv, r)) },
-		func(r int) btl.Mem { return devMem(blk(d.own, r)) }); err != nil {
+		func(r int) btl.Mem { return devMem(rblk(r)) },
+		func(r int) btl.Mem { return devMem(sblk(r)) }); err != nil {
 		return err
 	}
-	if err := d.copy(blk(d.rcv, me), blk(d.own, me)); err != nil {
+	if err := d.copy(rblk(me), sblk(me)); err != nil {
 		return err
 	}
 	if err := p.wait(c); err != nil {

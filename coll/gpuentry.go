@@ -8,6 +8,8 @@ package coll
 
 var (
 	collGPUAllreduce, collGPUBcast, collGPUReduce, collGPUAllgather, collGPUReduceScatterBlock, collGPUGather, collGPUScatter, collGPUAlltoall *collective
+	// The v forms and the scans (gpuv.go).
+	collGPUAllgatherv, collGPUGatherv, collGPUScatterv, collGPUAlltoallv, collGPUScan, collGPUExscan *collective
 )
 
 // gpuOneshotMax: up to this many bytes per rank the one-shot algorithms
@@ -100,6 +102,37 @@ func init() {
 	collGPUAlltoall = register(&collective{name: "gpu_alltoall", algs: []algorithm{
 		{name: "linear", run: gpuAlg(gpuAlltoallLinear)},
 	}, table: linear, size: gpuBlock})
+	// The v forms: the algorithms of the equal-block forms, which read
+	// a.Displs where it is set (displsOf); no IPC (its slots hold equal
+	// blocks). Not measured: the allgatherv table is the allgather one's
+	// p2p part, on the whole gathered size.
+	varTotal := func(_ *Comm, a *Args) int { return sum(a.Counts) }
+	collGPUAllgatherv = register(&collective{name: "gpu_allgatherv", algs: []algorithm{
+		{name: "direct", run: gpuAlg(gpuAllgatherDirect)},
+		{name: "ring", run: gpuAlg(gpuAllgatherRing)},
+	}, table: tableGPUAllgatherv, size: varTotal})
+	collGPUGatherv = register(&collective{name: "gpu_gatherv", algs: []algorithm{
+		{name: "linear", run: gpuAlg(gpuGatherLinear)},
+	}, table: linear, size: func(*Comm, *Args) int { return 0 }, varSize: true})
+	collGPUScatterv = register(&collective{name: "gpu_scatterv", algs: []algorithm{
+		{name: "linear", run: gpuAlg(gpuScatterLinear)},
+	}, table: linear, size: func(*Comm, *Args) int { return 0 }, varSize: true})
+	collGPUAlltoallv = register(&collective{name: "gpu_alltoallv", algs: []algorithm{
+		{name: "linear", run: gpuAlg(gpuAlltoallLinear)},
+	}, table: linear, size: varTotal, varSize: true})
+	collGPUScan = register(&collective{name: "gpu_scan", algs: []algorithm{
+		{name: "linear", run: gpuAlg(gpuScanLinear)},
+	}, table: linear, size: ownLen})
+	collGPUExscan = register(&collective{name: "gpu_exscan", algs: []algorithm{
+		{name: "linear", run: gpuAlg(gpuExscanLinear)},
+	}, table: linear, size: ownLen})
+}
+
+func tableGPUAllgatherv(n, total int, _ bool) string {
+	if n <= 2 || total <= gpuOneshotMax {
+		return "direct"
+	}
+	return "ring"
 }
 
 // gpuCall runs a GPU collective; on a communicator of one rank it copies

@@ -81,10 +81,13 @@ func inPlaceGPU(send, recv gpu.Buffer) bool {
 	return isZeroBuf(send) || send.Ptr() == recv.Ptr() && send.Len() == recv.Len() && send.Device() == recv.Device()
 }
 
+// devPrep checks a GPU collective's arguments and returns them for coll.
+type devPrep func() (coll.Args, error)
+
 // devCollective runs a GPU collective: prep checks the arguments after the
 // call has begun, so that a rank whose arguments are wrong aborts the call
 // for every rank instead of leaving them waiting.
-func devCollective(c *Comm, name string, fn func(*coll.Comm, *coll.Args) error, prep func() (coll.Args, error)) error {
+func devCollective(c *Comm, name string, fn func(*coll.Comm, *coll.Args) error, prep devPrep) error {
 	v, err := c.begin(name)
 	if err != nil {
 		return err
@@ -95,6 +98,18 @@ func devCollective(c *Comm, name string, fn func(*coll.Comm, *coll.Args) error, 
 		cl = call{fn: fn, args: a}
 	}
 	return finish(name, &v, &cl, err)
+}
+
+// idevCollective starts a GPU collective as a nonblocking call
+// (icollective.go): wrong arguments fail here, and abort the call on the
+// other ranks, as for devCollective.
+func idevCollective(c *Comm, name string, fn func(*coll.Comm, *coll.Args) error, prep devPrep) (*Request, error) {
+	v, err := c.begin(name)
+	if err != nil {
+		return nil, err
+	}
+	a, err := prep()
+	return start(c, name, v, call{fn: fn, args: a}, err)
 }
 
 // blockCounts is n blocks of k elements of elem bytes, in bytes.
@@ -110,25 +125,30 @@ func blockCounts(n, k, elem int) []int {
 // in every rank's recvbuf (MPI_Allreduce on device memory). The count is
 // sendbuf's; in place, recvbuf's.
 func AllreduceGPU(c *Comm, sendbuf, recvbuf gpu.Buffer, op Op) error {
-	const name = "AllreduceGPU"
-	return devCollective(c, name, coll.AllreduceGPU, func() (coll.Args, error) {
-		return reductionGPU(name, sendbuf, recvbuf, op, coll.Args{}, true)
-	})
+	return devCollective(c, "AllreduceGPU", coll.AllreduceGPU, allreduceGPU("AllreduceGPU", sendbuf, recvbuf, op))
+}
+
+func allreduceGPU(name string, sendbuf, recvbuf gpu.Buffer, op Op) devPrep {
+	return func() (coll.Args, error) { return reductionGPU(name, sendbuf, recvbuf, op, coll.Args{}, true) }
 }
 
 // ReduceGPU combines every rank's sendbuf with op into the root's recvbuf
 // (MPI_Reduce on device memory); recvbuf is read at the root only.
 func ReduceGPU(c *Comm, sendbuf, recvbuf gpu.Buffer, op Op, root int) error {
-	const name = "ReduceGPU"
-	return devCollective(c, name, coll.ReduceGPU, func() (coll.Args, error) {
+	return devCollective(c, "ReduceGPU", coll.ReduceGPU, reduceGPU(c, "ReduceGPU", sendbuf, recvbuf, op, root))
+}
+
+func reduceGPU(c *Comm, name string, sendbuf, recvbuf gpu.Buffer, op Op, root int) devPrep {
+	return func() (coll.Args, error) {
 		if err := c.checkRoot(name, root); err != nil {
 			return coll.Args{}, err
 		}
 		return reductionGPU(name, sendbuf, recvbuf, op, coll.Args{Root: root}, c.Rank() == root)
-	})
+	}
 }
 
-// reductionGPU prepares AllreduceGPU and ReduceGPU's a. Where the result
+// reductionGPU prepares the a of AllreduceGPU, ReduceGPU, ScanGPU and
+// ExscanGPU. Where the result
 // lands here (result), the count is sendbuf's (in place, recvbuf's) and
 // recvbuf must hold as many; elsewhere (a non-root's Reduce) recvbuf is
 // not read.
@@ -160,13 +180,16 @@ func reductionGPU(name string, sendbuf, recvbuf gpu.Buffer, op Op, a coll.Args, 
 // BcastGPU copies the root's buf into every rank's buf (MPI_Bcast on
 // device memory).
 func BcastGPU(c *Comm, buf gpu.Buffer, root int) error {
-	const name = "BcastGPU"
-	return devCollective(c, name, coll.BcastGPU, func() (coll.Args, error) {
+	return devCollective(c, "BcastGPU", coll.BcastGPU, bcastGPU(c, "BcastGPU", buf, root))
+}
+
+func bcastGPU(c *Comm, name string, buf gpu.Buffer, root int) devPrep {
+	return func() (coll.Args, error) {
 		if err := c.checkRoot(name, root); err != nil {
 			return coll.Args{}, err
 		}
 		return coll.Args{RecvD: buf, Root: root, Elem: elemOf(buf)}, checkDev(name, buf)
-	})
+	}
 }
 
 // AllgatherGPU collects every rank's sendbuf into every rank's recvbuf,
@@ -174,8 +197,11 @@ func BcastGPU(c *Comm, buf gpu.Buffer, root int) error {
 // each rank's block is already at its place in recvbuf, whose length
 // divided by the size is the count.
 func AllgatherGPU(c *Comm, sendbuf, recvbuf gpu.Buffer) error {
-	const name = "AllgatherGPU"
-	return devCollective(c, name, coll.AllgatherGPU, func() (coll.Args, error) {
+	return devCollective(c, "AllgatherGPU", coll.AllgatherGPU, allgatherGPU(c, "AllgatherGPU", sendbuf, recvbuf))
+}
+
+func allgatherGPU(c *Comm, name string, sendbuf, recvbuf gpu.Buffer) devPrep {
+	return func() (coll.Args, error) {
 		if err := checkDev(name, sendbuf, recvbuf); err != nil {
 			return coll.Args{}, err
 		}
@@ -193,7 +219,7 @@ func AllgatherGPU(c *Comm, sendbuf, recvbuf gpu.Buffer) error {
 			a.SendD = sendbuf
 		}
 		return a, nil
-	})
+	}
 }
 
 // ReduceScatterBlockGPU reduces every rank's sendbuf (size × count
@@ -202,8 +228,11 @@ func AllgatherGPU(c *Comm, sendbuf, recvbuf gpu.Buffer) error {
 // recvbuf's length. In place, recvbuf holds the input (its length divided
 // by the size is the count) and block r is left at its start.
 func ReduceScatterBlockGPU(c *Comm, sendbuf, recvbuf gpu.Buffer, op Op) error {
-	const name = "ReduceScatterBlockGPU"
-	return devCollective(c, name, coll.ReduceScatterBlockGPU, func() (coll.Args, error) {
+	return devCollective(c, "ReduceScatterBlockGPU", coll.ReduceScatterBlockGPU, reduceScatterBlockGPU(c, "ReduceScatterBlockGPU", sendbuf, recvbuf, op))
+}
+
+func reduceScatterBlockGPU(c *Comm, name string, sendbuf, recvbuf gpu.Buffer, op Op) devPrep {
+	return func() (coll.Args, error) {
 		o, err := gpuOp(name, op)
 		if err != nil {
 			return coll.Args{}, err
@@ -224,7 +253,7 @@ func ReduceScatterBlockGPU(c *Comm, sendbuf, recvbuf gpu.Buffer, op Op) error {
 		}
 		a.SendD, a.RecvD, a.Counts = sendbuf.Slice(0, n*k), recvbuf, blockCounts(n, k, elem)
 		return a, nil
-	})
+	}
 }
 
 // GatherGPU collects every rank's sendbuf into the root's recvbuf, rank r's
@@ -232,10 +261,7 @@ func ReduceScatterBlockGPU(c *Comm, sendbuf, recvbuf gpu.Buffer, op Op) error {
 // root only. In place at the root, its block is already in recvbuf, whose
 // length divided by the size is the count.
 func GatherGPU(c *Comm, sendbuf, recvbuf gpu.Buffer, root int) error {
-	const name = "GatherGPU"
-	return devCollective(c, name, coll.GatherGPU, func() (coll.Args, error) {
-		return rootedGPU(c, name, sendbuf, recvbuf, root, true)
-	})
+	return devCollective(c, "GatherGPU", coll.GatherGPU, rootedGPU(c, "GatherGPU", sendbuf, recvbuf, root, true))
 }
 
 // ScatterGPU sends block r (count elements) of the root's sendbuf to rank
@@ -243,14 +269,15 @@ func GatherGPU(c *Comm, sendbuf, recvbuf gpu.Buffer, root int) error {
 // only. The count is recvbuf's length; in place at the root (a zero
 // recvbuf), sendbuf's divided by the size.
 func ScatterGPU(c *Comm, sendbuf, recvbuf gpu.Buffer, root int) error {
-	const name = "ScatterGPU"
-	return devCollective(c, name, coll.ScatterGPU, func() (coll.Args, error) {
-		return rootedGPU(c, name, sendbuf, recvbuf, root, false)
-	})
+	return devCollective(c, "ScatterGPU", coll.ScatterGPU, rootedGPU(c, "ScatterGPU", sendbuf, recvbuf, root, false))
 }
 
 // rootedGPU prepares GatherGPU (gather) or ScatterGPU.
-func rootedGPU(c *Comm, name string, sendbuf, recvbuf gpu.Buffer, root int, gather bool) (coll.Args, error) {
+func rootedGPU(c *Comm, name string, sendbuf, recvbuf gpu.Buffer, root int, gather bool) devPrep {
+	return func() (coll.Args, error) { return rootedArgs(c, name, sendbuf, recvbuf, root, gather) }
+}
+
+func rootedArgs(c *Comm, name string, sendbuf, recvbuf gpu.Buffer, root int, gather bool) (coll.Args, error) {
 	if err := c.checkRoot(name, root); err != nil {
 		return coll.Args{}, err
 	}
@@ -290,8 +317,11 @@ func rootedGPU(c *Comm, name string, sendbuf, recvbuf gpu.Buffer, root int, gath
 // the size) to rank r, which puts it at block (sender) of its recvbuf
 // (MPI_Alltoall on device memory). It does not work in place.
 func AlltoallGPU(c *Comm, sendbuf, recvbuf gpu.Buffer) error {
-	const name = "AlltoallGPU"
-	return devCollective(c, name, coll.AlltoallGPU, func() (coll.Args, error) {
+	return devCollective(c, "AlltoallGPU", coll.AlltoallGPU, alltoallGPU(c, "AlltoallGPU", sendbuf, recvbuf))
+}
+
+func alltoallGPU(c *Comm, name string, sendbuf, recvbuf gpu.Buffer) devPrep {
+	return func() (coll.Args, error) {
 		if inPlaceGPU(sendbuf, recvbuf) {
 			return coll.Args{}, errorf(ErrBuffer, name, "in place is not supported on GPU buffers: pass a separate send buffer")
 		}
@@ -307,5 +337,5 @@ func AlltoallGPU(c *Comm, sendbuf, recvbuf gpu.Buffer) error {
 			return coll.Args{}, errorf(ErrCount, name, "receive buffer of %d elements for %d ranks of %d", recvbuf.Count(), n, k)
 		}
 		return coll.Args{SendD: sendbuf, RecvD: recvbuf.Slice(0, n*k), Elem: elem, Counts: blockCounts(n, k, elem)}, nil
-	})
+	}
 }

@@ -72,3 +72,38 @@ func IsendGPU(c *Comm, b gpu.Buffer, dest, tag int) (*Request, error) {
 func IrecvGPU(c *Comm, b gpu.Buffer, source, tag int) (*Request, error) {
 	return irecvMem("IrecvGPU", c, deviceMem(b), elemOf(b), source, tag)
 }
+
+// SendrecvGPU sends the device buffer sendbuf to dest and receives into the
+// device buffer recvbuf from source at once (MPI_Sendrecv on device
+// memory), so that exchanges in a ring cannot deadlock. The Status counts
+// recvbuf's elements.
+func SendrecvGPU(c *Comm, sendbuf gpu.Buffer, dest, sendtag int, recvbuf gpu.Buffer, source, recvtag int) (Status, error) {
+	const name = "SendrecvGPU"
+	// Validate the send first: once the receive is posted, a failing send
+	// could only leave it behind.
+	if err := c.check(name); err != nil {
+		return Status{}, err
+	}
+	if dest != ProcNull {
+		if _, err := c.peerRank(name, dest, false); err != nil {
+			return Status{}, err
+		}
+		if err := checkTag(name, sendtag, false); err != nil {
+			return Status{}, err
+		}
+	}
+	rr, err := startRecv(name, c, deviceMem(recvbuf), source, recvtag, nil)
+	if err != nil {
+		return Status{}, err
+	}
+	sr, err := startSend(name, c, deviceMem(sendbuf), dest, sendtag, false, nil)
+	if err != nil {
+		return Status{}, err
+	}
+	st, rerr := finishRaw(name, c, rr, elemOf(recvbuf))
+	_, serr := finishRaw(name, c, sr, 1)
+	if rerr != nil {
+		return st, rerr
+	}
+	return st, serr
+}

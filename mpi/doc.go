@@ -20,17 +20,21 @@
 //
 // GPU memory: a gpu.Buffer (gpu.Alloc, or gpu.Wrap(dev, ptr, dtype, count)
 // around a CUDA pointer and length from another library, such as PyTorch's
-// tensor.data_ptr()) goes to SendGPU, RecvGPU, IsendGPU, IrecvGPU and the
-// collectives AllreduceGPU, ReduceGPU, BcastGPU, AllgatherGPU,
-// ReduceScatterBlockGPU, GatherGPU, ScatterGPU and AlltoallGPU (the zero
-// gpu.Buffer, or the receive buffer itself, as the send buffer means in
-// place; reductions take Sum, Prod, Min and Max). device.go and devcoll.go
-// say how these calls order against CUDA streams: synchronize the streams
-// that wrote a send buffer before the call; when a call returns (or its
-// request completes) its result is visible to every stream of the device.
-// Without a usable GPU these calls fail with ErrBuffer on every rank
-// involved and the job goes on. Not yet on device memory: the v forms,
-// Scan, nonblocking collectives and Sendrecv.
+// tensor.data_ptr()) goes to SendGPU, RecvGPU, IsendGPU, IrecvGPU,
+// SendrecvGPU and the collectives AllreduceGPU, ReduceGPU, BcastGPU,
+// AllgatherGPU, AllgathervGPU, ReduceScatterBlockGPU, GatherGPU,
+// GathervGPU, ScatterGPU, ScattervGPU, AlltoallGPU, AlltoallvGPU, ScanGPU
+// and ExscanGPU, each also nonblocking (IallreduceGPU & co., returning a
+// Request). The zero gpu.Buffer, or the receive buffer itself, as the send
+// buffer means in place (devcoll.go and devcollv.go say where); v forms
+// take counts and displacements in elements; reductions take Sum, Prod,
+// Min and Max. device.go and devcoll.go say how these calls order against
+// CUDA streams: synchronize the streams that wrote a send buffer before
+// the call; when a call returns (or its request completes) its result is
+// visible to every stream of the device. Without a usable GPU these calls
+// fail with ErrBuffer on every rank involved and the job goes on. Not yet
+// on device memory: ReduceScatter with per-rank counts, and Alltoall(v) in
+// place.
 //
 // Any msgpack-encodable value goes through the object API (SendObj,
 // RecvObj, BcastObj, GatherObj, AllgatherObj, ScatterObj), like mpi4py's

@@ -21,10 +21,11 @@
 //   - Register(mem, &region): device memory only. The region's key is the
 //     CUDA IPC handle (cuIpcGetMemHandle, 64 bytes) of the allocation that
 //     holds mem, its Addr the offset of mem in that allocation, its Len
-//     mem's length. Exporting costs a driver call each time: handles are not
-//     cached on this side, since an allocation freed and another made at the
-//     same address would get a new handle that a cache keyed by address
-//     could not tell apart. Deregister releases nothing on this side.
+//     mem's length. Handles are cached (export.go) by device, base address
+//     and the driver's buffer id, which tells an allocation freed and made
+//     again at the same address from the old one; up to
+//     GORUN_CUDA_IPC_EXPORT_CACHE of them. Deregister releases nothing on
+//     this side.
 //   - Get(op) and Put(op): the peer's allocation is mapped into this
 //     process (cuIpcOpenMemHandle, ~100 µs, so mappings are cached by
 //     handle, up to GORUN_CUDA_IPC_CACHE of them, the oldest unmapped

@@ -16,6 +16,8 @@ func init() { btl.Register("cuda", component{}) }
 var (
 	pIPCCache = params.Int("GORUN_CUDA_IPC_CACHE", 64,
 		"most peer GPU allocations a rank keeps mapped through CUDA IPC (opening one costs ~100 µs); the oldest unused is unmapped beyond")
+	pIPCExportCache = params.Int("GORUN_CUDA_IPC_EXPORT_CACHE", 256,
+		"most of this rank's GPU allocations whose CUDA IPC handle it keeps (cuIpcGetMemHandle costs ~20 µs a rendezvous otherwise; 0: no cache); the least recently used is forgotten beyond")
 	pIPC = params.String("GORUN_CUDA_IPC", "on",
 		`"none" turns CUDA IPC between ranks of a host off: GPU memory then goes through pinned host memory (staging), as between hosts`)
 )
@@ -42,12 +44,16 @@ func (component) Open(env btl.Env) (btl.Module, error) {
 	if limit < 1 {
 		return nil, fmt.Errorf("cuda: rank %d: GORUN_CUDA_IPC_CACHE=%d: want at least 1", env.Rank, limit)
 	}
+	exportLimit := pIPCExportCache()
+	if exportLimit < 0 {
+		return nil, fmt.Errorf("cuda: rank %d: GORUN_CUDA_IPC_EXPORT_CACHE=%d: want at least 0", env.Rank, exportLimit)
+	}
 	chunk, pool := pStageChunk(), pStagePool()
 	if chunk < 4096 || pool < 0 {
 		return nil, fmt.Errorf("cuda: rank %d: GORUN_CUDA_STAGE_CHUNK=%d, GORUN_CUDA_STAGE_POOL=%d: want at least 4096 and 0", env.Rank, chunk, pool)
 	}
 	return &module{env: env, streams: map[int]*drv.Stream{}, own: map[drv.IPCMemHandle]*export{},
-		maps: map[mapKey]*mapping{}, limit: limit, ipc: pIPC() != "none",
+		maps: map[mapKey]*mapping{}, limit: limit, ipc: pIPC() != "none", exports: exportCache{limit: exportLimit},
 		chunk: chunk, poolMax: pool, pinned: map[*byte]*drv.HostMem{}, freeHost: map[int][]*drv.HostMem{}}, nil
 }
 
@@ -58,6 +64,8 @@ type module struct {
 	// own are this rank's exported allocations, by handle, for regions
 	// from this rank itself.
 	own map[drv.IPCMemHandle]*export
+	// exports caches the IPC handles of this rank's allocations (export.go).
+	exports exportCache
 	// maps are peers' allocations mapped here, by device and handle.
 	maps  map[mapKey]*mapping
 	clock uint64 // use counter for the cache's age order
@@ -147,7 +155,7 @@ func (m *module) Register(mem btl.Mem, r *btl.Region) error {
 	if off+uint64(mem.N) > size {
 		return fmt.Errorf("cuda: rank %d: register %v: runs past its allocation (%d bytes at %#x)", m.env.Rank, mem, size, base)
 	}
-	h, err := ctx.IPCGetMemHandle(base)
+	h, err := m.handle(ctx, int(mem.Device), base, size)
 	if err != nil {
 		return fmt.Errorf("cuda: rank %d: register %v: %w", m.env.Rank, mem, err)
 	}
@@ -407,6 +415,7 @@ func (m *module) Close() error {
 		h.Free()
 	}
 	m.pinned, m.freeHost = nil, nil
+	m.exports = exportCache{}
 	var first error
 	for k, mp := range m.maps {
 		if err := mp.ctx.IPCCloseMemHandle(mp.base); err != nil && first == nil {

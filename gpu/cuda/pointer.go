@@ -1,5 +1,7 @@
 package cuda
 
+import "fmt"
+
 // MemoryType is where an address's memory lives (CUmemorytype).
 type MemoryType int
 
@@ -46,6 +48,7 @@ func (i PointerInfo) IsDevice() bool { return i.Type == MemoryDevice || i.Manage
 // Pointer attributes (CUpointer_attribute, cuda.h).
 const (
 	attrMemoryType    = 2
+	attrBufferID      = 7
 	attrIsManaged     = 8
 	attrDeviceOrdinal = 9
 )
@@ -73,4 +76,16 @@ func (c *Context) QueryPointer(p uintptr) (PointerInfo, error) {
 	}
 	info.Managed = uint32(m) != 0
 	return info, nil
+}
+
+// BufferID returns the driver's id of the allocation that holds p
+// (CU_POINTER_ATTRIBUTE_BUFFER_ID). The driver never gives two allocations
+// of a process the same id, so an address freed and allocated again gets a
+// new one: caches keyed by address add it to tell the two apart.
+func (c *Context) BufferID(p DevicePtr) (uint64, error) {
+	v, r := drvPointerGetAttribute(c.h, attrBufferID, uintptr(p))
+	if err := check("cuPointerGetAttribute(BUFFER_ID)", r); err != nil {
+		return 0, fmt.Errorf("device %d: %w", c.dev, err)
+	}
+	return v, nil
 }
