@@ -357,7 +357,7 @@ func (a *agent) spawn(m *agentMsg) {
 		cmd.Stdin = inR
 		defer inR.Close()
 	}
-	err = startBound(cmd, m.CPU-1)
+	err = startBound(cmd, m.Bind)
 	outW.Close()
 	errW.Close()
 	ctlRank.Close()
@@ -451,12 +451,12 @@ func (a *agent) spawn(m *agentMsg) {
 	}()
 }
 
-// startBound starts cmd with its CPU affinity set to cpu (cpu < 0: left
+// startBound starts cmd with its CPU affinity set to cpus (none: left
 // alone). The affinity is set on this OS thread around the fork, so the
 // child inherits it before its first instruction and every thread it
 // creates inherits it in turn.
-func startBound(cmd *exec.Cmd, cpu int) error {
-	if cpu < 0 {
+func startBound(cmd *exec.Cmd, cpus []int) error {
+	if len(cpus) == 0 {
 		return cmd.Start()
 	}
 	runtime.LockOSThread()
@@ -465,9 +465,11 @@ func startBound(cmd *exec.Cmd, cpu int) error {
 	if err := unix.SchedGetaffinity(0, &old); err != nil {
 		return fmt.Errorf("sched_getaffinity: %w", err)
 	}
-	set.Set(cpu)
+	for _, c := range cpus {
+		set.Set(c)
+	}
 	if err := unix.SchedSetaffinity(0, &set); err != nil {
-		return fmt.Errorf("bind to CPU %d: %w", cpu, err)
+		return fmt.Errorf("bind to %s: %w", cpuList(cpus), err)
 	}
 	err := cmd.Start()
 	// Restoring a mask the thread had before cannot be refused. The thread

@@ -18,7 +18,8 @@ import (
 // Launcher to agent:
 //
 //	setup   JobID, Secret: the job; sent once, before any spawn
-//	spawn   Rank, Prog, Args, Env, Dir, CPU (-1: unbound), Stdin (rank 0)
+//	spawn   Rank, Prog, Args, Env, Dir, Bind (CPUs; none: unbound), Stdin
+//	        (rank 0)
 //	stdin   Data for rank 0; an empty Data means end of input
 //	signal  Sig to every rank's process group (SIGTERM, then SIGKILL)
 //	kill    SIGKILL to Rank's process group (a rank declared failed under
@@ -79,7 +80,7 @@ type agentMsg struct {
 	Args  []string `msgpack:"args,omitempty"`
 	Env   []string `msgpack:"env,omitempty"`
 	Dir   string   `msgpack:"dir,omitempty"`
-	CPU   int      `msgpack:"cpu,omitempty"` // bound CPU + 1; 0: unbound
+	Bind  []int    `msgpack:"bind,omitempty"` // the CPUs to bind to; none: unbound
 	Stdin bool     `msgpack:"in,omitempty"`
 }
 

@@ -15,7 +15,7 @@ func FuzzAgentFrame(f *testing.F) {
 	for _, m := range []*agentMsg{
 		{Kind: "hello", Version: agentProtoVersion, Host: "h1", PID: 7, NCPU: 2, CPUs: []int{0, 1}, Addr: "10.0.0.1", ProgOK: true},
 		{Kind: "setup", JobID: "abc", Secret: bytes.Repeat([]byte{1}, 32)},
-		{Kind: "spawn", Rank: 3, Prog: "/bin/true", Args: []string{"a"}, Env: []string{"K=v"}, Dir: "/", CPU: 2, Stdin: true},
+		{Kind: "spawn", Rank: 3, Prog: "/bin/true", Args: []string{"a"}, Env: []string{"K=v"}, Dir: "/", Bind: []int{2, 3}, Stdin: true},
 		{Kind: "out", Rank: 1, Stream: 2, Data: []byte("partial")},
 		{Kind: "ctl", Rank: 1, Ctl: &boot.CtlMsg{Kind: boot.MsgAbort, Code: 3, Text: "x"}},
 		{Kind: "exited", Rank: 2, Status: 256},

@@ -191,8 +191,8 @@ func (j *job) place() error {
 	if j.spec.ReportBindings {
 		for r, pl := range lay.ranks {
 			hs := j.hosts[pl.host]
-			if cpu := j.cpuOf(r); cpu >= 0 {
-				j.errOut.println(fmt.Sprintf("gorun: rank %d on %s bound to CPU %d %s", r, hs.name, cpu, bindMask(hs.cpus, cpu)))
+			if set := j.cpusOf(r); set != nil {
+				j.errOut.println(fmt.Sprintf("gorun: rank %d on %s bound to %s %s", r, hs.name, cpuList(set), bindMask(hs.cpus, set)))
 			} else {
 				j.errOut.println(fmt.Sprintf("gorun: rank %d on %s not bound", r, hs.name))
 			}
@@ -254,28 +254,40 @@ func (j *job) pickMaster() {
 	j.trace("MASTER_ADDR=%s MASTER_PORT=%s", j.masterAddr, j.masterPort)
 }
 
-// cpuOf is the CPU rank r is bound to, or -1.
-func (j *job) cpuOf(r int) int {
+// cpusOf is the set of CPUs rank r is bound to, or nil (unbound).
+func (j *job) cpusOf(r int) []int {
 	pl := j.lay.ranks[r]
 	cpus := j.hosts[pl.host].cpus
 	if len(j.spec.Rankfile) > 0 && j.spec.Rankfile[r].CPU >= 0 {
-		return j.spec.Rankfile[r].CPU // checked against the host's CPUs in place
+		return []int{j.spec.Rankfile[r].CPU} // checked against the host's CPUs in place
 	}
 	if len(cpus) == 0 {
-		return -1
+		return nil
 	}
 	switch j.spec.BindTo {
 	case BindCore:
+		return []int{cpus[pl.local%len(cpus)]}
 	case "":
-		// The default, as Open MPI's: a core each while the host's ranks
-		// fit its cores. Unbound ranks at np = cores were 10-30x slower
-		// in small collectives on the lent 16-core host (two spinning
-		// ranks ended up sharing a core; coll/MEASUREMENTS.md).
-		if j.lay.localSize[pl.host] > len(cpus) {
-			return -1
-		}
-	default:
-		return -1
+		return shareOf(cpus, j.lay.localSize[pl.host], pl.local)
 	}
-	return cpus[pl.local%len(cpus)]
+	return nil
+}
+
+// shareOf is the default binding of the local-th of n ranks on a host
+// whose usable CPUs are cpus: its own block of len(cpus)/n of them (Open
+// MPI's --map-by slot:PE=len(cpus)/n), so no two ranks share a core, or
+// nil (unbound) when the ranks outnumber the CPUs. Unbound ranks at np =
+// cores were 10-30x slower in small collectives on the lent 16-core host
+// (two spinning ranks ended up sharing a core; coll/MEASUREMENTS.md). One
+// CPU each while there are more (what Open MPI does) halved np=2's
+// latency and message rate there (0.89 against 0.51 µs): a Go rank is
+// several threads (its scheduler's, the collector's, the membership's)
+// and they all had to take turns on the one core its busy-waiting rank
+// held.
+func shareOf(cpus []int, n, local int) []int {
+	if n <= 0 || n > len(cpus) {
+		return nil
+	}
+	k := len(cpus) / n
+	return cpus[local*k : (local+1)*k]
 }

@@ -2,6 +2,8 @@ package launcher
 
 import (
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -102,16 +104,38 @@ func describeSlots(names []string, slots []int) string {
 	return b.String()
 }
 
-// bindMask renders the CPUs of a host with the bound one marked, as
+// cpuList names a set of CPUs as --report-bindings prints it: "CPU 3",
+// "CPUs 0-7", "CPUs 0,2,4".
+func cpuList(set []int) string {
+	if len(set) == 1 {
+		return fmt.Sprintf("CPU %d", set[0])
+	}
+	var parts []string
+	for i := 0; i < len(set); {
+		k := i
+		for k+1 < len(set) && set[k+1] == set[k]+1 {
+			k++
+		}
+		if k > i {
+			parts = append(parts, fmt.Sprintf("%d-%d", set[i], set[k]))
+		} else {
+			parts = append(parts, strconv.Itoa(set[i]))
+		}
+		i = k + 1
+	}
+	return "CPUs " + strings.Join(parts, ",")
+}
+
+// bindMask renders the CPUs of a host with the bound ones marked, as
 // --report-bindings prints it: [./B/./.].
-func bindMask(cpus []int, cpu int) string {
+func bindMask(cpus, set []int) string {
 	var b strings.Builder
 	b.WriteByte('[')
 	for i, c := range cpus {
 		if i > 0 {
 			b.WriteByte('/')
 		}
-		if c == cpu {
+		if slices.Contains(set, c) {
 			b.WriteByte('B')
 		} else {
 			b.WriteByte('.')

@@ -2,6 +2,7 @@ package launcher
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -58,7 +59,38 @@ func TestPlan(t *testing.T) {
 }
 
 func TestBindMask(t *testing.T) {
-	if got := bindMask([]int{0, 1, 2, 3}, 2); got != "[././B/.]" {
+	if got := bindMask([]int{0, 1, 2, 3}, []int{2}); got != "[././B/.]" {
 		t.Errorf("bindMask: %q", got)
+	}
+}
+
+// TestShareOf: the default binding gives each rank its own block of the
+// host's CPUs, disjoint, all of the same size, and none when the ranks
+// outnumber the CPUs.
+func TestShareOf(t *testing.T) {
+	cpus := []int{0, 1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12, 13, 14, 15, 16} // 7 offline
+	for _, n := range []int{1, 2, 3, 5, 8, 16, 17} {
+		seen := map[int]bool{}
+		for local := range n {
+			set := shareOf(cpus, n, local)
+			if n > len(cpus) {
+				if set != nil {
+					t.Errorf("n=%d: rank %d bound to %v, want unbound", n, local, set)
+				}
+				continue
+			}
+			if len(set) != len(cpus)/n {
+				t.Errorf("n=%d: rank %d bound to %d CPUs %v, want %d", n, local, len(set), set, len(cpus)/n)
+			}
+			for _, c := range set {
+				if seen[c] || !slices.Contains(cpus, c) {
+					t.Errorf("n=%d: rank %d bound to CPU %d: taken already, or not usable", n, local, c)
+				}
+				seen[c] = true
+			}
+		}
+	}
+	if got := cpuList([]int{0, 1, 2, 3, 8, 10, 11}); got != "CPUs 0-3,8,10-11" {
+		t.Errorf("cpuList: %q", got)
 	}
 }

@@ -56,8 +56,15 @@ func (j *job) rankEnv(r int, base []string) []string {
 		// A Go rank otherwise runs as many Ps (and a quarter as many GC
 		// workers) as the host has cores: 32 ranks on 64 cores then fight
 		// over the CPUs while they wait, and small collectives took 2-10x
-		// longer from run to run. Share the host's cores among its ranks.
-		set("GOMAXPROCS", max(2, len(hs.cpus)/max(ln, 1)))
+		// longer from run to run. Share the host's cores among its ranks,
+		// as the binding does (never more Ps than the CPUs it binds to,
+		// but two at least: one rank waiting must not stall the others'
+		// goroutines for a scheduler quantum).
+		n := len(hs.cpus) / max(ln, 1)
+		if set := j.cpusOf(r); set != nil {
+			n = len(set)
+		}
+		set("GOMAXPROCS", max(2, n))
 	}
 	env = append(env, j.spec.Env...)
 	return append(env, j.apps[j.appOf[r]].Env...)

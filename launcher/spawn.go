@@ -24,7 +24,7 @@ func (j *job) spawnRemote(r int, hs *hostState) {
 	j.live++
 	dir, _ := os.Getwd()
 	stdin := r == 0 && j.spec.Stdin != nil
-	m := &agentMsg{Kind: "spawn", Rank: r, Prog: h.prog, Args: j.apps[j.appOf[r]].Args, Env: j.rankEnv(r, forwardedEnv()), Dir: dir, CPU: j.cpuOf(r) + 1, Stdin: stdin}
+	m := &agentMsg{Kind: "spawn", Rank: r, Prog: h.prog, Args: j.apps[j.appOf[r]].Args, Env: j.rankEnv(r, forwardedEnv()), Dir: dir, Bind: j.cpusOf(r), Stdin: stdin}
 	if !h.send(m) {
 		j.emit(event{kind: evAgentLost, host: h.idx, err: errors.New("its agent stopped reading")})
 		return
@@ -94,7 +94,7 @@ func (j *job) spawn(r int) error {
 			defer inR.Close()
 		}
 	}
-	err = startBound(cmd, j.cpuOf(r))
+	err = startBound(cmd, j.cpusOf(r))
 	outW.Close()
 	errW.Close()
 	ctlRank.Close()

@@ -305,9 +305,10 @@ func TestTopo(t *testing.T) {
 	}
 }
 
-// TestDefaultBinding (issue 12): by default each rank runs on a CPU of its
-// own while the ranks fit the host's CPUs, as with Open MPI; with more
-// ranks than CPUs, or --bind-to none, the kernel places them.
+// TestDefaultBinding (issue 12): by default each rank runs on CPUs of its
+// own while the ranks fit the host's CPUs, one each at np = CPUs, a block
+// of CPUs/np each below; with more ranks than CPUs, or --bind-to none,
+// the kernel places them.
 func TestDefaultBinding(t *testing.T) {
 	cpus := runtime.NumCPU()
 	show := []string{"sh", "-c", `echo "rank $GORUN_RANK cpus $(grep Cpus_allowed_list /proc/self/status | cut -f2)"`}
@@ -329,6 +330,18 @@ func TestDefaultBinding(t *testing.T) {
 	for s := range got {
 		if !single(s) {
 			t.Errorf("np=%d: a rank may run on CPUs %q, want one:\n%s", cpus, s, r.stdout)
+		}
+	}
+	if cpus >= 4 {
+		r := job{np: 2, args: show}.ok(t)
+		got := allowed(r)
+		if len(got) != 2 {
+			t.Errorf("np=2: %d distinct CPU sets, want a block each:\n%s", len(got), r.stdout)
+		}
+		for s := range got {
+			if single(s) {
+				t.Errorf("np=2 on %d CPUs: a rank bound to CPU %s alone, want a block of %d:\n%s", cpus, s, cpus/2, r.stdout)
+			}
 		}
 	}
 	for _, j := range []job{{np: cpus + 1, args: show}, {np: cpus, args: show, flags: []string{"--bind-to", "none"}}} {
