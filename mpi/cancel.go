@@ -25,7 +25,12 @@ func (q *Request) Cancel() error {
 	if !q.recv {
 		return errorf(ErrRequest, "Request.Cancel", "%s cannot be cancelled: only receives can (MPI-4 deprecates cancelling sends)", q.op)
 	}
-	if q.fin || q.r == nil {
+	// Another goroutine may be completing q meanwhile: r stays ours (not
+	// given back to the engine, so not another operation's) while cmu is
+	// held, and cancelling a receive that completed does nothing.
+	q.cmu.Lock()
+	defer q.cmu.Unlock()
+	if q.r == nil {
 		return nil
 	}
 	q.c.rt.eng.CancelRecv(q.r)

@@ -2,6 +2,7 @@ package mpi
 
 import (
 	"errors"
+	"sync"
 
 	"github.com/gorun/gorun/p2p"
 )
@@ -22,7 +23,13 @@ type Request struct {
 	// own: r is from the engine's free list and goes back to it at
 	// completion (not a nonblocking collective's notice receive, which
 	// its call owns).
-	own  bool
+	own bool
+	// cmu guards r against a Cancel from another goroutine while the
+	// waiting one gives r back to the engine (which may hand it to
+	// another operation at once); rel carries r from Waitall's first
+	// pass to its batched release.
+	cmu  sync.Mutex
+	rel  *p2p.Request
 	c    *Comm
 	op   string
 	elem int
@@ -60,8 +67,11 @@ func (q *Request) startedOwn(r *p2p.Request) *Request {
 func (q *Request) finish() (Status, error) {
 	st, err := q.report()
 	if q.own {
-		q.c.rt.eng.Release(q.r)
+		q.cmu.Lock()
+		r := q.r
 		q.r, q.own = nil, false
+		q.cmu.Unlock()
+		q.c.rt.eng.Release(r)
 	}
 	return st, err
 }
@@ -198,14 +208,24 @@ func Waitall(reqs []*Request) ([]Status, error) {
 		}
 	}
 	if own {
-		// Every engine request back under one lock, not one per message.
-		engineOfAny(reqs).ReleaseN(len(reqs), func(i int) *p2p.Request {
+		// Every engine request back under one lock, not one per message;
+		// detached first, under each request's cmu (taken before the
+		// engine's lock, as Cancel does).
+		e := engineOfAny(reqs)
+		for _, q := range reqs {
+			if q != nil && q.own && q.fin {
+				q.cmu.Lock()
+				q.rel, q.r, q.own = q.r, nil, false
+				q.cmu.Unlock()
+			}
+		}
+		e.ReleaseN(len(reqs), func(i int) *p2p.Request {
 			q := reqs[i]
-			if q == nil || !q.own || !q.fin {
+			if q == nil {
 				return nil
 			}
-			r := q.r
-			q.r, q.own = nil, false
+			r := q.rel
+			q.rel = nil
 			return r
 		})
 	}

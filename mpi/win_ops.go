@@ -40,12 +40,14 @@ func (w *Win[T]) GetAccumulate(origin, result []T, target, disp int, op Op) erro
 	if err := w.checkOp(name, op, true); err != nil {
 		return err
 	}
-	if op.kind == opNoOp {
-		origin = nil
-	} else if len(origin) != len(result) {
-		return errorf(ErrCount, name, "origin has %d elements and result %d: they must match", len(origin), len(result))
+	var data []byte // NoOp sends none: the target receives none for it
+	if op.kind != opNoOp {
+		if len(origin) != len(result) {
+			return errorf(ErrCount, name, "origin has %d elements and result %d: they must match", len(origin), len(result))
+		}
+		data = elemBytes(origin)
 	}
-	return w.start(name, wkGetAcc, op.kind, elemBytes(origin), elemBytes(result), target, disp, len(result))
+	return w.start(name, wkGetAcc, op.kind, data, elemBytes(result), target, disp, len(result))
 }
 
 // FetchAndOp is GetAccumulate of one element (MPI_Fetch_and_op): *result

@@ -201,7 +201,16 @@ func (w *Win[T]) serve() bool {
 			s.dead = err
 			return did
 		}
-		if err := w.post(); err != nil {
+		err = w.post()
+		if err != nil && errors.Is(err, p2p.ErrProcFailed) {
+			// A member failed since the last post (while a request was
+			// handled): acknowledge it as above and post again, or the
+			// service would end and this live rank stop answering.
+			w.wc.AckFailed()
+			w.dropFailed()
+			err = w.post()
+		}
+		if err != nil {
 			s.dead = err
 			return did
 		}

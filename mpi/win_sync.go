@@ -211,14 +211,24 @@ func (w *Win[T]) endFence(name string) error {
 // ctl sends a lock, unlock or flush request to target and waits for its
 // reply and for every earlier operation with target. w.mu is held.
 func (w *Win[T]) ctl(name string, k winKind, typ LockType, target int) error {
+	var err error
+	if k == wkUnlock {
+		// This rank's operations end before its lock does: a Get's
+		// reply may still be read from the target's window (a
+		// rendezvous), and the next holder must not write it meanwhile.
+		err = w.completeAll(name, target)
+	}
 	h := winHdr{kind: k, lock: typ}
-	err := w.send(name, target, &h, nil, nil)
+	err = firstErr(err, w.send(name, target, &h, nil, nil))
 	return firstErr(err, w.completeAll(name, target))
 }
 
 // ctlAll is ctl to every rank, all requests sent before any is awaited.
 func (w *Win[T]) ctlAll(name string, k winKind, typ LockType) error {
 	var err error
+	if k == wkUnlock {
+		err = w.completeAll(name, -1) // as in ctl
+	}
 	for t := range w.sizes {
 		h := winHdr{kind: k, lock: typ}
 		err = firstErr(err, w.send(name, t, &h, nil, nil))

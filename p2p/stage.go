@@ -2,6 +2,7 @@ package p2p
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/gorun/gorun/btl"
 )
@@ -136,6 +137,11 @@ func (sg *staged) gone(err error) {
 		sg.err = err
 	}
 	sg.aborted = true
+	// A sender waiting for a pinned buffer leaves the queue now: once
+	// settled, its request may be released and reused, and kick must
+	// not pump or settle it for the new operation.
+	e := sg.r.e
+	e.stageQ = slices.DeleteFunc(e.stageQ, func(q *staged) bool { return q == sg })
 	sg.settle()
 }
 
@@ -193,6 +199,9 @@ func (e *Engine) kick() {
 	for len(e.stageQ) > 0 {
 		sg := e.stageQ[0]
 		e.stageQ = e.stageQ[1:]
+		if sg.r.sg != sg || sg.r.done.Load() {
+			continue // over already (gone): its request may serve another operation now
+		}
 		before := len(e.stageQ)
 		sg.pump()
 		sg.settle()

@@ -250,6 +250,32 @@ func caseWinLock(w *mpi.Comm) error {
 	if !slices.Equal(got, loc) {
 		return fmt.Errorf("Get of my own part %v differs from Local %v", got, loc)
 	}
+	// A NoOp GetAccumulate sends no data: an Accumulate after it must
+	// pair with its own data (a stray empty message once took its place
+	// and the Accumulate was dropped).
+	if err := win.Lock(mpi.LockExclusive, me); err != nil {
+		return err
+	}
+	one := []int64{1}
+	if err := win.GetAccumulate(nil, got[:1], me, 0, mpi.NoOp); err != nil {
+		return err
+	}
+	if err := win.Accumulate(one, me, 0, mpi.Sum); err != nil {
+		return err
+	}
+	if err := win.GetAccumulate(nil, got[1:2], me, 0, mpi.NoOp); err != nil {
+		return err
+	}
+	if err := win.Accumulate([]int64{-1}, me, 0, mpi.Sum); err != nil {
+		return err
+	}
+	if err := win.Unlock(me); err != nil {
+		return err
+	}
+	if got[1] != got[0]+1 {
+		return fmt.Errorf("NoOp GetAccumulate, Accumulate +1, NoOp GetAccumulate read %d then %d", got[0], got[1])
+	}
+	copy(got, loc) // as read before
 	if got[0] != int64(n*winRounds) {
 		return fmt.Errorf("counter = %d, want %d", got[0], n*winRounds)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/gorun/gorun/gpu"
 	"github.com/gorun/gorun/internal/params"
 	"github.com/gorun/gorun/launcher"
+	_ "github.com/gorun/gorun/mpi" // GORUN_RMA_*
 	_ "github.com/gorun/gorun/p2p"
 )
 
