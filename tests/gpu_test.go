@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/gorun/gorun/btl"
@@ -203,6 +204,15 @@ func TestGPUPointToPoint(t *testing.T) {
 	})
 	t.Run("staged-tcp-same-gpu", func(t *testing.T) {
 		job{np: 2, cas: "gpu-p2p", env: []string{"GORUN_CUDA_IPC=none", "GORUN_BTL=tcp,self,cuda", "GORUN_TEST_GPU_SAME=1"}}.ok(t)
+	})
+	// Over btl/ofi (issue 11), in a binary built with -tags ofi, on
+	// libfabric's tcp provider: device memory takes the same staging
+	// pipeline (no provider here offers FI_HMEM).
+	t.Run("staged-ofi", func(t *testing.T) {
+		if !slices.Contains(btl.Names(), "ofi") {
+			t.Skip("built without the ofi transport (go test -tags ofi)")
+		}
+		job{np: 2, cas: "gpu-p2p", env: []string{"GORUN_CUDA_IPC=none", "GORUN_BTL=ofi,self,cuda", "GORUN_OFI_PROVIDER=tcp;ofi_rxm", small}}.ok(t)
 	})
 }
 
