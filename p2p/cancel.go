@@ -24,15 +24,18 @@ func (e *Engine) CancelRecv(r *Request) bool {
 	if !r.recv || r.done.Load() {
 		return false
 	}
-	for i, p := range e.posted.items() {
-		if p == r {
-			e.posted.remove(i)
-			r.st = Status{Source: AnySource, Tag: AnyTag}
-			r.complete(ErrCancelled)
-			return true
-		}
+	q := e.mq[r.ctx]
+	if q == nil {
+		return false
 	}
-	return false
+	i := q.posted.index(r)
+	if i < 0 {
+		return false
+	}
+	q.posted.remove(i)
+	r.st = Status{Source: AnySource, Tag: AnyTag}
+	r.complete(ErrCancelled)
+	return true
 }
 
 // WaitStop is Wait that gives up when stop is closed: it reports whether

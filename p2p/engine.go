@@ -28,8 +28,8 @@ type Engine struct {
 	// until acknowledged (revoke.go).
 	anyFail map[uint32]error
 
-	posted queue[*Request]
-	unexp  queue[*unexpected]
+	// mq holds each context's matching queues (matchq.go).
+	mq map[uint32]*matchQ
 	// free holds released requests for reuse (request.go).
 	free   []*Request
 	sends  map[uint64]*Request // rendezvous sends waiting for their CTS
@@ -136,6 +136,7 @@ func Alloc(rank, size int) *Engine {
 		routes: make([]*route, size),
 		failed: make([]error, size),
 		cur:    make([]inflight, size),
+		mq:     map[uint32]*matchQ{},
 		sends:  map[uint64]*Request{},
 		recvs:  map[uint64]*Request{},
 		wait:   defaultWaitPolicy(size),
@@ -359,11 +360,12 @@ func (e *Engine) irecv(r *Request, ctx uint32, src, tag int, m btl.Mem) error {
 	if err := e.matchErr(ctx, src); err != nil {
 		return err
 	}
-	for i, u := range e.unexp.items() {
-		if !matches(r, u.ctx, u.src, u.tag) {
+	q := e.q(ctx)
+	for i, u := range q.unexp.items() {
+		if !r.wants(u.src, u.tag) {
 			continue
 		}
-		e.unexp.remove(i)
+		q.unexp.remove(i)
 		e.take(r, u)
 		return nil
 	}
@@ -374,12 +376,14 @@ func (e *Engine) irecv(r *Request, ctx uint32, src, tag int, m btl.Mem) error {
 			return fmt.Errorf("receive from rank %d: %w", src, err)
 		}
 	}
-	e.posted.push(r)
+	q.posted.push(r)
 	return nil
 }
 
-func matches(r *Request, ctx uint32, src, tag int) bool {
-	return r.ctx == ctx && (r.peer == AnySource || r.peer == src) && (r.tag == AnyTag || r.tag == tag)
+// wants reports whether the receive r matches a message from src with
+// tag; both are of r's context (the queues are per context).
+func (r *Request) wants(src, tag int) bool {
+	return (r.peer == AnySource || r.peer == src) && (r.tag == AnyTag || r.tag == tag)
 }
 
 // take hands the unexpected message u, already removed from the queue, to
@@ -558,36 +562,38 @@ func (e *Engine) forget(r *Request) {
 func (e *Engine) Iprobe(ctx uint32, src, tag int) (bool, Status, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	i, err := e.probe(ctx, src, tag)
+	q, i, err := e.probe(ctx, src, tag)
 	if i < 0 {
 		return false, Status{}, err
 	}
-	u := e.unexp.items()[i]
+	u := q.unexp.items()[i]
 	return true, Status{Source: u.src, Tag: u.tag, Bytes: u.length}, nil
 }
 
-// probe polls the transports once and returns the index in e.unexp of the
-// first arrived message matching (ctx, src, tag), or -1 with the error
-// that stops the probe (closed, revoked, src failed) or nil; the lock is
-// held. Iprobe and Improbe share it.
-func (e *Engine) probe(ctx uint32, src, tag int) (int, error) {
+// probe polls the transports once and returns ctx's queues and the index
+// in their unexpected queue of the first arrived message matching (src,
+// tag), or -1 with the error that stops the probe (closed, revoked, src
+// failed) or nil; the lock is held. Iprobe and Improbe share it.
+func (e *Engine) probe(ctx uint32, src, tag int) (*matchQ, int, error) {
 	if e.closed {
-		return -1, ErrClosed
+		return nil, -1, ErrClosed
 	}
 	if err := e.matchErr(ctx, src); err != nil {
-		return -1, err
+		return nil, -1, err
 	}
 	e.progress()
-	probe := Request{ctx: ctx, peer: src, tag: tag}
-	for i, u := range e.unexp.items() {
-		if matches(&probe, u.ctx, u.src, u.tag) {
-			return i, nil
+	probe := Request{peer: src, tag: tag}
+	if q := e.mq[ctx]; q != nil {
+		for i, u := range q.unexp.items() {
+			if probe.wants(u.src, u.tag) {
+				return q, i, nil
+			}
 		}
 	}
 	if src != AnySource && e.failed[src] != nil {
-		return -1, fmt.Errorf("probe rank %d: %w", src, e.failed[src])
+		return nil, -1, fmt.Errorf("probe rank %d: %w", src, e.failed[src])
 	}
-	return -1, nil
+	return nil, -1, nil
 }
 
 // Close closes the modules. Outstanding requests fail with ErrClosed.
@@ -604,8 +610,10 @@ func (e *Engine) Close() error {
 			first = fmt.Errorf("close %s: %w", m.Name(), err)
 		}
 	}
-	for _, r := range e.posted.items() {
-		r.complete(ErrClosed)
+	for _, q := range e.mq {
+		for _, r := range q.posted.items() {
+			r.complete(ErrClosed)
+		}
 	}
 	for _, r := range e.sends {
 		r.complete(ErrClosed)
@@ -616,7 +624,7 @@ func (e *Engine) Close() error {
 	for _, sg := range e.stageQ {
 		sg.gone(ErrClosed)
 	}
-	e.posted.reset()
+	clear(e.mq)
 	e.sends, e.recvs, e.stageQ = nil, nil, nil
 	return first
 }

@@ -45,7 +45,7 @@ func (hd *handler) Begin(src int, bh *btl.Header, n int) []byte {
 			return cur.trsh
 		}
 		u := &unexpected{ctx: h.ctx, src: src, tag: int(h.tag), length: n, data: make([]byte, n)}
-		e.unexp.push(u)
+		e.q(h.ctx).unexp.push(u)
 		cur.u = u
 		return u.data
 	case kData:
@@ -133,7 +133,7 @@ func (hd *handler) End(src int, bh *btl.Header, data []byte) {
 			kept := reg
 			u.remote = &kept
 		}
-		e.unexp.push(u)
+		e.q(h.ctx).unexp.push(u)
 	case kCTS:
 		r := e.sends[h.sreq]
 		if r != nil && r.peer == src && h.flags&fRevoked != 0 {
@@ -231,11 +231,16 @@ func (e *Engine) cleared(r *Request, dst int, h *header, data []byte) {
 	}
 }
 
-// matchPosted finds and removes the first posted receive matching.
+// matchPosted finds and removes the first posted receive of ctx matching
+// (src, tag).
 func (e *Engine) matchPosted(ctx uint32, src, tag int) *Request {
-	for i, r := range e.posted.items() {
-		if matches(r, ctx, src, tag) {
-			e.posted.remove(i)
+	q := e.mq[ctx]
+	if q == nil {
+		return nil
+	}
+	for i, r := range q.posted.items() {
+		if r.wants(src, tag) {
+			q.posted.remove(i)
 			return r
 		}
 	}
@@ -272,7 +277,9 @@ func (hd *handler) PeerFailed(src int, err error) {
 	if c := e.cur[src]; c.stage != nil {
 		c.stage.free() // a chunk that will never finish arriving
 	}
-	e.failPosted(func(r *Request) bool { return r.peer == src }, ferr)
+	for _, q := range e.mq {
+		failPosted(q, func(r *Request) bool { return r.peer == src }, ferr)
+	}
 	for id, r := range e.sends {
 		if r.peer == src {
 			delete(e.sends, id)
@@ -295,16 +302,18 @@ func (hd *handler) PeerFailed(src int, err error) {
 	} else if c.u != nil {
 		if c.u.claimed != nil {
 			c.u.claimed.complete(ferr)
-		} else if i := e.unexp.index(c.u); i >= 0 {
-			e.unexp.remove(i)
+		} else if q := e.mq[c.u.ctx]; q != nil {
+			if i := q.unexp.index(c.u); i >= 0 {
+				q.unexp.remove(i)
+			}
 		}
 	}
 	e.cur[src] = inflight{}
 }
 
-// failPosted fails the posted receives that match; the lock is held.
-func (e *Engine) failPosted(match func(*Request) bool, err error) {
-	e.posted.filter(func(r *Request) bool {
+// failPosted fails the posted receives of q that match; the lock is held.
+func failPosted(q *matchQ, match func(*Request) bool, err error) {
+	q.posted.filter(func(r *Request) bool {
 		if match(r) {
 			r.complete(err)
 			return false

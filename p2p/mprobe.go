@@ -33,12 +33,12 @@ var ErrMessageUsed = errors.New("message already received (a Message is received
 func (e *Engine) Improbe(ctx uint32, src, tag int) (*Message, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	i, err := e.probe(ctx, src, tag)
+	q, i, err := e.probe(ctx, src, tag)
 	if i < 0 {
 		return nil, err
 	}
-	u := e.unexp.items()[i]
-	e.unexp.remove(i)
+	u := q.unexp.items()[i]
+	q.unexp.remove(i)
 	return &Message{u: u, st: Status{Source: u.src, Tag: u.tag, Bytes: u.length}}, nil
 }
 

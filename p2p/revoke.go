@@ -16,7 +16,8 @@ var ErrRevoked = errors.New("communicator revoked")
 // completes with ErrRevoked instead of waiting. Operations already
 // matched (a rendezvous in progress, an eager message arriving) run to
 // their end: their buffers are in the transports' hands, and both sides
-// are alive (a failed peer fails them as usual).
+// are alive (a failed peer fails them as usual). It costs ctx's own
+// queued entries only, whatever other contexts hold (matchq.go).
 func (e *Engine) Revoke(ctx uint32, err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -30,16 +31,28 @@ func (e *Engine) Revoke(ctx uint32, err error) {
 		return
 	}
 	e.revoked[ctx] = err
-	e.failPosted(func(r *Request) bool { return r.ctx == ctx }, err)
-	e.unexp.filter(func(u *unexpected) bool {
-		if u.ctx != ctx || u.claimed != nil {
+	q := e.mq[ctx]
+	if q == nil {
+		return
+	}
+	failPosted(q, func(*Request) bool { return true }, err)
+	// The refusals go after the filter: a send can fail inline (a TCP
+	// write to a dead peer) and report the peer failed, and PeerFailed
+	// edits this queue (its half-arrived message), which the filter must
+	// not see change under it.
+	var refuse []*unexpected
+	q.unexp.filter(func(u *unexpected) bool {
+		if u.claimed != nil {
 			return true
 		}
 		if u.rts {
-			e.refuseRTS(u.src, ctx, u.sreq)
+			refuse = append(refuse, u)
 		}
 		return false
 	})
+	for _, u := range refuse {
+		e.refuseRTS(u.src, ctx, u.sreq)
+	}
 }
 
 // refuseRTS answers the RTS sreq of src on the revoked context ctx with a
@@ -69,7 +82,9 @@ func (e *Engine) FailAnySource(ctx uint32, err error) {
 		e.anyFail = map[uint32]error{}
 	}
 	e.anyFail[ctx] = err
-	e.failPosted(func(r *Request) bool { return r.ctx == ctx && r.peer == AnySource }, err)
+	if q := e.mq[ctx]; q != nil {
+		failPosted(q, func(r *Request) bool { return r.peer == AnySource }, err)
+	}
 }
 
 // AckAnySource lets receives and probes from AnySource on ctx go on after
@@ -111,11 +126,13 @@ func (e *Engine) Revoked(ctx uint32) error {
 	return e.revokedErr(ctx)
 }
 
-// Unrevoke forgets that ctx was revoked or had AnySource failures: its
-// communicator was freed, and the context may serve another one later.
+// Unrevoke forgets that ctx was revoked or had AnySource failures, and
+// its matching queues if they are empty: its communicator was freed, and
+// the context may serve another one later.
 func (e *Engine) Unrevoke(ctx uint32) {
 	e.mu.Lock()
 	delete(e.revoked, ctx)
 	delete(e.anyFail, ctx)
+	e.dropQ(ctx)
 	e.mu.Unlock()
 }
