@@ -41,6 +41,9 @@ func defaultWaitPolicy(size int) waitPolicy {
 
 // progress polls every module once; the lock is held.
 func (e *Engine) progress() int {
+	if e.closed {
+		return 0 // the transports are closed: polling one would touch freed state
+	}
 	n := 0
 	for _, m := range e.mods {
 		n += m.Progress()
