@@ -2,6 +2,7 @@ package p2p
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/gorun/gorun/btl"
@@ -621,7 +622,7 @@ func (e *Engine) Close() error {
 	for _, r := range e.recvs {
 		r.complete(ErrClosed)
 	}
-	for _, sg := range e.stageQ {
+	for _, sg := range slices.Clone(e.stageQ) { // gone takes sg out of the queue
 		sg.gone(ErrClosed)
 	}
 	clear(e.mq)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 
 	"github.com/gorun/gorun/btl"
 )
@@ -292,7 +293,7 @@ func (hd *handler) PeerFailed(src int, err error) {
 			e.abandon(r, ferr)
 		}
 	}
-	for _, sg := range e.stageQ {
+	for _, sg := range slices.Clone(e.stageQ) { // gone takes sg out of the queue
 		if sg.peer == src {
 			sg.gone(ferr)
 		}

@@ -133,6 +133,9 @@ func (sg *staged) fail(err error) {
 // gone ends a transfer whose peer failed or whose engine closed: no chunk
 // will come or go any more.
 func (sg *staged) gone(err error) {
+	if sg.r.sg != sg {
+		return // over long ago: its request was released (and may serve another operation)
+	}
 	if sg.err == nil {
 		sg.err = err
 	}
