@@ -25,6 +25,8 @@ type Engine struct {
 	closed bool
 	// revoked holds the error of each revoked context (revoke.go).
 	revoked map[uint32]error
+	// revTags holds the revoked tag ranges of contexts (revoketags.go).
+	revTags map[uint32][]tagRange
 	// anyFail holds, per context, why receives from AnySource fail
 	// until acknowledged (revoke.go).
 	anyFail map[uint32]error
@@ -266,7 +268,7 @@ func (e *Engine) isend(r *Request, ctx uint32, dst, tag int, m btl.Mem, sync boo
 	if err := e.failed[dst]; err != nil {
 		return fmt.Errorf("send to rank %d: %w", dst, err)
 	}
-	if err := e.revokedErr(ctx); err != nil {
+	if err := e.tagErr(ctx, tag); err != nil {
 		return err
 	}
 	rt, err := e.route(dst)
@@ -358,7 +360,7 @@ func (e *Engine) irecv(r *Request, ctx uint32, src, tag int, m btl.Mem) error {
 	if e.closed {
 		return ErrClosed
 	}
-	if err := e.matchErr(ctx, src); err != nil {
+	if err := e.matchErr(ctx, src, tag); err != nil {
 		return err
 	}
 	q := e.q(ctx)
@@ -579,7 +581,7 @@ func (e *Engine) probe(ctx uint32, src, tag int) (*matchQ, int, error) {
 	if e.closed {
 		return nil, -1, ErrClosed
 	}
-	if err := e.matchErr(ctx, src); err != nil {
+	if err := e.matchErr(ctx, src, tag); err != nil {
 		return nil, -1, err
 	}
 	e.progress()

@@ -39,8 +39,8 @@ func (hd *handler) Begin(src int, bh *btl.Header, n int) []byte {
 			cur.trsh = make([]byte, n)
 			return cur.trsh
 		}
-		if e.revokedErr(h.ctx) != nil {
-			// Nobody will receive it (revoke.go); n is within the
+		if e.tagErr(h.ctx, int(h.tag)) != nil {
+			// Nobody will receive it (revoke.go, revoketags.go); n is within the
 			// eager limit (checked above).
 			cur.trsh = make([]byte, n)
 			return cur.trsh
@@ -119,7 +119,7 @@ func (hd *handler) End(src int, bh *btl.Header, data []byte) {
 			}
 			remote = &reg
 		}
-		if e.revokedErr(h.ctx) != nil {
+		if e.tagErr(h.ctx, int(h.tag)) != nil {
 			e.refuseRTS(src, h.ctx, h.sreq)
 			return
 		}

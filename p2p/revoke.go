@@ -95,11 +95,12 @@ func (e *Engine) AckAnySource(ctx uint32) {
 	e.mu.Unlock()
 }
 
-// matchErr is the error of a receive or probe on ctx from src before it
-// looks for a message: revoked, or an AnySource one after a member's
-// failure; the lock is held.
-func (e *Engine) matchErr(ctx uint32, src int) error {
-	if err := e.revokedErr(ctx); err != nil {
+// matchErr is the error of a receive or probe on ctx from src with tag
+// before it looks for a message: revoked (the context, or the tag's range:
+// revoketags.go), or an AnySource one after a member's failure; the lock
+// is held.
+func (e *Engine) matchErr(ctx uint32, src, tag int) error {
+	if err := e.tagErr(ctx, tag); err != nil {
 		return err
 	}
 	if src == AnySource && len(e.anyFail) != 0 {
@@ -126,12 +127,13 @@ func (e *Engine) Revoked(ctx uint32) error {
 	return e.revokedErr(ctx)
 }
 
-// Unrevoke forgets that ctx was revoked or had AnySource failures, and
-// its matching queues if they are empty: its communicator was freed, and
-// the context may serve another one later.
+// Unrevoke forgets that ctx was revoked, its revoked tag ranges, its
+// AnySource failures, and its matching queues if they are empty: its
+// communicator was freed, and the context may serve another one later.
 func (e *Engine) Unrevoke(ctx uint32) {
 	e.mu.Lock()
 	delete(e.revoked, ctx)
+	delete(e.revTags, ctx)
 	delete(e.anyFail, ctx)
 	e.dropQ(ctx)
 	e.mu.Unlock()
