@@ -103,6 +103,11 @@ func (c *Comm) Begin() Comm {
 	}
 	v.seq = s
 	v.tag = int(s&seqMask) << subBits
+	if c.sh.nAbort.Load() != 0 {
+		c.sh.mu.Lock()
+		c.sh.forget(s)
+		c.sh.mu.Unlock()
+	}
 	return v
 }
 
@@ -136,6 +141,9 @@ func (c *Comm) irecv(buf []byte, src int) (*p2p.Request, error) {
 func (c *Comm) isendMem(m btl.Mem, dst int) (*p2p.Request, error) {
 	r, err := c.E.IsendMem(c.Ctx, c.World[dst], c.tag, m, false)
 	if err != nil {
+		if isAborted(err) { // the call's tags are revoked (notice.go)
+			return nil, err
+		}
 		return nil, fmt.Errorf("send to rank %d: %w", dst, err)
 	}
 	return r, nil
@@ -144,6 +152,9 @@ func (c *Comm) isendMem(m btl.Mem, dst int) (*p2p.Request, error) {
 func (c *Comm) irecvMem(m btl.Mem, src int) (*p2p.Request, error) {
 	r, err := c.E.IrecvMem(c.Ctx, c.World[src], c.tag, m)
 	if err != nil {
+		if isAborted(err) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("receive from rank %d: %w", src, err)
 	}
 	return r, nil
@@ -160,6 +171,9 @@ func (c *Comm) await(r *p2p.Request) error {
 		}
 	}
 	_, err := r.Result()
+	if err != nil && c.sh != nil {
+		err = c.sh.refused(c, err)
+	}
 	return err
 }
 

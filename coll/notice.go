@@ -18,8 +18,10 @@ import (
 //
 //	abort  a rank's call failed (Comm.Abort): the others' pending waits in
 //	       that call fail with an *AbortedError, and a rank that begins the
-//	       call later fails at once. Later calls are unaffected (their tags
-//	       are new).
+//	       call later fails at once. Each rank that takes it in revokes the
+//	       call's tags in p2p (markAborted), so that the call's requests
+//	       fail even where no wait of this file watches them. Later calls
+//	       are unaffected (their tags are new).
 //	query  a rank has waited in a call for GORUN_COLL_STALL: it asks the
 //	       others which algorithm and message size they ran the call with.
 //	       A rank whose answer differs (mismatched counts made the ranks
@@ -92,6 +94,7 @@ type shared struct {
 	ab      atomic.Pointer[p2p.Request] // posted receive of notices
 	abBuf   []byte
 	aborted map[uint32]*AbortedError // by call sequence
+	oldest  uint32                   // no record in aborted is older (forget)
 	nAbort  atomic.Int32             // len(aborted), read without the lock
 	queries map[uint32]callRec       // queries about calls not begun here
 	closed  bool
@@ -130,12 +133,39 @@ func notice(kind byte, seq uint32, rank int) []byte {
 // do not call it themselves; their caller must when a call fails, whether
 // in an algorithm or in checking its arguments after Begin. An error that
 // is itself an AbortedError is not passed on.
+//
+// Abort also revokes the call's tags here (markAborted), and a rank that
+// takes in the notice revokes them there: whatever of the call is still
+// outstanding at either (a rendezvous send waiting for its CTS, a receive
+// some goroutine waits on directly, a staged transfer) fails, and what
+// the call's peers send later is dropped or refused. The notices go
+// first, so that a peer whose send this rank refuses has the notice
+// before the refusal (they travel the same route, in order).
 func (c *Comm) Abort(class int, err error) {
 	if isAborted(err) || len(c.World) == 1 || c.sh == nil {
 		return
 	}
 	c.sh.abort(c.seq, class, err.Error())
+	c.sh.mu.Lock()
+	if _, ok := c.sh.aborted[c.seq]; !ok {
+		c.sh.markAborted(c.seq, &AbortedError{Rank: c.sh.me, Class: class, Reason: err.Error()})
+	}
+	c.sh.mu.Unlock()
 }
+
+// callTags is the range of tags of call seq that an abort revokes: every
+// sub-channel but subNotify, the nonblocking call's notice to itself,
+// which must still complete the call's request once its goroutine is done
+// with the buffers.
+func callTags(seq uint32) (lo, hi int) {
+	lo = int(seq&seqMask) << subBits
+	return lo, lo | (subNotify - 1)
+}
+
+// forgetAfter is how many calls after an aborted one its record and its
+// revoked tags are forgotten: far sooner than its tags come round again
+// (2^seqBits calls), far later than any rank lags behind the others.
+const forgetAfter = 1 << 20
 
 func (s *shared) abort(seq uint32, class int, reason string) {
 	msg := notice(noticeAbort, seq, s.me)
@@ -242,8 +272,8 @@ func (s *shared) take(b []byte) {
 		q := callRec{seq: seq, coll: uint16(getU32(b[12:]) >> 16), alg: uint16(getU32(b[12:])), size: int64(getU64(b[noticeHdr:])), from: rank}
 		if h := s.hist[seq%uint32(len(s.hist))]; h.seq == seq {
 			if why := mismatch(h, q, s.me, rank); why != "" {
+				s.abort(seq, ClassCount, why) // first: see Abort
 				s.markAborted(seq, &AbortedError{Rank: s.me, Class: ClassCount, Reason: why})
-				s.abort(seq, ClassCount, why)
 			}
 			return
 		}
@@ -261,20 +291,71 @@ func (s *shared) take(b []byte) {
 	}
 }
 
-// markAborted records that call seq was aborted; s.mu is held.
+// markAborted records that call seq was aborted and revokes its tags
+// (callTags) in p2p with ae: the call's posted receives fail with ae, its
+// unexpected messages are dropped and rendezvous offers refused, here and
+// from now on; s.mu is held.
 func (s *shared) markAborted(seq uint32, ae *AbortedError) {
 	if s.aborted == nil {
 		s.aborted = map[uint32]*AbortedError{}
 	}
+	if _, ok := s.aborted[seq]; !ok {
+		lo, hi := callTags(seq)
+		s.e.RevokeTags(s.ctx, lo, hi, ae)
+	}
 	s.aborted[seq] = ae
-	if len(s.aborted) >= 64 {
-		for k := range s.aborted {
-			if seq-k > 1<<20 {
-				delete(s.aborted, k)
-			}
+	s.forget(seq)
+	s.nAbort.Store(int32(len(s.aborted)))
+}
+
+// forget drops the records of calls aborted forgetAfter calls or more
+// before call seq, and forgets their revoked tags, before those come
+// round again; s.mu is held.
+func (s *shared) forget(seq uint32) {
+	if seq-s.oldest < forgetAfter {
+		return
+	}
+	s.oldest = seq
+	for k := range s.aborted {
+		if seq-k >= forgetAfter {
+			delete(s.aborted, k)
+			lo, hi := callTags(k)
+			s.e.UnrevokeTags(s.ctx, lo, hi)
+		} else if seq-k > seq-s.oldest {
+			s.oldest = k
 		}
 	}
 	s.nAbort.Store(int32(len(s.aborted)))
+}
+
+// refused maps err, the error of one of c's requests, to the
+// *AbortedError of c's call when err is a refusal (p2p.ErrRevoked) by a
+// rank that revoked the call's tags: that rank aborted the call or took
+// in the notice of a rank that did, which told this rank too, though its
+// notice may come after the refusal (from a third rank). It waits for that
+// notice for one stall period at most (three ticks), and not at all when
+// the communicator itself was revoked (no notice is coming) or the stall
+// check is off (no ticks); then err stands.
+func (s *shared) refused(c *Comm, err error) error {
+	if !errors.Is(err, p2p.ErrRevoked) || isAborted(err) || s.e.Revoked(s.ctx) != nil {
+		return err
+	}
+	s.waiters.Add(1)
+	defer s.waiters.Add(-1)
+	t0 := s.tick.Load()
+	for {
+		if ae := s.check(c); ae != nil {
+			return ae
+		}
+		if pStall() <= 0 || s.tick.Load()-t0 >= 3 {
+			return err
+		}
+		r := s.abortRecv()
+		if r == nil {
+			return err
+		}
+		r.Wait()
+	}
 }
 
 // mismatch says how a query shows that two ranks ran call q.seq
