@@ -31,6 +31,10 @@ fi
 ompi=(mpirun.openmpi --allow-run-as-root "${oflags[@]}" --mca pml cm --mca mtl ofi
 	--mca mtl_ofi_provider_include "tcp;ofi_rxm" -x FI_PROVIDER=tcp)
 [ -n "${H1:-}" ] && ompi+=(-x "FI_TCP_IFACE=${IFACE:-eth0}")
+# OMPI=tcp: Open MPI over its own TCP transport (pml ob1, btl tcp) instead:
+# between the namespace hosts its mtl/ofi on the tcp provider took 4 ms per
+# message (2026-11-23), too slow to sweep.
+[ "${OMPI:-ofi}" = tcp ] && ompi=(mpirun.openmpi --allow-run-as-root "${oflags[@]}" --mca pml ob1 --mca btl tcp,self)
 args_latency="-m 1:1048576"
 args_bw="-m 8:4194304"
 for r in $(seq "$reps"); do
@@ -47,7 +51,7 @@ import sys, glob, statistics
 out, where = sys.argv[1], sys.argv[2]
 for b, unit in (("latency", "us"), ("bw", "MB/s")):
     med = {}
-    for side in ("gorun-ofi", "gorun-tcp", "ompi-ofi"):
+    for side in ("gorun-ofi", "gorun-tcp", "ompi-ofi"):  # ompi-ofi: Open MPI's run, ofi or tcp (OMPI)
         runs = {}
         for f in glob.glob(f"{out}/{where}-{b}-{side}.*"):
             for line in open(f):
