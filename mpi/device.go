@@ -92,18 +92,5 @@ func SendrecvGPU(c *Comm, sendbuf gpu.Buffer, dest, sendtag int, recvbuf gpu.Buf
 			return Status{}, err
 		}
 	}
-	rr, err := startRecv(name, c, deviceMem(recvbuf), source, recvtag, nil)
-	if err != nil {
-		return Status{}, err
-	}
-	sr, err := startSend(name, c, deviceMem(sendbuf), dest, sendtag, false, nil)
-	if err != nil {
-		return Status{}, err
-	}
-	st, rerr := finishRaw(name, c, rr, elemOf(recvbuf))
-	_, serr := finishRaw(name, c, sr, 1)
-	if rerr != nil {
-		return st, rerr
-	}
-	return st, serr
+	return sendrecv(name, c, deviceMem(recvbuf), elemOf(recvbuf), source, recvtag, deviceMem(sendbuf), dest, sendtag)
 }

@@ -179,16 +179,29 @@ func Sendrecv[S, R Numeric](c *Comm, sendbuf []S, dest, sendtag int, recvbuf []R
 			return Status{}, err
 		}
 	}
-	rr, err := startRecv("Sendrecv", c, btl.HostMem(elemBytes(recvbuf)), source, recvtag, nil)
+	return sendrecv("Sendrecv", c, btl.HostMem(elemBytes(recvbuf)), elemSize[R](), source, recvtag, btl.HostMem(elemBytes(sendbuf)), dest, sendtag)
+}
+
+// sendrecv runs a Sendrecv whose send arguments are checked: the receive
+// is posted first, then the send. When the send cannot start (its peer
+// failed, say), the receive is withdrawn, or waited for if a message has
+// matched it already, so that nothing of the failed call stays behind to
+// take a later message into recv.
+func sendrecv(op string, c *Comm, recv btl.Mem, relem, source, recvtag int, send btl.Mem, dest, sendtag int) (Status, error) {
+	rr, err := startRecv(op, c, recv, source, recvtag, nil)
 	if err != nil {
 		return Status{}, err
 	}
-	sr, err := startSend("Sendrecv", c, btl.HostMem(elemBytes(sendbuf)), dest, sendtag, false, nil)
+	sr, err := startSend(op, c, send, dest, sendtag, false, nil)
 	if err != nil {
+		if rr != nil {
+			c.rt.eng.CancelRecv(rr)
+			finishRaw(op, c, rr, relem)
+		}
 		return Status{}, err
 	}
-	st, rerr := finishRaw("Sendrecv", c, rr, elemSize[R]())
-	_, serr := finishRaw("Sendrecv", c, sr, 1)
+	st, rerr := finishRaw(op, c, rr, relem)
+	_, serr := finishRaw(op, c, sr, 1)
 	if rerr != nil {
 		return st, rerr
 	}

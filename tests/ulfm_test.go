@@ -263,6 +263,14 @@ func caseULFMAnySource(w *mpi.Comm) error {
 		if err := mpi.Send(w, []int{11}, 0, 5); err != nil {
 			return err
 		}
+		// Rank 0's Sendrecv toward the failed rank is over: send what
+		// its receive would have taken had it been left posted.
+		if _, err := mpi.Recv(w, buf, 0, 7); err != nil {
+			return err
+		}
+		if err := mpi.Send(w, []int{12}, 0, 6); err != nil {
+			return err
+		}
 	case 0:
 		_, err := mpi.Recv(w, buf, mpi.AnySource, 5)
 		if !errors.Is(err, mpi.ErrProcFailed) {
@@ -281,6 +289,19 @@ func caseULFMAnySource(w *mpi.Comm) error {
 		}
 		if _, err := mpi.Recv(w, buf, 2, 5); !errors.Is(err, mpi.ErrProcFailed) {
 			return fmt.Errorf("receive from the failed rank: %v, want ErrProcFailed", err)
+		}
+		// A Sendrecv whose send cannot start (to the failed rank) fails
+		// and takes its receive back: the next message from rank 1 on
+		// that tag goes to the next receive, not into old.
+		old := []int{-7}
+		if _, err := mpi.Sendrecv(w, []int{1}, 2, 6, old, 1, 6); !errors.Is(err, mpi.ErrProcFailed) {
+			return fmt.Errorf("Sendrecv to the failed rank: %v, want ErrProcFailed", err)
+		}
+		if err := mpi.Send(w, []int{0}, 1, 7); err != nil {
+			return err
+		}
+		if _, err := mpi.Recv(w, buf, 1, 6); err != nil || buf[0] != 12 || old[0] != -7 {
+			return fmt.Errorf("after the failed Sendrecv: received %v (%v), its buffer %v; want 12 and -7 untouched", buf, err, old)
 		}
 	}
 	flag, err := w.Agree(1)
