@@ -64,8 +64,9 @@ func (hd *handler) Begin(src int, bh *btl.Header, n int) []byte {
 		}
 		// Refused (nil): the transport drops the peer, already failed;
 		// allocating n bytes to drain a frame of a length nothing bounds
-		// is what a hostile peer would want. (A receive of a revoked
-		// communicator leaves a stand-in that takes its DATA: revoke.go.)
+		// is what a hostile peer would want. (Revoke fails only the
+		// receives nothing matched yet: a matched one stays in e.recvs
+		// and takes its DATA to the end, revoke.go.)
 		e.protocolError(src, fmt.Sprintf("DATA for unknown receive %d (%d bytes)", h.rreq, n))
 		return nil
 	}
