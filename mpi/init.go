@@ -164,13 +164,18 @@ func Finalize() error {
 	if err != nil {
 		return err
 	}
-	var berr error
+	// Buffered sends still in flight are delivered first, as if the
+	// buffer were detached (bsend.go); their error, if any, is Finalize's.
+	berr := flushBsend()
 	if s.env.Recovery {
 		// Failed ranks will not come: agree through gorun, which
 		// counts only the live ones (ulfm.go).
-		_, _, berr = s.world.agree("Finalize", []uint64{1})
+		_, _, err = s.world.agree("Finalize", []uint64{1})
 	} else {
-		berr = Barrier(s.world)
+		err = Barrier(s.world)
+	}
+	if berr == nil {
+		berr = err
 	}
 	stateMu.Lock()
 	state, finalized = nil, true
