@@ -40,10 +40,11 @@ type call struct {
 	args coll.Args
 }
 
-// begin checks c and starts a call on it.
+// begin checks c and starts a call on it; an error has been through
+// c's handler.
 func (c *Comm) begin(op string) (coll.Comm, error) {
 	if err := c.check(op); err != nil {
-		return coll.Comm{}, err
+		return coll.Comm{}, c.fail(err)
 	}
 	return c.cc.Begin(), nil
 }
@@ -161,7 +162,7 @@ func Barrier(c *Comm) error {
 	if err != nil {
 		return err
 	}
-	return finish("Barrier", &v, &call{fn: barrierFn}, nil)
+	return c.fail(finish("Barrier", &v, &call{fn: barrierFn}, nil))
 }
 
 func barrierFn(v *coll.Comm, _ *coll.Args) error { return coll.Barrier(v) }
@@ -174,7 +175,7 @@ func Bcast[T Element](c *Comm, buf []T, root int) error {
 		return err
 	}
 	cl, err := bcastCall("Bcast", c, buf, root)
-	return finish("Bcast", &v, &cl, err)
+	return c.fail(finish("Bcast", &v, &cl, err))
 }
 
 func bcastCall[T Element](op string, c *Comm, buf []T, root int) (call, error) {
@@ -193,7 +194,7 @@ func Reduce[T Element](c *Comm, sendbuf, recvbuf []T, op Op, root int) error {
 		return err
 	}
 	cl, err := reduceCall("Reduce", c, sendbuf, recvbuf, op, root)
-	return finish("Reduce", &v, &cl, err)
+	return c.fail(finish("Reduce", &v, &cl, err))
 }
 
 func reduceCall[T Element](name string, c *Comm, sendbuf, recvbuf []T, op Op, root int) (call, error) {
@@ -229,7 +230,7 @@ func Allreduce[T Element](c *Comm, sendbuf, recvbuf []T, op Op) error {
 		return err
 	}
 	cl, err := reductionCall("Allreduce", coll.Allreduce, sendbuf, recvbuf, op)
-	return finish("Allreduce", &v, &cl, err)
+	return c.fail(finish("Allreduce", &v, &cl, err))
 }
 
 // reductionCall prepares Allreduce, Scan and Exscan: the count is
@@ -261,7 +262,7 @@ func Scan[T Element](c *Comm, sendbuf, recvbuf []T, op Op) error {
 		return err
 	}
 	cl, err := reductionCall("Scan", coll.Scan, sendbuf, recvbuf, op)
-	return finish("Scan", &v, &cl, err)
+	return c.fail(finish("Scan", &v, &cl, err))
 }
 
 // Exscan leaves sendbuf(0) ⊕ ... ⊕ sendbuf(r-1) in recvbuf at rank r > 0
@@ -273,7 +274,7 @@ func Exscan[T Element](c *Comm, sendbuf, recvbuf []T, op Op) error {
 		return err
 	}
 	cl, err := reductionCall("Exscan", coll.Exscan, sendbuf, recvbuf, op)
-	return finish("Exscan", &v, &cl, err)
+	return c.fail(finish("Exscan", &v, &cl, err))
 }
 
 // Gather collects every rank's sendbuf (all of the same length k) into
@@ -285,7 +286,7 @@ func Gather[T Element](c *Comm, sendbuf, recvbuf []T, root int) error {
 		return err
 	}
 	cl, err := gatherCall("Gather", c, sendbuf, recvbuf, root)
-	return finish("Gather", &v, &cl, err)
+	return c.fail(finish("Gather", &v, &cl, err))
 }
 
 func gatherCall[T Element](name string, c *Comm, sendbuf, recvbuf []T, root int) (call, error) {
@@ -320,7 +321,7 @@ func Gatherv[T Element](c *Comm, sendbuf, recvbuf []T, counts, displs []int, roo
 		return err
 	}
 	cl, err := gathervCall("Gatherv", c, sendbuf, recvbuf, counts, displs, root)
-	return finish("Gatherv", &v, &cl, err)
+	return c.fail(finish("Gatherv", &v, &cl, err))
 }
 
 func gathervCall[T Element](name string, c *Comm, sendbuf, recvbuf []T, counts, displs []int, root int) (call, error) {
@@ -358,7 +359,7 @@ func Scatter[T Element](c *Comm, sendbuf, recvbuf []T, root int) error {
 		return err
 	}
 	cl, err := scatterCall("Scatter", c, sendbuf, recvbuf, root)
-	return finish("Scatter", &v, &cl, err)
+	return c.fail(finish("Scatter", &v, &cl, err))
 }
 
 func scatterCall[T Element](name string, c *Comm, sendbuf, recvbuf []T, root int) (call, error) {
@@ -393,7 +394,7 @@ func Scatterv[T Element](c *Comm, sendbuf []T, counts, displs []int, recvbuf []T
 		return err
 	}
 	cl, err := scattervCall("Scatterv", c, sendbuf, counts, displs, recvbuf, root)
-	return finish("Scatterv", &v, &cl, err)
+	return c.fail(finish("Scatterv", &v, &cl, err))
 }
 
 func scattervCall[T Element](name string, c *Comm, sendbuf []T, counts, displs []int, recvbuf []T, root int) (call, error) {
@@ -430,7 +431,7 @@ func Allgather[T Element](c *Comm, sendbuf, recvbuf []T) error {
 		return err
 	}
 	cl, err := allgatherCall("Allgather", c, sendbuf, recvbuf)
-	return finish("Allgather", &v, &cl, err)
+	return c.fail(finish("Allgather", &v, &cl, err))
 }
 
 func allgatherCall[T Element](name string, c *Comm, sendbuf, recvbuf []T) (call, error) {
@@ -458,7 +459,7 @@ func Allgatherv[T Element](c *Comm, sendbuf, recvbuf []T, counts, displs []int) 
 		return err
 	}
 	cl, err := allgathervCall("Allgatherv", c, sendbuf, recvbuf, counts, displs)
-	return finish("Allgatherv", &v, &cl, err)
+	return c.fail(finish("Allgatherv", &v, &cl, err))
 }
 
 func allgathervCall[T Element](name string, c *Comm, sendbuf, recvbuf []T, counts, displs []int) (call, error) {
@@ -489,7 +490,7 @@ func Alltoall[T Element](c *Comm, sendbuf, recvbuf []T) error {
 		return err
 	}
 	cl, err := alltoallCall("Alltoall", c, sendbuf, recvbuf)
-	return finish("Alltoall", &v, &cl, err)
+	return c.fail(finish("Alltoall", &v, &cl, err))
 }
 
 func alltoallCall[T Element](name string, c *Comm, sendbuf, recvbuf []T) (call, error) {
@@ -521,7 +522,7 @@ func Alltoallv[T Element](c *Comm, sendbuf []T, sendcounts, sdispls []int, recvb
 		return err
 	}
 	cl, err := alltoallvCall("Alltoallv", c, sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls)
-	return finish("Alltoallv", &v, &cl, err)
+	return c.fail(finish("Alltoallv", &v, &cl, err))
 }
 
 func alltoallvCall[T Element](name string, c *Comm, sendbuf []T, sendcounts, sdispls []int, recvbuf []T, recvcounts, rdispls []int) (call, error) {
@@ -553,7 +554,7 @@ func ReduceScatter[T Element](c *Comm, sendbuf, recvbuf []T, recvcounts []int, o
 		return err
 	}
 	cl, err := reduceScatterCall("ReduceScatter", c, sendbuf, recvbuf, recvcounts, op)
-	return finish("ReduceScatter", &v, &cl, err)
+	return c.fail(finish("ReduceScatter", &v, &cl, err))
 }
 
 func reduceScatterCall[T Element](name string, c *Comm, sendbuf, recvbuf []T, recvcounts []int, op Op) (call, error) {
@@ -600,7 +601,7 @@ func ReduceScatterBlock[T Element](c *Comm, sendbuf, recvbuf []T, op Op) error {
 		return err
 	}
 	cl, err := reduceScatterBlockCall("ReduceScatterBlock", c, sendbuf, recvbuf, op)
-	return finish("ReduceScatterBlock", &v, &cl, err)
+	return c.fail(finish("ReduceScatterBlock", &v, &cl, err))
 }
 
 func reduceScatterBlockCall[T Element](name string, c *Comm, sendbuf, recvbuf []T, op Op) (call, error) {

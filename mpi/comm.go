@@ -24,6 +24,8 @@ type Comm struct {
 	// DistGraphCreateAdjacent; nil otherwise.
 	graph *graphTopo
 	ft    ftComm
+	attrs attrs
+	eh    atomic.Pointer[Errhandler]
 }
 
 func newComm(name string, s *rt, ctx uint32, world []int, rank int) *Comm {

@@ -19,6 +19,11 @@ func (c *Comm) SetName(name string) { c.name = name }
 // Dup returns a new communicator with c's members in c's order and a
 // context of its own (MPI_Comm_dup). Collective over c.
 func (c *Comm) Dup() (*Comm, error) {
+	d, err := c.dup()
+	return d, c.fail(err)
+}
+
+func (c *Comm) dup() (*Comm, error) {
 	if err := c.check("Comm.Dup"); err != nil {
 		return nil, err
 	}
@@ -33,6 +38,11 @@ func (c *Comm) Dup() (*Comm, error) {
 	if c.graph != nil {
 		d.graph = c.graph.clone()
 	}
+	d.inherit(c)
+	if err := c.copyAttrs("Comm.Dup", d); err != nil {
+		d.release()
+		return nil, err
+	}
 	return d, nil
 }
 
@@ -42,10 +52,10 @@ func (c *Comm) Dup() (*Comm, error) {
 // over c.
 func (c *Comm) Split(color, key int) (*Comm, error) {
 	if err := c.check("Comm.Split"); err != nil {
-		return nil, err
+		return nil, c.fail(err)
 	}
 	if color < 0 && color != Undefined {
-		return nil, errorf(ErrArg, "Comm.Split", "color %d: colors are non-negative or Undefined", color)
+		return nil, c.fail(errorf(ErrArg, "Comm.Split", "color %d: colors are non-negative or Undefined", color))
 	}
 	return c.split("Comm.Split", color, key)
 }
@@ -55,7 +65,7 @@ func (c *Comm) split(op string, color, key int) (*Comm, error) {
 	mine := []int64{int64(color), int64(key)}
 	all := make([]int64, 2*n)
 	if err := Allgather(c, mine, all); err != nil {
-		return nil, reop(op, err)
+		return nil, reop(op, err) // through c's handler in Allgather
 	}
 	type member struct{ key, rank int }
 	var ms []member
@@ -68,7 +78,7 @@ func (c *Comm) split(op string, color, key int) (*Comm, error) {
 	// common.
 	ctx, err := c.agreeCtx(op)
 	if err != nil {
-		return nil, err
+		return nil, err // through c's handler in agreeCtx's Allreduce
 	}
 	if color == Undefined {
 		ctxs.release(ctx)
@@ -88,7 +98,9 @@ func (c *Comm) split(op string, color, key int) (*Comm, error) {
 			me = i
 		}
 	}
-	return newComm(fmt.Sprintf("%s split %d", c.name, color), c.rt, ctx, world, me), nil
+	d := newComm(fmt.Sprintf("%s split %d", c.name, color), c.rt, ctx, world, me)
+	d.inherit(c)
+	return d, nil
 }
 
 // SplitKind is the kind of SplitType.
@@ -104,7 +116,7 @@ const SplitShared SplitKind = 1
 // part and gets nil (MPI_UNDEFINED). Collective over c.
 func (c *Comm) SplitType(kind SplitKind, key int) (*Comm, error) {
 	if err := c.check("Comm.SplitType"); err != nil {
-		return nil, err
+		return nil, c.fail(err)
 	}
 	if kind == SplitKind(Undefined) {
 		return c.split("Comm.SplitType", Undefined, key)
@@ -112,7 +124,7 @@ func (c *Comm) SplitType(kind SplitKind, key int) (*Comm, error) {
 	if kind != SplitShared {
 		// Refused before the collective: the other processes then wait
 		// in it, as with any collective a process does not join.
-		return nil, errorf(ErrArg, "Comm.SplitType", "unknown split kind %d (SplitShared or SplitKind(Undefined))", kind)
+		return nil, c.fail(errorf(ErrArg, "Comm.SplitType", "unknown split kind %d (SplitShared or SplitKind(Undefined))", kind))
 	}
 	hosts := hostsOf(c.rt, c.world)
 	color := c.rank
@@ -127,14 +139,14 @@ func (c *Comm) SplitType(kind SplitKind, key int) (*Comm, error) {
 // nil. Collective over c: every process of c calls it with the same group.
 func (c *Comm) Create(g *Group) (*Comm, error) {
 	if err := c.check("Comm.Create"); err != nil {
-		return nil, err
+		return nil, c.fail(err)
 	}
 	if err := checkGroup("Comm.Create", g); err != nil {
-		return nil, err
+		return nil, c.fail(err)
 	}
 	for _, w := range g.world {
 		if c.fromWorld(w) < 0 {
-			return nil, errorf(ErrGroup, "Comm.Create", "world rank %d of the group is not in %s", w, c.name)
+			return nil, c.fail(errorf(ErrGroup, "Comm.Create", "world rank %d of the group is not in %s", w, c.name))
 		}
 	}
 	ctx, err := c.agreeCtx("Comm.Create")
@@ -146,26 +158,48 @@ func (c *Comm) Create(g *Group) (*Comm, error) {
 		ctxs.release(ctx)
 		return nil, nil
 	}
-	return newComm(c.name+" create", c.rt, ctx, slices.Clone(g.world), me), nil
+	d := newComm(c.name+" create", c.rt, ctx, slices.Clone(g.world), me)
+	d.inherit(c)
+	return d, nil
 }
 
 // Free releases c (MPI_Comm_free): any later use fails with ErrComm.
 // MPI_COMM_WORLD and MPI_COMM_SELF cannot be freed. Collective over c in
 // MPI's terms, though it communicates with no one.
+//
+// Free first deletes c's attributes, in the reverse order they were set,
+// running their DeleteFuncs; if one fails, Free returns its error and
+// leaves c, that attribute and the ones set before it as they are (Free
+// may be called again).
 func (c *Comm) Free() error {
+	return c.fail(c.free())
+}
+
+func (c *Comm) free() error {
 	if err := c.checkLive("Comm.Free"); err != nil {
 		return err
 	}
 	if c == c.rt.world || c == c.rt.self {
 		return errorf(ErrComm, "Comm.Free", "%s cannot be freed", c.name)
 	}
-	if !c.freed.CompareAndSwap(false, true) {
+	if err := c.deleteAllAttrs("Comm.Free"); err != nil {
+		return err
+	}
+	if !c.release() {
 		return errorf(ErrComm, "Comm.Free", "communicator %s was freed", c.name)
+	}
+	return nil
+}
+
+// release frees c's resources once; it reports whether this call did.
+func (c *Comm) release() bool {
+	if !c.freed.CompareAndSwap(false, true) {
+		return false
 	}
 	c.cc.Close()
 	c.rt.unregister(c)
 	ctxs.release(c.ctx)
-	return nil
+	return true
 }
 
 // CommCompare reports Ident (the same communicator), Congruent (same

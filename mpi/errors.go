@@ -32,6 +32,7 @@ const (
 	ErrTruncate   Class = 15
 	ErrOther      Class = 16
 	ErrIntern     Class = 17
+	ErrKeyval     Class = 36
 	ErrLockType   Class = 37
 	ErrRMASync    Class = 47
 	ErrWin        Class = 53
@@ -46,7 +47,7 @@ var classNames = map[Class]string{
 	ErrRequest: "invalid request", ErrRoot: "invalid root", ErrGroup: "invalid group",
 	ErrOp: "invalid operation", ErrTopology: "invalid topology",
 	ErrArg: "invalid argument", ErrUnknown: "unknown error",
-	ErrTruncate: "message truncated", ErrOther: "other error", ErrIntern: "internal error",
+	ErrTruncate: "message truncated", ErrOther: "other error", ErrIntern: "internal error", ErrKeyval: "invalid attribute key",
 	ErrNotInit: "mpi not initialized", ErrProcFailed: "process failed",
 	ErrLockType: "invalid lock type", ErrRMASync: "wrong synchronization of RMA calls",
 	ErrWin: "invalid window", ErrRMARange: "target memory outside the window",

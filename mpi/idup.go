@@ -20,11 +20,14 @@ import (
 // runs in a goroutine, each round a bitwise-and Allreduce inside that one
 // call (rounds follow each other in every process's order, and each
 // peer's messages arrive in order, so rounds cannot mix).
+//
+// The CopyFuncs of c's attributes run in that goroutine once the context
+// is agreed; one that fails fails the request (and frees the duplicate).
 func (c *Comm) Idup() (*Comm, *Request, error) {
 	const op = "Comm.Idup"
 	v, err := c.begin(op)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, err // through c's handler in begin
 	}
 	nc := &Comm{name: c.name + " idup", rank: Undefined}
 	q, err := launch(c, op, v, func(v *coll.Comm) error {
@@ -48,10 +51,15 @@ func (c *Comm) Idup() (*Comm, *Request, error) {
 		if c.graph != nil {
 			nc.graph = c.graph.clone()
 		}
+		nc.inherit(c)
+		if err := c.copyAttrs(op, nc); err != nil {
+			nc.release()
+			return err
+		}
 		return nil
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, c.fail(err)
 	}
 	return nc, q, nil
 }

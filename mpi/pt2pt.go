@@ -118,23 +118,30 @@ func irecvBytes(op string, c *Comm, b []byte, elem, source, tag int) (*Request, 
 // untouched until the request completes. Every point-to-point call accepts
 // ProcNull as a peer: the operation completes at once and moves nothing.
 func Isend[T Numeric](c *Comm, buf []T, dest, tag int) (*Request, error) {
-	return isend("Isend", c, buf, dest, tag, false)
+	q, err := isend("Isend", c, buf, dest, tag, false)
+	return q, c.fail(err)
 }
 
 // Issend is Isend that completes only once the receive has matched.
 func Issend[T Numeric](c *Comm, buf []T, dest, tag int) (*Request, error) {
-	return isend("Issend", c, buf, dest, tag, true)
+	q, err := isend("Issend", c, buf, dest, tag, true)
+	return q, c.fail(err)
 }
 
 // Irecv starts receiving into buf from rank source of c (or AnySource) with
 // tag (or AnyTag).
 func Irecv[T Numeric](c *Comm, buf []T, source, tag int) (*Request, error) {
-	return irecvBytes("Irecv", c, elemBytes(buf), elemSize[T](), source, tag)
+	q, err := irecvBytes("Irecv", c, elemBytes(buf), elemSize[T](), source, tag)
+	return q, c.fail(err)
 }
 
 // Send sends buf to rank dest of c with tag and returns once buf may be
 // reused.
 func Send[T Numeric](c *Comm, buf []T, dest, tag int) error {
+	return c.fail(send(c, buf, dest, tag))
+}
+
+func send[T Numeric](c *Comm, buf []T, dest, tag int) error {
 	r, err := startSend("Send", c, btl.HostMem(elemBytes(buf)), dest, tag, false, nil)
 	if err != nil {
 		return err
@@ -145,6 +152,10 @@ func Send[T Numeric](c *Comm, buf []T, dest, tag int) error {
 
 // Ssend sends synchronously: it returns once the receive has matched.
 func Ssend[T Numeric](c *Comm, buf []T, dest, tag int) error {
+	return c.fail(ssend(c, buf, dest, tag))
+}
+
+func ssend[T Numeric](c *Comm, buf []T, dest, tag int) error {
 	r, err := startSend("Ssend", c, btl.HostMem(elemBytes(buf)), dest, tag, true, nil)
 	if err != nil {
 		return err
@@ -156,6 +167,11 @@ func Ssend[T Numeric](c *Comm, buf []T, dest, tag int) error {
 // Recv receives into buf from rank source of c (or AnySource) with tag (or
 // AnyTag). A message longer than buf fills buf and fails with ErrTruncate.
 func Recv[T Numeric](c *Comm, buf []T, source, tag int) (Status, error) {
+	st, err := recv(c, buf, source, tag)
+	return st, c.fail(err)
+}
+
+func recv[T Numeric](c *Comm, buf []T, source, tag int) (Status, error) {
 	r, err := startRecv("Recv", c, btl.HostMem(elemBytes(buf)), source, tag, nil)
 	if err != nil {
 		return Status{}, err
@@ -166,6 +182,11 @@ func Recv[T Numeric](c *Comm, buf []T, source, tag int) (Status, error) {
 // Sendrecv sends sendbuf to dest and receives into recvbuf from source at
 // once, so that exchanges in a ring cannot deadlock.
 func Sendrecv[S, R Numeric](c *Comm, sendbuf []S, dest, sendtag int, recvbuf []R, source, recvtag int) (Status, error) {
+	st, err := sendrecv(c, sendbuf, dest, sendtag, recvbuf, source, recvtag)
+	return st, c.fail(err)
+}
+
+func sendrecv[S, R Numeric](c *Comm, sendbuf []S, dest, sendtag int, recvbuf []R, source, recvtag int) (Status, error) {
 	// Validate the send first: once the receive is posted, a failing send
 	// could only leave it behind.
 	if err := c.check("Sendrecv"); err != nil {
@@ -212,6 +233,11 @@ func sendrecv(op string, c *Comm, recv btl.Mem, relem, source, recvtag int, send
 // AnyTag) is waiting to be received, and its status, without receiving it.
 // A probe of ProcNull finds an empty message from ProcNull at once.
 func Iprobe(c *Comm, source, tag int) (bool, Status, error) {
+	ok, st, err := iprobe(c, source, tag)
+	return ok, st, c.fail(err)
+}
+
+func iprobe(c *Comm, source, tag int) (bool, Status, error) {
 	if err := c.check("Iprobe"); err != nil {
 		return false, Status{}, err
 	}
@@ -236,6 +262,11 @@ func Iprobe(c *Comm, source, tag int) (bool, Status, error) {
 // AnyTag) is waiting, and returns its status without receiving it. A
 // probe of ProcNull returns at once, as Iprobe does.
 func Probe(c *Comm, source, tag int) (Status, error) {
+	st, err := probe(c, source, tag)
+	return st, c.fail(err)
+}
+
+func probe(c *Comm, source, tag int) (Status, error) {
 	if err := c.check("Probe"); err != nil {
 		return Status{}, err
 	}
