@@ -92,5 +92,5 @@ func SendrecvGPU(c *Comm, sendbuf gpu.Buffer, dest, sendtag int, recvbuf gpu.Buf
 			return Status{}, err
 		}
 	}
-	return sendrecv(name, c, deviceMem(recvbuf), elemOf(recvbuf), source, recvtag, deviceMem(sendbuf), dest, sendtag)
+	return sendrecvMem(name, c, deviceMem(recvbuf), elemOf(recvbuf), source, recvtag, deviceMem(sendbuf), dest, sendtag)
 }

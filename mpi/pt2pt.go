@@ -200,15 +200,15 @@ func sendrecv[S, R Numeric](c *Comm, sendbuf []S, dest, sendtag int, recvbuf []R
 			return Status{}, err
 		}
 	}
-	return sendrecv("Sendrecv", c, btl.HostMem(elemBytes(recvbuf)), elemSize[R](), source, recvtag, btl.HostMem(elemBytes(sendbuf)), dest, sendtag)
+	return sendrecvMem("Sendrecv", c, btl.HostMem(elemBytes(recvbuf)), elemSize[R](), source, recvtag, btl.HostMem(elemBytes(sendbuf)), dest, sendtag)
 }
 
-// sendrecv runs a Sendrecv whose send arguments are checked: the receive
+// sendrecvMem runs a Sendrecv whose send arguments are checked: the receive
 // is posted first, then the send. When the send cannot start (its peer
 // failed, say), the receive is withdrawn, or waited for if a message has
 // matched it already, so that nothing of the failed call stays behind to
 // take a later message into recv.
-func sendrecv(op string, c *Comm, recv btl.Mem, relem, source, recvtag int, send btl.Mem, dest, sendtag int) (Status, error) {
+func sendrecvMem(op string, c *Comm, recv btl.Mem, relem, source, recvtag int, send btl.Mem, dest, sendtag int) (Status, error) {
 	rr, err := startRecv(op, c, recv, source, recvtag, nil)
 	if err != nil {
 		return Status{}, err
