@@ -82,14 +82,14 @@ func drainBsend() error {
 // undelivered sends) it fails with ErrBuffer and sends nothing.
 func Bsend[T Numeric](c *Comm, buf []T, dest, tag int) error {
 	_, err := bsendBytes("Bsend", c, elemBytes(buf), elemSize[T](), dest, tag)
-	return err
+	return c.fail(err)
 }
 
 // Ibsend is Bsend as a nonblocking call (MPI_Ibsend); its request is
 // complete on return, since buf has been copied by then.
 func Ibsend[T Numeric](c *Comm, buf []T, dest, tag int) (*Request, error) {
 	if _, err := bsendBytes("Ibsend", c, elemBytes(buf), elemSize[T](), dest, tag); err != nil {
-		return nil, err
+		return nil, c.fail(err)
 	}
 	return &Request{c: c, op: "Ibsend", fin: true}, nil
 }
@@ -99,15 +99,16 @@ func Ibsend[T Numeric](c *Comm, buf []T, dest, tag int) (*Request, error) {
 func Rsend[T Numeric](c *Comm, buf []T, dest, tag int) error {
 	r, err := startSend("Rsend", c, btl.HostMem(elemBytes(buf)), dest, tag, false, nil)
 	if err != nil {
-		return err
+		return c.fail(err)
 	}
 	_, err = finishRaw("Rsend", c, r, 1)
-	return err
+	return c.fail(err)
 }
 
 // Irsend is Rsend as a nonblocking call (MPI_Irsend), sent as Isend.
 func Irsend[T Numeric](c *Comm, buf []T, dest, tag int) (*Request, error) {
-	return isend("Irsend", c, buf, dest, tag, false)
+	q, err := isend("Irsend", c, buf, dest, tag, false)
+	return q, c.fail(err)
 }
 
 // bsendBytes copies b into the attached buffer and starts sending the
