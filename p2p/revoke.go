@@ -35,14 +35,22 @@ func (e *Engine) Revoke(ctx uint32, err error) {
 	if q == nil {
 		return
 	}
-	failPosted(q, func(*Request) bool { return true }, err)
+	e.dropTags(ctx, q, func(int) bool { return true }, err)
+}
+
+// dropTags fails the posted receives of ctx (its queues q) whose tag is
+// in, and drops its unexpected messages whose tag is in, refusing the
+// rendezvous offers among them; messages claimed by a matched probe stay.
+// Revoke and RevokeTags share it; the lock is held.
+func (e *Engine) dropTags(ctx uint32, q *matchQ, in func(tag int) bool, err error) {
+	failPosted(q, func(r *Request) bool { return in(r.tag) }, err)
 	// The refusals go after the filter: a send can fail inline (a TCP
 	// write to a dead peer) and report the peer failed, and PeerFailed
 	// edits this queue (its half-arrived message), which the filter must
 	// not see change under it.
 	var refuse []*unexpected
 	q.unexp.filter(func(u *unexpected) bool {
-		if u.claimed != nil {
+		if u.claimed != nil || !in(u.tag) {
 			return true
 		}
 		if u.rts {

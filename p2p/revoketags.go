@@ -70,23 +70,7 @@ func (e *Engine) RevokeTags(ctx uint32, lo, hi int, err error) {
 	if q == nil {
 		return
 	}
-	in := func(tag int) bool { return tag != AnyTag && lo <= tag && tag <= hi }
-	failPosted(q, func(r *Request) bool { return in(r.tag) }, err)
-	// As in Revoke, the refusals go after the filter: a send failing
-	// inline reports the peer failed, and PeerFailed edits this queue.
-	var refuse []*unexpected
-	q.unexp.filter(func(u *unexpected) bool {
-		if u.claimed != nil || !in(u.tag) {
-			return true
-		}
-		if u.rts {
-			refuse = append(refuse, u)
-		}
-		return false
-	})
-	for _, u := range refuse {
-		e.refuseRTS(u.src, ctx, u.sreq)
-	}
+	e.dropTags(ctx, q, func(tag int) bool { return tag != AnyTag && lo <= tag && tag <= hi }, err)
 }
 
 // UnrevokeTags forgets the revoked range lo..hi of ctx (exactly as given
