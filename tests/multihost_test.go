@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -66,6 +67,20 @@ func init() {
 		}
 		return 0
 	}
+}
+
+// start6 starts a job of 6 ranks, 2 on each of h1-h3, that runs the rank
+// case cas, and returns once every rank has said it is ready.
+func (nh *netHosts) start6(t *testing.T, cas string) (*exec.Cmd, *bytes.Buffer, string) {
+	t.Helper()
+	j := nh.job(6, "h1:2,h2:2,h3:2")
+	j.cas = cas
+	cmd, _, errb, dir := j.cmd(t)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, cmd, dir, 6, errb)
+	return cmd, errb, dir
 }
 
 // pauseBound is the pause a live rank or host must survive (issue 15:
@@ -430,13 +445,7 @@ func TestMultiHost(t *testing.T) {
 		}
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
-				j := nh.job(6, "h1:2,h2:2,h3:2")
-				j.cas = "mhblock"
-				cmd, _, errb, dir := j.cmd(t)
-				if err := cmd.Start(); err != nil {
-					t.Fatal(err)
-				}
-				waitReady(t, cmd, dir, 6, errb)
+				cmd, errb, dir := nh.start6(t, "mhblock")
 				t0 := time.Now()
 				c.fault(t, dir)
 				done := make(chan struct{})
@@ -498,13 +507,7 @@ func TestMultiHost(t *testing.T) {
 		}
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
-				j := nh.job(6, "h1:2,h2:2,h3:2")
-				j.cas = "mhpausable"
-				cmd, _, errb, dir := j.cmd(t)
-				if err := cmd.Start(); err != nil {
-					t.Fatal(err)
-				}
-				waitReady(t, cmd, dir, 6, errb)
+				cmd, errb, dir := nh.start6(t, "mhpausable")
 				survivePause(t, cmd, errb, dir, func() { c.sig(dir, false) }, func() { c.sig(dir, true) })
 				nh.checkNothingLeftOnHosts(t, 6*time.Second)
 			})
@@ -516,13 +519,7 @@ func TestMultiHost(t *testing.T) {
 	// connection end and kill their ranks.
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGKILL} {
 		t.Run("launcher-"+unix.SignalName(sig), func(t *testing.T) {
-			j := nh.job(6, "h1:2,h2:2,h3:2")
-			j.cas = "mhblock"
-			cmd, _, errb, dir := j.cmd(t)
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			waitReady(t, cmd, dir, 6, errb)
+			cmd, errb, _ := nh.start6(t, "mhblock")
 			cmd.Process.Signal(sig)
 			cmd.Wait()
 			if sig == syscall.SIGINT {
@@ -674,13 +671,7 @@ func TestMultiHostMeasure(t *testing.T) {
 	for _, f := range faults {
 		var d []time.Duration
 		for i := 0; i < runs; i++ {
-			j := nh.job(6, "h1:2,h2:2,h3:2")
-			j.cas = "mhblock"
-			cmd, _, errb, dir := j.cmd(t)
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			waitReady(t, cmd, dir, 6, errb)
+			cmd, _, dir := nh.start6(t, "mhblock")
 			t0 := time.Now()
 			f.fault(dir)
 			cmd.Wait()
@@ -697,20 +688,15 @@ func TestMultiHostMeasure(t *testing.T) {
 	// a while, and a host loaded with CPU hogs (two per core of this
 	// machine, at nice 0, for 5 s), while the job runs allreduces. Each
 	// run either ends normally or was wrongly ended by a death verdict.
-	pauses := []struct {
+	type pause struct {
 		name string
-		run  func(dir string)
-	}{}
-	for _, p := range []time.Duration{1500 * time.Millisecond, 2 * time.Second, 2200 * time.Millisecond, 2600 * time.Millisecond} {
-		pauses = append(pauses, struct {
-			name string
-			run  func(dir string)
-		}{fmt.Sprintf("host paused %v", p), func(string) { nh.freeze(3, false); time.Sleep(p); nh.freeze(3, true) }})
+		run  func()
 	}
-	pauses = append(pauses, struct {
-		name string
-		run  func(dir string)
-	}{fmt.Sprintf("host loaded (%d hogs, 5 s)", 2*runtime.NumCPU()), func(string) {
+	var pauses []pause
+	for _, p := range []time.Duration{1500 * time.Millisecond, 2 * time.Second, 2200 * time.Millisecond, 2600 * time.Millisecond} {
+		pauses = append(pauses, pause{fmt.Sprintf("host paused %v", p), func() { nh.freeze(3, false); time.Sleep(p); nh.freeze(3, true) }})
+	}
+	pauses = append(pauses, pause{fmt.Sprintf("host loaded (%d hogs, 5 s)", 2*runtime.NumCPU()), func() {
 		var hogs []*exec.Cmd
 		for i := 0; i < 2*runtime.NumCPU(); i++ {
 			h := exec.Command("ip", "netns", "exec", nh.ns(2), "sh", "-c", "while :; do :; done")
@@ -728,14 +714,8 @@ func TestMultiHostMeasure(t *testing.T) {
 		survived := 0
 		var why []string
 		for i := 0; i < runs; i++ {
-			j := nh.job(6, "h1:2,h2:2,h3:2")
-			j.cas = "mhpausable"
-			cmd, _, errb, dir := j.cmd(t)
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			waitReady(t, cmd, dir, 6, errb)
-			f.run(dir)
+			cmd, errb, dir := nh.start6(t, "mhpausable")
+			f.run()
 			time.Sleep(time.Second)
 			os.WriteFile(filepath.Join(dir, "done"), nil, 0o644)
 			cmd.Wait()
