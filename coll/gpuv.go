@@ -43,14 +43,8 @@ func gpuScanLinear(c *Comm, a *Args, d *devCall) error {
 			return err
 		}
 	} else {
-		tmp, err := d.take(d.rcv.Len())
+		tmp, err := d.recvPrev(c, &p, d.rcv.Len())
 		if err != nil {
-			return err
-		}
-		if err := p.recvD(c, tmp, me-1); err != nil {
-			return err
-		}
-		if err := p.wait(c); err != nil {
 			return err
 		}
 		// In place d.own is d.rcv: the kernel reads each element before
@@ -86,14 +80,8 @@ func gpuExscanLinear(c *Comm, a *Args, d *devCall) error {
 		}
 		return p.wait(c)
 	}
-	tmp, err := d.take(size)
+	tmp, err := d.recvPrev(c, &p, size)
 	if err != nil {
-		return err
-	}
-	if err := p.recvD(c, tmp, me-1); err != nil {
-		return err
-	}
-	if err := p.wait(c); err != nil {
 		return err
 	}
 	var next gpu.Buffer
@@ -147,3 +135,16 @@ func ScanGPU(c *Comm, a *Args) error { return gpuCallAll(collGPUScan, c, a) }
 // ExscanGPU leaves x0 op ... op x(r-1) in rank r's a.RecvD; rank 0's is
 // not written.
 func ExscanGPU(c *Comm, a *Args) error { return gpuCallAll(collGPUExscan, c, a) }
+
+// recvPrev receives size bytes from the previous rank into a scratch
+// buffer and waits for them: the step both scans begin with.
+func (d *devCall) recvPrev(c *Comm, p *pending, size int) (gpu.Buffer, error) {
+	tmp, err := d.take(size)
+	if err != nil {
+		return gpu.Buffer{}, err
+	}
+	if err := p.recvD(c, tmp, c.Rank()-1); err != nil {
+		return gpu.Buffer{}, err
+	}
+	return tmp, p.wait(c)
+}
