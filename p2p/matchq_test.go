@@ -66,21 +66,8 @@ func TestContexts(t *testing.T) {
 			}
 		}, func() {
 			e := w.receiver()
-			recv := func(ctx uint32, s, tag int) (*Request, []byte) {
-				buf := make([]byte, big)
-				r, err := e.Irecv(ctx, s, tag, buf)
-				if err != nil {
-					t.Errorf("receive (%d, %d, %d): %v", ctx, s, tag, err)
-				}
-				return r, buf
-			}
-			check := func(what string, r *Request, buf []byte, m msg) {
-				if r == nil {
-					return
-				}
-				st, err := r.Wait()
-				checkRecv(t, what, st, err, buf, src, m.tag, m.data)
-			}
+			recv := func(ctx uint32, s, tag int) (*Request, []byte) { return postRecv(t, e, ctx, s, tag, big) }
+			check := func(what string, r *Request, buf []byte, m msg) { waitRecv(t, what, r, buf, src, m) }
 			rA0, bA0 := recv(a, AnySource, AnyTag)
 			rA1, _ := recv(a, src, 99)
 			rB0, bB0 := recv(b, AnySource, AnyTag)
@@ -238,4 +225,25 @@ func TestRevokeRefusalFails(t *testing.T) {
 	if _, err := rcv.Irecv(b, src, 9, buf); !errors.Is(err, ErrProcFailed) {
 		t.Errorf("receive from the failed sender: %v, want ErrProcFailed", err)
 	}
+}
+
+// postRecv posts a receive of size bytes on (ctx, s, tag) at e; an error
+// fails the test and gives a nil request.
+func postRecv(t *testing.T, e *Engine, ctx uint32, s, tag, size int) (*Request, []byte) {
+	buf := make([]byte, size)
+	r, err := e.Irecv(ctx, s, tag, buf)
+	if err != nil {
+		t.Errorf("receive (%d, %d, %d): %v", ctx, s, tag, err)
+	}
+	return r, buf
+}
+
+// waitRecv waits for r (nil: posting it failed) and checks that it got m
+// from src.
+func waitRecv(t *testing.T, what string, r *Request, buf []byte, src int, m msg) {
+	if r == nil {
+		return
+	}
+	st, err := r.Wait()
+	checkRecv(t, what, st, err, buf, src, m.tag, m.data)
 }

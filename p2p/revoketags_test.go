@@ -84,21 +84,8 @@ func TestRevokeTags(t *testing.T) {
 			}
 		}, func() {
 			e := w.receiver()
-			recv := func(ctx uint32, s, tag int) (*Request, []byte) {
-				buf := make([]byte, big)
-				r, err := e.Irecv(ctx, s, tag, buf)
-				if err != nil {
-					t.Errorf("receive (%d, %d, %d): %v", ctx, s, tag, err)
-				}
-				return r, buf
-			}
-			check := func(what string, r *Request, buf []byte, m msg) {
-				if r == nil {
-					return
-				}
-				st, err := r.Wait()
-				checkRecv(t, what, st, err, buf, src, m.tag, m.data)
-			}
+			recv := func(ctx uint32, s, tag int) (*Request, []byte) { return postRecv(t, e, ctx, s, tag, big) }
+			check := func(what string, r *Request, buf []byte, m msg) { waitRecv(t, what, r, buf, src, m) }
 			rIn, _ := recv(a, src, 33)
 			close(posted)
 			if t.Failed() {
