@@ -103,7 +103,13 @@ func (sg *staged) settle() {
 		over = true
 	}
 	if over {
-		r.e.forget(r)
+		// Out of the queue of senders waiting for a pinned buffer (a
+		// failed one may still be there): once complete, r may be
+		// released and serve another operation, which kick must not
+		// pump or settle as this one.
+		e := r.e
+		e.stageQ = slices.DeleteFunc(e.stageQ, func(q *staged) bool { return q == sg })
+		e.forget(r)
 		r.complete(sg.err)
 	}
 }
@@ -140,11 +146,6 @@ func (sg *staged) gone(err error) {
 		sg.err = err
 	}
 	sg.aborted = true
-	// A sender waiting for a pinned buffer leaves the queue now: once
-	// settled, its request may be released and reused, and kick must
-	// not pump or settle it for the new operation.
-	e := sg.r.e
-	e.stageQ = slices.DeleteFunc(e.stageQ, func(q *staged) bool { return q == sg })
 	sg.settle()
 }
 
