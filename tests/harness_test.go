@@ -61,6 +61,10 @@ func runRank(name string) int {
 		buf := make([]byte, 1<<20)
 		n := runtime.Stack(buf, true)
 		fmt.Fprintf(os.Stderr, "rank %s: test deadline %v passed; goroutines:\n%s\n", os.Getenv("GORUN_RANK"), deadline, buf[:n])
+		// The other ranks' watchdogs fire at about the same time: give
+		// them the time to dump too before gorun, seeing this rank
+		// exit, ends them.
+		time.Sleep(3 * time.Second)
 		os.Exit(3)
 	})
 	if dir := os.Getenv("GORUN_TEST_DIR"); dir != "" {
