@@ -80,7 +80,7 @@ func IsendLayout[T Numeric](c *Comm, buf []T, l Layout, dest, tag int) (*Request
 		w.release()
 		return nil, c.fail(err)
 	}
-	if w.own {
+	if w.own != nil {
 		q.post = func(_ Status, err error) error {
 			w.release()
 			return err
@@ -104,7 +104,7 @@ func IrecvLayout[T Numeric](c *Comm, buf []T, l Layout, source, tag int) (*Reque
 		w.release()
 		return nil, c.fail(err)
 	}
-	if w.own {
+	if w.own != nil {
 		q.post = func(st Status, err error) error {
 			w.unpackTo(elemBytes(buf), l, es, st.bytes, err)
 			w.release()
@@ -138,10 +138,12 @@ func sendrecvLayout[S, R Numeric](c *Comm, sendbuf []S, sl Layout, dest, sendtag
 		return Status{}, err
 	}
 	defer in.release()
-	if !out.own && !in.own && aliasing(out.b, in.b) != disjoint {
+	if out.own == nil && in.own == nil && aliasing(out.b, in.b) != disjoint {
 		// Both sides in place over shared memory: send a copy, as
 		// SendrecvReplace does.
-		out = wire{b: append(coll.Scratch(len(out.b))[:0], out.b...), own: true}
+		p := coll.Scratch(len(out.b))
+		copy(*p, out.b)
+		out = wire{b: *p, own: p}
 		defer out.release()
 	}
 	es := elemSize[R]()

@@ -115,7 +115,7 @@ func Unpack[T Element](buf []T, l Layout, packed []T) (int, error) {
 // layout is packed into or unpacked from.
 type wire struct {
 	b   []byte
-	own bool
+	own *[]byte // the scratch b lies in; nil for a view
 }
 
 // wireFor checks l against buf and returns the bytes a call moves; for a
@@ -133,7 +133,8 @@ func wireFor[T Element](op string, buf []T, l Layout, peer int, out bool) (wire,
 	case t.contig:
 		return wire{b: elemBytes(buf)[t.tlb*es : t.tub*es]}, nil
 	}
-	w := wire{b: coll.Scratch(t.size * es), own: true}
+	p := coll.Scratch(t.size * es)
+	w := wire{b: *p, own: p}
 	if out {
 		t.pack(w.b, elemBytes(buf), es)
 	}
@@ -143,14 +144,12 @@ func wireFor[T Element](op string, buf []T, l Layout, peer int, out bool) (wire,
 // unpackTo stores the n received bytes of w into buf under l, unless the
 // receive failed (a truncated one stored its first bytes, and they go).
 func (w wire) unpackTo(buf []byte, l Layout, es, n int, err error) {
-	if w.own && (err == nil || errors.Is(err, ErrTruncate)) {
+	if w.own != nil && (err == nil || errors.Is(err, ErrTruncate)) {
 		l.node().unpack(buf, w.b[:n], es)
 	}
 }
 
 // release gives w's scratch back to the pool.
 func (w wire) release() {
-	if w.own {
-		coll.ReleaseScratch(w.b)
-	}
+	coll.ReleaseScratch(w.own)
 }

@@ -353,6 +353,19 @@ func TestLayoutPackAllocs(t *testing.T) {
 	if n != 0 {
 		t.Errorf("pack and unpack of a column: %v allocations, want 0", n)
 	}
+	// The scratch comes from the pool, pointer and all (a garbage
+	// collection may empty the pool now and then: less than one per call).
+	n = testing.AllocsPerRun(100, func() {
+		w, err := wireFor("test", grid, col, 0, true)
+		if err != nil || w.own == nil {
+			t.Fatalf("wireFor: %v %v", w.own, err)
+		}
+		w.unpackTo(elemBytes(grid), col, 8, len(w.b), nil)
+		w.release()
+	})
+	if n >= 1 {
+		t.Errorf("packing a column through pooled scratch: %v allocations per call, want none", n)
+	}
 }
 
 func BenchmarkLayoutPack(b *testing.B) {
@@ -370,6 +383,34 @@ func BenchmarkLayoutPack(b *testing.B) {
 			b.SetBytes(int64(len(out)))
 			for b.Loop() {
 				bc.l.t.pack(out, elemBytes(grid), 8)
+			}
+		})
+	}
+}
+
+// BenchmarkSendrecvLayoutSelf: a 512-element column of a 512×512 grid
+// sent and received as a column, against the same count contiguous, on a
+// singleton world (btl/self): the cost of packing and unpacking.
+func BenchmarkSendrecvLayoutSelf(b *testing.B) {
+	if !Initialized() {
+		if err := Init(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	w := World()
+	const n = 512
+	grid, other := make([]float64, n*n), make([]float64, n*n)
+	for _, bc := range []struct {
+		name string
+		l    Layout
+	}{{"contiguous", Contiguous(n)}, {"column", Vector(n, 1, n)}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(n * 8)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := SendrecvLayout(w, grid, bc.l, 0, 1, other, bc.l, 0, 1); err != nil {
+					b.Fatal(err)
+				}
 			}
 		})
 	}
