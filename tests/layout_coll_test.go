@@ -279,8 +279,6 @@ func caseLayoutRef(w *mpi.Comm) error {
 	}
 	defer cart.Free()
 	coords, _ := cart.CartCoords(me)
-	up, down, _ := cart.CartShift(0, 1)
-	left, right, _ := cart.CartShift(1, 1)
 	u := make([]int32, (lr+2)*W)
 	for i := range lr {
 		for j := range lc {
@@ -288,23 +286,9 @@ func caseLayoutRef(w *mpi.Comm) error {
 			u[(i+1)*W+j+1] = int32((gi*31 + gj*17) % 23)
 		}
 	}
-	row, col := mpi.Contiguous(lc), mpi.Vector(lr, 1, W)
 	for range steps {
-		for _, x := range []struct {
-			send      []int32
-			l         mpi.Layout
-			dest, tag int
-			recv      []int32
-			source    int
-		}{
-			{u[W+1:], row, up, 1, u[(lr+1)*W+1:], down},
-			{u[lr*W+1:], row, down, 2, u[1:], up},
-			{u[W+1:], col, left, 3, u[W+lc+1:], right},
-			{u[W+lc:], col, right, 4, u[W:], left},
-		} {
-			if _, err := mpi.SendrecvLayout(cart, x.send, x.l, x.dest, x.tag, x.recv, x.l, x.source, x.tag); err != nil {
-				return err
-			}
+		if err := haloSendrecv(cart, u, lr, lc); err != nil {
+			return err
 		}
 		v := slices.Clone(u)
 		for i := 1; i <= lr; i++ {

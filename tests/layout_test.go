@@ -47,6 +47,43 @@ func jacobi(u []float64, rows, cols int) []float64 {
 	return v
 }
 
+// haloSendrecv fills the ghost frame of u (lr×lc inside, row length
+// lc+2) from the neighbours on a 2-D Cartesian c with SendrecvLayout: rows
+// as Contiguous, columns as Vector, both over sub-slices of u.
+func haloSendrecv[T int32 | float64](c *mpi.Comm, u []T, lr, lc int) error {
+	W := lc + 2
+	up, down, err := c.CartShift(0, 1)
+	if err != nil {
+		return err
+	}
+	left, right, err := c.CartShift(1, 1)
+	if err != nil {
+		return err
+	}
+	row, col := mpi.Contiguous(lc), mpi.Vector(lr, 1, W)
+	for _, x := range []struct {
+		send      []T
+		l         mpi.Layout
+		dest, tag int
+		recv      []T
+		source    int
+	}{
+		{u[W+1:], row, up, 1, u[(lr+1)*W+1:], down},
+		{u[lr*W+1:], row, down, 2, u[1:], up},
+		{u[W+1:], col, left, 3, u[W+lc+1:], right},
+		{u[W+lc:], col, right, 4, u[W:], left},
+	} {
+		st, err := mpi.SendrecvLayout(c, x.send, x.l, x.dest, x.tag, x.recv, x.l, x.source, x.tag)
+		if err != nil {
+			return fmt.Errorf("SendrecvLayout tag %d: %w", x.tag, err)
+		}
+		if want := x.l.Size(); x.source != mpi.ProcNull && st.Count() != want {
+			return fmt.Errorf("SendrecvLayout tag %d: Count %d, want %d", x.tag, st.Count(), want)
+		}
+	}
+	return nil
+}
+
 func haloValue(gi, gj int) float64 { return float64((gi*7919+gj*104729)%1000) / 8 }
 
 // caseLayoutHalo: a Jacobi iteration on a grid split over a 2-D
@@ -106,31 +143,13 @@ func haloRun(cart *mpi.Comm, dims []int, lr, lc, steps int) error {
 			u[(i+1)*W+j+1] = haloValue(coords[0]*lr+i, coords[1]*lc+j)
 		}
 	}
-	row, col := mpi.Contiguous(lc), mpi.Vector(lr, 1, W)
 	sub := func(r0, c0, nr, nc int) mpi.Layout {
 		return mpi.Subarray([]int{lr + 2, W}, []int{nr, nc}, []int{r0, c0}, mpi.OrderC)
 	}
 	for s := range steps {
 		if s%2 == 0 {
-			for _, x := range []struct {
-				send      []float64
-				l         mpi.Layout
-				dest, tag int
-				recv      []float64
-				source    int
-			}{
-				{u[W+1:], row, up, 1, u[(lr+1)*W+1:], down},
-				{u[lr*W+1:], row, down, 2, u[1:], up},
-				{u[W+1:], col, left, 3, u[W+lc+1:], right},
-				{u[W+lc:], col, right, 4, u[W:], left},
-			} {
-				st, err := mpi.SendrecvLayout(cart, x.send, x.l, x.dest, x.tag, x.recv, x.l, x.source, x.tag)
-				if err != nil {
-					return fmt.Errorf("step %d: SendrecvLayout tag %d: %w", s, x.tag, err)
-				}
-				if want := x.l.Size(); x.source != mpi.ProcNull && st.Count() != want {
-					return fmt.Errorf("step %d: SendrecvLayout tag %d: Count %d, want %d", s, x.tag, st.Count(), want)
-				}
+			if err := haloSendrecv(cart, u, lr, lc); err != nil {
+				return fmt.Errorf("step %d: %w", s, err)
 			}
 		} else {
 			var reqs []*mpi.Request

@@ -3,33 +3,17 @@
  * MPI_Type_create_resized, sent and received with other types of the same
  * signature, point to point and in MPI_Bcast, MPI_Gather, MPI_Scatter and
  * MPI_Allgather. Rank 0 prints every rank's buffers. gorun's version is
- * the rank case "layout-ref" of tests/layout_test.go; the two must print
+ * the rank case "layout-ref" of tests/layout_coll_test.go; the two must print
  * the same lines. Any number of ranks up to 64. */
-#include <mpi.h>
+#include "ref_out.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define LINE 2048
 #define LR 3        /* interior rows of a rank's halo grid */
 #define LC 4        /* interior columns */
 #define W (LC + 2)  /* row length with the ghost columns */
 #define STEPS 3
-
-static int rank, size;
-static char line[LINE];
-
-/* out prints every rank's buffer at rank 0, rank by rank. */
-static void out(const char *what, const int *buf, int n) {
-    int len = snprintf(line, LINE, "%s rank %d:", what, rank);
-    for (int i = 0; i < n && len < LINE - 16; i++) len += snprintf(line + len, LINE - len, " %d", buf[i]);
-    char *all = rank == 0 ? malloc((size_t)LINE * size) : NULL;
-    MPI_Gather(line, LINE, MPI_CHAR, all, LINE, MPI_CHAR, 0, MPI_COMM_WORLD);
-    if (rank == 0) {
-        for (int r = 0; r < size; r++) printf("%s\n", all + (size_t)r * LINE);
-        free(all);
-    }
-}
 
 static void fill(int *b, int n, int v) {
     for (int i = 0; i < n; i++) b[i] = v;
