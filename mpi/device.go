@@ -79,18 +79,8 @@ func IrecvGPU(c *Comm, b gpu.Buffer, source, tag int) (*Request, error) {
 // recvbuf's elements.
 func SendrecvGPU(c *Comm, sendbuf gpu.Buffer, dest, sendtag int, recvbuf gpu.Buffer, source, recvtag int) (Status, error) {
 	const name = "SendrecvGPU"
-	// Validate the send first: once the receive is posted, a failing send
-	// could only leave it behind.
-	if err := c.check(name); err != nil {
+	if err := checkSendrecv(name, c, dest, sendtag); err != nil {
 		return Status{}, err
-	}
-	if dest != ProcNull {
-		if _, err := c.peerRank(name, dest, false); err != nil {
-			return Status{}, err
-		}
-		if err := checkTag(name, sendtag, false); err != nil {
-			return Status{}, err
-		}
 	}
 	return sendrecvMem(name, c, deviceMem(recvbuf), elemOf(recvbuf), source, recvtag, deviceMem(sendbuf), dest, sendtag)
 }

@@ -36,6 +36,13 @@
 // on device memory: ReduceScatter with per-rank counts, and Alltoall(v) in
 // place.
 //
+// Non-contiguous data (MPI's derived datatypes) is described by a Layout
+// applied to a slice: Vector for a matrix column, Subarray for a halo or
+// a tile, Indexed and IndexedBlock, composed with Of and Resized; the
+// ...Layout calls (SendLayout, RecvLayout, IsendLayout, IrecvLayout,
+// SendrecvLayout, BcastLayout, GatherLayout, ScatterLayout,
+// AllgatherLayout) and Pack/Unpack take one (layout.go).
+//
 // Any msgpack-encodable value goes through the object API (SendObj,
 // RecvObj, BcastObj, GatherObj, AllgatherObj, ScatterObj), like mpi4py's
 // lower-case methods.

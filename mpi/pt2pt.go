@@ -187,20 +187,26 @@ func Sendrecv[S, R Numeric](c *Comm, sendbuf []S, dest, sendtag int, recvbuf []R
 }
 
 func sendrecv[S, R Numeric](c *Comm, sendbuf []S, dest, sendtag int, recvbuf []R, source, recvtag int) (Status, error) {
-	// Validate the send first: once the receive is posted, a failing send
-	// could only leave it behind.
-	if err := c.check("Sendrecv"); err != nil {
+	if err := checkSendrecv("Sendrecv", c, dest, sendtag); err != nil {
 		return Status{}, err
 	}
-	if dest != ProcNull {
-		if _, err := c.peerRank("Sendrecv", dest, false); err != nil {
-			return Status{}, err
-		}
-		if err := checkTag("Sendrecv", sendtag, false); err != nil {
-			return Status{}, err
-		}
-	}
 	return sendrecvMem("Sendrecv", c, btl.HostMem(elemBytes(recvbuf)), elemSize[R](), source, recvtag, btl.HostMem(elemBytes(sendbuf)), dest, sendtag)
+}
+
+// checkSendrecv validates the send of a Sendrecv before its receive is
+// posted: once the receive is posted, a failing send could only leave it
+// behind.
+func checkSendrecv(op string, c *Comm, dest, sendtag int) error {
+	if err := c.check(op); err != nil {
+		return err
+	}
+	if dest == ProcNull {
+		return nil
+	}
+	if _, err := c.peerRank(op, dest, false); err != nil {
+		return err
+	}
+	return checkTag(op, sendtag, false)
 }
 
 // sendrecvMem runs a Sendrecv whose send arguments are checked: the receive

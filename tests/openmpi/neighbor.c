@@ -5,29 +5,12 @@
  * buffers, blocks of PROC_NULL neighbours and gaps left at -7. gorun's
  * version is the rank case "neighbor-ref" of tests/neighbor_test.go; the
  * two must print the same lines. Needs an even number of ranks. */
-#include <mpi.h>
+#include "ref_out.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define LINE 1024
 #define UNSET (-7)
-
-static int rank, size;
-static char line[LINE];
-
-/* out appends a buffer to this rank's line, and prints every rank's line
- * at rank 0. */
-static void out(const char *what, const int *buf, int n) {
-    int len = snprintf(line, LINE, "%s rank %d:", what, rank);
-    for (int i = 0; i < n && len < LINE - 16; i++) len += snprintf(line + len, LINE - len, " %d", buf[i]);
-    char *all = rank == 0 ? malloc((size_t)LINE * size) : NULL;
-    MPI_Gather(line, LINE, MPI_CHAR, all, LINE, MPI_CHAR, 0, MPI_COMM_WORLD);
-    if (rank == 0) {
-        for (int r = 0; r < size; r++) printf("%s\n", all + (size_t)r * LINE);
-        free(all);
-    }
-}
 
 static int vcount(int r, int b) { return 1 + (r + b) % 3; }
 
