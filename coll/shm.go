@@ -77,6 +77,9 @@ var (
 		"1: shared-memory collectives (barrier, bcast, reduce, allreduce, allgather) for blocking calls on communicators within one host; 0: point-to-point algorithms only")
 	pShmMax = params.Int("GORUN_COLL_SHM_MAX", 64<<10,
 		"largest message (per rank for allgather) that the shared-memory collectives take; the slot size of their segment")
+	pShmAllRead = params.Int("GORUN_COLL_SHM_ALLREAD", 16<<10,
+		"shared-memory allreduce and reduce: up to this many bytes of message times ranks, every rank that wants the result reads all contributions and folds them itself (one round of cache-line transfers); above, owners fold segments and the others copy the result; 0: never")
+	shmAllRead = sync.OnceValue(pShmAllRead)
 	// Read once: every collective call's pick asks (shmApplies), and a
 	// parameter read is an environment lookup.
 	shmOn  = sync.OnceValue(func() bool { return pShm() != 0 })
@@ -433,11 +436,28 @@ func (c *Comm) shmRun(a *Args, f func(k *shmCall) error, fallback func(*Comm, *A
 	return err
 }
 
-// barrierShm: every rank announces itself and waits for all the others.
+// barrierShm: gather and release. Every rank announces itself; rank 0
+// waits until all have, then raises its done word, which the others
+// wait for. Each ready line is polled by rank 0 alone and the release
+// line by the others: O(n) cache-line transfers, where every rank
+// polling every ready line (the first version) made each line's writer
+// answer n-1 pollers, O(n^2).
 func barrierShm(c *Comm, a *Args) error {
 	return c.shmRun(a, func(k *shmCall) error {
 		k.publish(0)
-		return k.enteredAll(k.s)
+		g := k.g
+		if c.Me == 0 {
+			if err := k.enteredAll(k.s); err != nil {
+				return err
+			}
+			atomic.StoreUint64(g.done(0), k.s)
+			return nil
+		}
+		if err := c.shmWait(func(r int) bool { return g.finished(r, k.s) }, 0, 1); err != nil {
+			return err
+		}
+		g.seen = max(g.seen, k.s) // rank 0 saw every rank enter
+		return nil
 	}, barrierDissemination)
 }
 
@@ -557,10 +577,56 @@ func reduceShm(c *Comm, a *Args) error { return c.shmReduction(a, a.Root, reduce
 func (c *Comm) shmReduction(a *Args, root int, fallback func(*Comm, *Args) error) error {
 	return c.shmRun(a, func(k *shmCall) error {
 		want := root < 0 || c.Me == root
-		res, err := k.reduce(a, a.own(), want)
+		own := a.own()
+		if len(own)*k.g.n <= shmAllRead() {
+			return k.reduceLocal(a, own, want)
+		}
+		res, err := k.reduce(a, own, want)
 		if err == nil && want {
 			copy(a.Recv, res)
 		}
 		return err
 	}, fallback)
+}
+
+// reduceLocal is the reduction of small buffers: every rank publishes
+// its contribution, and each rank that wants the result reads every
+// slot and folds them itself, in rank order (so every rank gets the same
+// bits), into a.Recv. One round of cache-line transfers, where reduce's
+// owners add two more (the owner's result, then its done word) on the
+// way; the price is n-1 reads of len(own) bytes per rank, hence the
+// bound GORUN_COLL_SHM_ALLREAD on len(own)*n.
+func (k *shmCall) reduceLocal(a *Args, own []byte, want bool) error {
+	g, m := k.g, len(own)
+	copy(k.mine(), own)
+	k.publish(m)
+	if !want || m == 0 {
+		return nil
+	}
+	dst := a.Recv[:m]
+	b, err := k.wait(0, m)
+	if err != nil {
+		return err
+	}
+	copy(dst, b[:m])
+	_, op3 := a.Op.(Op3)
+	var scratch *[]byte
+	if !op3 {
+		scratch = Scratch(m)
+		defer ReleaseScratch(scratch)
+	}
+	for r := 1; r < g.n; r++ {
+		b, err := k.wait(r, m)
+		if err != nil {
+			return err
+		}
+		if op3 {
+			a.Op.(Op3).Apply3(dst, b[:m], dst) // dst = dst ⊕ b; b is read only
+			continue
+		}
+		copy(*scratch, b[:m])
+		foldInto(a.Op, dst, *scratch)
+	}
+	g.seen = max(g.seen, k.s) // every rank has entered this call
+	return nil
 }
