@@ -3,8 +3,8 @@
 package osu
 
 // Built with -tags prof, every OSU port writes a CPU profile per rank:
-// $GORUN_PROF_DIR/cpu.RANK (default /tmp), covering the first
-// $GORUN_PROF_SECS seconds (default 4) of the run, Init included. Read it
+// $OSU_PROF_DIR/cpu.RANK (default /tmp), covering the first
+// $OSU_PROF_SECS seconds (default 4) of the run, Init included. Read it
 // with `go tool pprof -top BINARY cpu.RANK`. bench/README.md shows the
 // use; the profiles behind issue 12's notes were taken this way.
 
@@ -18,8 +18,8 @@ import (
 )
 
 func init() {
-	dir := cmp.Or(os.Getenv("GORUN_PROF_DIR"), os.TempDir())
-	secs, err := strconv.ParseFloat(os.Getenv("GORUN_PROF_SECS"), 64)
+	dir := cmp.Or(os.Getenv("OSU_PROF_DIR"), os.TempDir())
+	secs, err := strconv.ParseFloat(os.Getenv("OSU_PROF_SECS"), 64)
 	if err != nil || secs <= 0 {
 		secs = 4
 	}
