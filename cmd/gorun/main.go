@@ -20,6 +20,7 @@ import (
 	"github.com/gorun/gorun/gpu"
 	"github.com/gorun/gorun/internal/params"
 	"github.com/gorun/gorun/launcher"
+	"github.com/gorun/gorun/launcher/agent"
 	_ "github.com/gorun/gorun/mpi" // GORUN_RMA_*
 	_ "github.com/gorun/gorun/p2p"
 )
@@ -144,8 +145,8 @@ func writeParams(w io.Writer) {
 }
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == launcher.AgentFlag {
-		os.Exit(launcher.RunAgent(os.Args[2:]))
+	if len(os.Args) > 1 && os.Args[1] == agent.Flag {
+		os.Exit(agent.Main(os.Args[2:]))
 	}
 	os.Exit(run(os.Args[1:]))
 }

@@ -1,4 +1,4 @@
-package launcher
+package agentproto
 
 import (
 	"bytes"
@@ -12,8 +12,8 @@ import (
 // decoder (an agent or a launcher reads the other's stream with it); a
 // frame it accepts re-encodes to one it reads back alike.
 func FuzzAgentFrame(f *testing.F) {
-	for _, m := range []*agentMsg{
-		{Kind: "hello", Version: agentProtoVersion, Host: "h1", PID: 7, NCPU: 2, CPUs: []int{0, 1}, Addr: "10.0.0.1", ProgOK: true},
+	for _, m := range []*Msg{
+		{Kind: "hello", Version: Version, Host: "h1", PID: 7, NCPU: 2, CPUs: []int{0, 1}, Addr: "10.0.0.1", ProgOK: []bool{true, false}},
 		{Kind: "setup", JobID: "abc", Secret: bytes.Repeat([]byte{1}, 32)},
 		{Kind: "spawn", Rank: 3, Prog: "/bin/true", Args: []string{"a"}, Env: []string{"K=v"}, Dir: "/", Bind: []int{2, 3}, Stdin: true},
 		{Kind: "out", Rank: 1, Stream: 2, Data: []byte("partial")},
@@ -22,26 +22,26 @@ func FuzzAgentFrame(f *testing.F) {
 		{Kind: "signal", Sig: 15},
 	} {
 		var b bytes.Buffer
-		if err := writeAgentMsg(&b, m); err != nil {
+		if err := Write(&b, m); err != nil {
 			f.Fatal(err)
 		}
 		f.Add(b.Bytes())
 	}
-	huge := binary.LittleEndian.AppendUint32(nil, maxAgentMsg+1)
+	huge := binary.LittleEndian.AppendUint32(nil, MaxMsg+1)
 	f.Add(huge)
 	f.Add([]byte{3, 0, 0, 0, 0x81, 0xa1})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := bytes.NewReader(data)
 		for {
-			m, err := readAgentMsg(r)
+			m, err := Read(r)
 			if err != nil {
 				return
 			}
 			var b bytes.Buffer
-			if err := writeAgentMsg(&b, m); err != nil {
+			if err := Write(&b, m); err != nil {
 				t.Fatalf("re-encode %+v: %v", m, err)
 			}
-			if _, err := readAgentMsg(&b); err != nil {
+			if _, err := Read(&b); err != nil {
 				t.Fatalf("read back %+v: %v", m, err)
 			}
 		}
