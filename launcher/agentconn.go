@@ -30,7 +30,13 @@ type agentConn struct {
 	in    io.WriteCloser
 	out   *bufio.Reader
 	hello *agentproto.Msg
-	progs []string // each of the job's programs' path on this host
+	// progs is the path on this host of each of the job's programs that
+	// runs here (programs), once copyProg has copied the ones the hello
+	// says the host lacks; nil copyProg: it cannot copy (copyWhy says
+	// what is needed instead).
+	progs    []string
+	copyProg func(prog string) (string, error)
+	copyWhy  string
 	// inProcess: the agent runs in the launcher's own process (local.go).
 	// It cannot be cut off or freeze apart from the launcher, so its
 	// silence never means a lost host; its ranks inherit gorun's
@@ -115,27 +121,28 @@ func checkHello(m *agentproto.Msg, progs int) error {
 	return nil
 }
 
-// placePrograms sets h.progs: each program at the launcher's path where
-// the hello says the host has the same file there, else where place puts
-// it (nil place: the program missing is an error). A program named twice
-// is placed once.
-func (h *agentConn) placePrograms(progs []string, place func(prog string) (string, error)) error {
+// programs sets h.progs for the programs that run on this host (need):
+// each at the launcher's path where the hello says the host has the same
+// file there, else where copyProg puts it. A program named twice is
+// copied once.
+func (h *agentConn) programs(progs []string, need []bool) error {
 	h.progs = make([]string, len(progs))
-	placed := map[string]string{}
+	copied := map[string]string{}
 	for i, p := range progs {
 		switch {
+		case !need[i]:
 		case h.hello.ProgOK[i]:
 			h.progs[i] = p
-		case placed[p] != "":
-			h.progs[i] = placed[p]
-		case place == nil:
-			return fmt.Errorf("%s is not there, or differs from this host's", p)
+		case copied[p] != "":
+			h.progs[i] = copied[p]
+		case h.copyProg == nil:
+			return fmt.Errorf("%s is not there, or differs from this host's copy: %s", p, h.copyWhy)
 		default:
-			path, err := place(p)
+			path, err := h.copyProg(p)
 			if err != nil {
 				return fmt.Errorf("copy %s to the host: %w", p, err)
 			}
-			h.progs[i], placed[p] = path, path
+			h.progs[i], copied[p] = path, path
 		}
 	}
 	return nil

@@ -68,6 +68,7 @@ func startLocal(cfg *agentConfig, name string, idx int, addr string, stdin *os.F
 	}
 	h := newAgentConn(name, idx)
 	h.inProcess, h.directStdin = true, stdin != nil
+	h.copyWhy = "it changed while gorun started"
 	p := &localProc{stop: make(chan struct{}), served: make(chan struct{}), toW: toW, fromR: fromR}
 	h.proc = p
 	opt := agent.Options{Progs: cfg.progs, ProgIDs: cfg.progIDs, Addr: addr, Stdin: stdin, Log: h.agentLog(cfg.stderr)}
@@ -87,10 +88,6 @@ func startLocal(cfg *agentConfig, name string, idx int, addr string, stdin *os.F
 	}
 	h.hello = m
 	h.startBeats()
-	if err := h.placePrograms(cfg.progs, nil); err != nil {
-		h.close(0)
-		return nil, err
-	}
 	return h, nil
 }
 

@@ -110,32 +110,55 @@ func (j *job) agentConfig() (*agentConfig, error) {
 	return cfg, nil
 }
 
-// connectAll starts the agents of the other hosts idx in parallel; every
-// host that fails is named in the error.
+// connectAll starts the agents of the other hosts idx in parallel.
 func (j *job) connectAll(cfg *agentConfig, idx []int) error {
+	return j.onHosts(idx, func(i int) error {
+		name := j.hosts[i].name
+		if p := j.hosts[i].spec.Port; p != "" {
+			name = net.JoinHostPort(name, p) // [v6]:port where it has colons
+		}
+		var h *agentConn
+		var err error
+		if cfg.srun != "" {
+			// Starting a step takes longer than an ssh handshake.
+			h, err = connectSrun(cfg, name, i, cfg.cpus[name], 3*cmp.Or(j.spec.ConnectTimeout, DefaultConnectTimeout), j.trace)
+		} else {
+			h, err = connectHost(cfg, name, i, j.trace)
+		}
+		j.hosts[i].agent = h
+		return err
+	})
+}
+
+// placePrograms makes sure that every host has the programs of the ranks
+// placed on it (and only those), copying them where its agent can, all
+// hosts in parallel.
+func (j *job) placePrograms() error {
+	idx := make([]int, len(j.hosts))
+	for i := range idx {
+		idx[i] = i
+	}
+	return j.onHosts(idx, func(i int) error {
+		need := make([]bool, len(j.progs))
+		for r, pl := range j.lay.ranks {
+			if pl.host == i {
+				need[j.appOf[r]] = true
+			}
+		}
+		return j.hosts[i].agent.programs(j.progs, need)
+	})
+}
+
+// onHosts runs f for each host of idx in parallel; every host that fails
+// is named in the error.
+func (j *job) onHosts(idx []int, f func(i int) error) error {
 	errs := make([]error, len(j.hosts))
 	var wg sync.WaitGroup
 	for _, i := range idx {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			name := j.hosts[i].name
-			if p := j.hosts[i].spec.Port; p != "" {
-				name = net.JoinHostPort(name, p) // [v6]:port where it has colons
-			}
-			var h *agentConn
-			var err error
-			if cfg.srun != "" {
-				// Starting a step takes longer than an ssh handshake.
-				h, err = connectSrun(cfg, name, i, cfg.cpus[name], 3*cmp.Or(j.spec.ConnectTimeout, DefaultConnectTimeout), j.trace)
-			} else {
-				h, err = connectHost(cfg, name, i, j.trace)
-			}
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			j.hosts[i].agent = h
+			errs[i] = f(i)
 		}()
 	}
 	wg.Wait()

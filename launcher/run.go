@@ -234,6 +234,9 @@ func Run(spec Spec) (int, error) {
 	if err := j.place(); err != nil {
 		return ExitInternal, err
 	}
+	if err := j.placePrograms(); err != nil {
+		return ExitInternal, err
+	}
 	j.pickMaster()
 
 	sigs := make(chan os.Signal, 4)

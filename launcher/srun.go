@@ -110,11 +110,7 @@ func connectSrun(cfg *agentConfig, name string, idx, cpus int, timeout time.Dura
 		h.close(0)
 		return nil, errors.New(h.hello.Err)
 	}
-	// srun gives no way to copy a program first.
-	if err := h.placePrograms(cfg.progs, nil); err != nil {
-		h.close(0)
-		return nil, fmt.Errorf("%v: agents started by srun need gorun and the programs at the same path on a shared file system", err)
-	}
+	h.copyWhy = "agents started by srun need gorun and the programs at the same path on a shared file system"
 	return h, nil
 }
 

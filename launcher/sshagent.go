@@ -144,11 +144,8 @@ func connectHost(cfg *agentConfig, name string, idx int, trace func(string, ...a
 	if h.hello.Err != "" {
 		return fail(errors.New(h.hello.Err))
 	}
-	err = h.placePrograms(cfg.progs, func(prog string) (string, error) {
+	h.copyProg = func(prog string) (string, error) {
 		return ensureFile(cfg, client, prog, filepath.Base(prog), t.timeout)
-	})
-	if err != nil {
-		return fail(err)
 	}
 	return h, nil
 }

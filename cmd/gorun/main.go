@@ -29,8 +29,9 @@ const usage = `usage: gorun [flags] PROGRAM [ARGS...] [: [-np N] [-x VAR] PROGRA
 
 PROGRAM is a Go package directory (built once with 'go build') or any
 executable, found like a shell would. Several programs separated by ':'
-(MPMD, as mpirun) share one MPI_COMM_WORLD, ranks numbered in order; only
--np and -x may be given per program, on this host only for now.
+(MPMD, as mpirun) share one MPI_COMM_WORLD, ranks numbered in order and
+placed in that order over the slots of every host; only -np and -x may be
+given per program.
 
 Flags:
   -np N, -n N         number of ranks (default 1)
