@@ -206,20 +206,29 @@ const sendqLen = 4096
 func (h *agentConn) startBeats() {
 	h.sendq = make(chan *agentproto.Msg, sendqLen)
 	go h.writeLoop()
-	go func() {
-		t := time.NewTicker(agentproto.Beat())
-		defer t.Stop()
-		for {
-			select {
-			case <-h.done:
-				return
-			case <-h.quit:
-				return
-			case <-t.C:
-			}
-			h.send(&agentproto.Msg{Kind: agentproto.Heartbeat})
+	go h.everyBeat(func() bool {
+		h.send(&agentproto.Msg{Kind: agentproto.Heartbeat}) // a full queue is news for watch
+		return true
+	})
+}
+
+// everyBeat calls f every agentproto.Beat until the agent's stream ends,
+// close, or f returns false.
+func (h *agentConn) everyBeat(f func() bool) {
+	t := time.NewTicker(agentproto.Beat())
+	defer t.Stop()
+	for {
+		select {
+		case <-h.done:
+			return
+		case <-h.quit:
+			return
+		case <-t.C:
 		}
-	}()
+		if !f() {
+			return
+		}
+	}
 }
 
 // run starts the goroutines that relay the agent's frames as job events
@@ -349,22 +358,16 @@ func lastLine(s string) string {
 // the network).
 func (h *agentConn) watch(j *job) {
 	limit := agentproto.Timeout()
-	t := time.NewTicker(agentproto.Beat())
-	defer t.Stop()
-	for {
-		select {
-		case <-h.done:
-			return
-		case <-t.C:
-		}
+	h.everyBeat(func() bool {
 		if h.busy.Load() {
 			h.heard.Store(time.Now().UnixNano())
 		}
 		if since := time.Since(time.Unix(0, h.heard.Load())); since > limit {
 			j.emit(event{kind: evAgentLost, host: h.idx, err: fmt.Errorf("its agent has not answered for %v (host frozen or cut off?)", since.Round(100*time.Millisecond))})
-			return
+			return false
 		}
-	}
+		return true
+	})
 }
 
 // silentFor is how long the agent has been silent; an agent in the
