@@ -257,10 +257,11 @@ func (h *agentConn) send(m *agentproto.Msg) bool {
 
 func (h *agentConn) writeLoop() {
 	w := bufio.NewWriterSize(h.in, 64<<10)
+	fw := agentproto.NewWriter(w)
 	for {
 		select {
 		case m := <-h.sendq:
-			if agentproto.Write(w, m) != nil {
+			if fw.Write(m) != nil {
 				return
 			}
 			if len(h.sendq) == 0 && w.Flush() != nil {
@@ -294,10 +295,11 @@ func (h *agentConn) readLoop(j *job) {
 		}
 		return lw
 	}
+	fr := agentproto.NewReader(h.out) // m.Data is reused: every use below copies or is done with it at once
 	var err error
 	for {
 		var m *agentproto.Msg
-		m, err = agentproto.Read(h.out)
+		m, err = fr.Read()
 		if err != nil {
 			break
 		}

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -52,7 +53,7 @@ type Options struct {
 // agent is the state of one agent.
 type agent struct {
 	opt  Options
-	out  *bufio.Writer
+	out  *agentproto.Writer // one write per frame: nothing to flush
 	wmu  sync.Mutex
 	werr error
 
@@ -130,7 +131,7 @@ func Serve(r io.Reader, w io.WriteCloser, opt Options, stop <-chan struct{}) {
 	if opt.Log == nil {
 		opt.Log = os.Stderr
 	}
-	a := &agent{opt: opt, out: bufio.NewWriterSize(w, streamBuf), ranks: map[int]*rank{}, done: make(chan struct{})}
+	a := &agent{opt: opt, out: agentproto.NewWriter(w), ranks: map[int]*rank{}, done: make(chan struct{})}
 	a.heard.Store(time.Now().UnixNano())
 	a.send(a.hello())
 	go a.readLoop(r)
@@ -141,14 +142,13 @@ func Serve(r io.Reader, w io.WriteCloser, opt Options, stop <-chan struct{}) {
 	}
 	a.shutdown()
 	a.wmu.Lock()
-	a.out.Flush()
 	a.werr = errClosed
 	a.wmu.Unlock()
 	w.Close()
 }
 
-// streamBuf is the buffer of each direction of the stream: a few frames of
-// output (32 KiB chunks, relayBuf) at once.
+// streamBuf is the read buffer of the launcher's stream: a few frames at
+// once.
 const streamBuf = 64 << 10
 
 var errClosed = errors.New("agent: stream closed")
@@ -195,9 +195,7 @@ func (a *agent) send(m *agentproto.Msg) {
 	if a.werr != nil {
 		return
 	}
-	if err := agentproto.Write(a.out, m); err != nil {
-		a.werr = err
-	} else if err := a.out.Flush(); err != nil {
+	if err := a.out.Write(m); err != nil {
 		a.werr = err
 	}
 	if a.werr != nil {
@@ -210,9 +208,9 @@ func (a *agent) stop() { a.once.Do(func() { close(a.done) }) }
 
 // readLoop handles the launcher's frames until the stream ends.
 func (a *agent) readLoop(r io.Reader) {
-	br := bufio.NewReaderSize(r, streamBuf)
+	fr := agentproto.NewReader(bufio.NewReaderSize(r, streamBuf))
 	for {
-		m, err := agentproto.Read(br)
+		m, err := fr.Read()
 		if err != nil {
 			if err != io.EOF && !errors.Is(err, os.ErrClosed) {
 				a.logf("reading from the launcher: %v; killing the ranks", err)
@@ -231,7 +229,7 @@ func (a *agent) readLoop(r io.Reader) {
 		case agentproto.Stdin:
 			a.mu.Lock()
 			if a.stdin != nil {
-				a.stdin.put(m.Data)
+				a.stdin.put(bytes.Clone(m.Data)) // fr reuses m.Data
 			}
 			a.mu.Unlock()
 		case agentproto.Signal:
@@ -265,7 +263,7 @@ func (a *agent) beat() {
 		// A writer blocked on a launcher that does not read must not
 		// block the silence check: skip the beat, the writer is news.
 		if a.wmu.TryLock() {
-			if a.werr == nil && (agentproto.Write(a.out, &agentproto.Msg{Kind: agentproto.Heartbeat}) != nil || a.out.Flush() != nil) {
+			if a.werr == nil && a.out.Write(&agentproto.Msg{Kind: agentproto.Heartbeat}) != nil {
 				a.werr = fmt.Errorf("heartbeat failed")
 			}
 			a.wmu.Unlock()

@@ -149,6 +149,41 @@ func Read(r io.Reader) (*Msg, error) {
 	return m, nil
 }
 
+// Writer writes frames, each with one Write call, reusing one buffer (no
+// allocation per frame). It is not safe for concurrent use.
+type Writer struct{ fw *boot.FrameWriter }
+
+// NewWriter returns a Writer writing to w.
+func NewWriter(w io.Writer) *Writer { return &Writer{boot.NewFrameWriter(w)} }
+
+// Write writes one frame.
+func (w *Writer) Write(m *Msg) error { return w.fw.Write(m) }
+
+// Reader reads frames reusing its buffers: the Data of a frame it returns
+// is valid only until the next Read (copy what you keep). Output chunks,
+// the bulk of the stream, then cost no allocation. It is not safe for
+// concurrent use.
+type Reader struct {
+	r         io.Reader
+	buf, data []byte
+}
+
+// NewReader returns a Reader reading from r (buffer it: a frame is two
+// reads).
+func NewReader(r io.Reader) *Reader { return &Reader{r: r} }
+
+// Read reads one frame, as the function Read does.
+func (r *Reader) Read() (*Msg, error) {
+	m := &Msg{Data: r.data[:0]}
+	if err := boot.ReadFrameBuf(r.r, m, "agent frame", MaxMsg, &r.buf); err != nil {
+		return nil, err
+	}
+	if cap(m.Data) > cap(r.data) {
+		r.data = m.Data[:0]
+	}
+	return m, nil
+}
+
 var (
 	// Beat is how often each side sends a heartbeat.
 	Beat = params.Duration("GORUN_AGENT_HEARTBEAT", 100*time.Millisecond,
