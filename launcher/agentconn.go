@@ -25,7 +25,7 @@ import (
 type agentConn struct {
 	name  string
 	idx   int    // index in job.hosts
-	local net.IP // the launcher's address on the (first hop's) connection, if any
+	from  net.IP // the launcher's address on the (first hop's) connection, if any
 	proc  agentProc
 	in    io.WriteCloser
 	out   *bufio.Reader
@@ -198,6 +198,9 @@ func (h *agentConn) agentLog(stderr *output) io.Writer {
 
 // sendqLen bounds the frames waiting for an agent: spawns, signals,
 // stdin chunks and beats; a full queue means the agent stopped reading.
+// All spawns of a host are queued at once, while its agent forks one rank
+// after another: a host of more than about sendqLen ranks would fail
+// ("its agent stopped reading"), here as on other hosts.
 const sendqLen = 4096
 
 // startBeats starts sending the launcher's frames, heartbeats first: the

@@ -54,7 +54,7 @@ func (j *job) setupHosts() (string, error) {
 		}
 		if j.spec.IfInclude == "" {
 			// The address this host reached the first one from routes back.
-			if ip := j.hosts[remote[0]].agent.local; ip != nil && !ip.IsUnspecified() {
+			if ip := j.hosts[remote[0]].agent.from; ip != nil && !ip.IsUnspecified() {
 				bind = ip.String()
 			} else {
 				bind = hostinfo.DefaultAddr("", hostinfo.Addrs()).String()

@@ -103,8 +103,8 @@ func connectSrun(cfg *agentConfig, name string, idx, cpus int, timeout time.Dura
 		return nil, err
 	}
 	h.in, h.out, h.hello = in, br, m
-	h.local = sourceAddrTo(m.Addr)
-	trace("%s: agent said hello (its ranks at %s, reached from %v)", name, m.Addr, h.local)
+	h.from = sourceAddrTo(m.Addr)
+	trace("%s: agent said hello (its ranks at %s, reached from %v)", name, m.Addr, h.from)
 	h.startBeats()
 	if h.hello.Err != "" {
 		h.close(0)

@@ -112,7 +112,7 @@ func connectHost(cfg *agentConfig, name string, idx int, trace func(string, ...a
 	}
 	trace("%s: ssh connected", name)
 	h := newAgentConn(name, idx)
-	h.local = local
+	h.from = local
 	p := &sshProc{client: client}
 	h.proc = p
 	fail := func(err error) (*agentConn, error) {
