@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gorun/gorun/launcher/agentproto"
 	"github.com/gorun/gorun/launcher/boot"
 	"golang.org/x/sys/unix"
 )
@@ -113,7 +114,7 @@ func (j *job) loop() {
 			}
 		case evGiveUp:
 			for _, hs := range j.hosts {
-				if hs.remote != nil && j.liveOn(hs) > 0 {
+				if !hs.here && j.liveOn(hs) > 0 {
 					j.loseHost(hs)
 				}
 			}
@@ -123,35 +124,29 @@ func (j *job) loop() {
 
 // onDead handles the failure detector's verdict on a rank: it has not
 // answered for GORUN_MEMBER_SUSPICION. That alone does not make it dead:
-// the authority is its process, here as on other hosts (through the
-// agent). A process that exited is reported as such; one that the kernel
-// has stopped (SIGSTOP, a debugger) will never answer, and is failed now;
+// the authority is its process, whose state its agent reports (state
+// frames, polled every GORUN_AGENT_HEARTBEAT, long before the detector
+// gives up). A process that exited is reported as such; one that the
+// kernel has stopped (SIGSTOP, a debugger) will never answer, and is
+// failed now;
 // one that runs is only busy (2 cores at load 8, a host loaded with CPU
 // hogs: both had live ranks declared dead), and is left alone. A host
 // that froze or was cut off is found by its agent's silence
-// (GORUN_AGENT_TIMEOUT, remote.go watch), not here.
+// (GORUN_AGENT_TIMEOUT, agentconn.go watch), not here.
 func (j *job) onDead(ev event) {
 	if ev.rank < 0 || ev.rank >= len(j.procs) {
 		return
 	}
 	p := j.procs[ev.rank]
-	if p == nil || p.exited || p.finalized || j.ending {
+	if p == nil || p.exited || p.finalized || j.ending || !p.stopped {
 		return
 	}
-	var state byte = 'T'
-	if p.remote == nil {
-		state = procState(p.pid)
-	} else if !p.stopped {
-		state = 0
-	}
-	if state != 'T' && state != 't' {
-		return
-	}
+	const why = "is stopped (SIGSTOP or a debugger) and stopped answering the failure detector"
 	if j.recov != nil {
-		j.lose(p, ExitInternal, fmt.Sprintf("gorun: %s is stopped (process state %c: SIGSTOP or a debugger) and stopped answering the failure detector; killed", p, state))
+		j.lose(p, ExitInternal, fmt.Sprintf("gorun: %s %s; killed", p, why))
 		return
 	}
-	j.fail(ExitInternal, fmt.Sprintf("gorun: %s is stopped (process state %c: SIGSTOP or a debugger) and stopped answering the failure detector; ending the job", p, state))
+	j.fail(ExitInternal, fmt.Sprintf("gorun: %s %s; ending the job", p, why))
 }
 
 // onVerdict gives a held verdict, unless by now a host or a rank is
@@ -161,18 +156,13 @@ func (j *job) onVerdict() {
 	if j.held == nil || j.ending {
 		return
 	}
-	stale := 6 * pAgentBeat() // 600 ms: several beats missed, not one late under load
+	stale := 6 * agentproto.Beat() // 600 ms: several beats missed, not one late under load
 	for _, hs := range j.hosts {
-		if hs.remote == nil || hs.lost {
+		if hs.lost {
 			continue
 		}
-		var ranks []*proc
-		for _, p := range j.procs {
-			if p != nil && p.remote == hs.remote && !p.exited {
-				ranks = append(ranks, p)
-			}
-		}
-		if since := time.Since(time.Unix(0, hs.remote.heard.Load())); since > stale && len(ranks) > 0 {
+		ranks := j.liveRanks(hs)
+		if since := hs.agent.silentFor(); since > stale && len(ranks) > 0 {
 			j.fail(ExitInternal, fmt.Sprintf("gorun: lost host %s with %s: its agent has not answered for %v (host frozen or cut off?)", hs.name, describeProcs(ranks), since.Round(10*time.Millisecond)))
 			j.loseHost(hs)
 			return
@@ -182,8 +172,7 @@ func (j *job) onVerdict() {
 	// whose agent has also missed a few beats is likely on a host that
 	// is going (the agent's own timeout will say so later).
 	for _, r := range j.seed.suspects() {
-		if p := j.procs[r]; p != nil && p.remote != nil && !p.exited && !p.finalized &&
-			time.Since(time.Unix(0, p.remote.heard.Load())) > 3*pAgentBeat() {
+		if p := j.procs[r]; p != nil && !p.exited && !p.finalized && p.agent.silentFor() > 3*agentproto.Beat() {
 			j.fail(ExitInternal, fmt.Sprintf("gorun: %s stopped responding: the failure detector suspects it (is %s frozen or cut off?)", p, p.host))
 			j.loseHost(j.hosts[p.hostIdx])
 			return
@@ -202,6 +191,10 @@ func (j *job) onStarted(ev event) {
 		p.exited = true
 		j.live--
 		j.fail(spawnErrCode(ev.err), fmt.Sprintf("gorun: cannot start rank %d on %s: %v", p.rank, p.host, ev.err))
+		return
+	}
+	if j.started++; j.started == j.spec.NP {
+		j.trace("all %d ranks started", j.started)
 	}
 }
 
@@ -212,12 +205,7 @@ func (j *job) onAgentLost(ev event) {
 	if hs.lost {
 		return
 	}
-	var ranks []*proc
-	for _, p := range j.procs {
-		if p != nil && p.hostIdx == ev.host && p.remote != nil && !p.exited {
-			ranks = append(ranks, p)
-		}
-	}
+	ranks := j.liveRanks(hs)
 	j.loseHost(hs)
 	if len(ranks) == 0 || j.ending {
 		return
@@ -234,28 +222,26 @@ func (j *job) onAgentLost(ev event) {
 // loseHost stops waiting for hs: its ranks count as gone, its connection
 // is closed (the agent, if it ever runs again, kills them).
 func (j *job) loseHost(hs *hostState) {
-	if hs.remote == nil {
-		return
-	}
 	hs.lost = true
-	for _, p := range j.procs {
-		if p != nil && p.remote == hs.remote && !p.exited {
-			p.exited = true
-			j.live--
-		}
+	for _, p := range j.liveRanks(hs) {
+		p.exited = true
+		j.live--
 	}
-	go hs.remote.close(0)
+	go hs.agent.close(0)
 }
 
-func (j *job) liveOn(hs *hostState) int {
-	n := 0
+// liveRanks are the ranks on hs that have not exited.
+func (j *job) liveRanks(hs *hostState) []*proc {
+	var ps []*proc
 	for _, p := range j.procs {
-		if p != nil && p.remote == hs.remote && !p.exited {
-			n++
+		if p != nil && p.agent == hs.agent && !p.exited {
+			ps = append(ps, p)
 		}
 	}
-	return n
+	return ps
 }
+
+func (j *job) liveOn(hs *hostState) int { return len(j.liveRanks(hs)) }
 
 func describeProcs(ps []*proc) string {
 	var s []string
@@ -385,17 +371,12 @@ func (j *job) dumpStacks() {
 	j.after(stackGrace, event{kind: evKill})
 }
 
-// signalAll sends sig to every live rank's process group: directly here,
-// through the agents elsewhere.
+// signalAll sends sig to every live rank's process group, through the
+// agent of each host that has one.
 func (j *job) signalAll(sig syscall.Signal) {
-	for _, p := range j.procs {
-		if p != nil && !p.exited && p.remote == nil {
-			syscall.Kill(-p.pid, sig)
-		}
-	}
 	for _, hs := range j.hosts {
-		if hs.remote != nil && !hs.lost && j.liveOn(hs) > 0 {
-			hs.remote.send(&agentMsg{Kind: "signal", Sig: int(sig)})
+		if !hs.lost && j.liveOn(hs) > 0 {
+			hs.agent.send(&agentproto.Msg{Kind: agentproto.Signal, Sig: int(sig)})
 		}
 	}
 }

@@ -15,11 +15,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/gorun/gorun/launcher/internal/hostinfo"
 )
 
-// setupHosts builds the host list, connects to the remote hosts in
-// parallel (starting their agents) and returns the address the launcher's
-// seed binds to.
+// setupHosts builds the host list and starts every host's agent: the
+// other hosts' in parallel (ssh or srun), then this host's in this
+// process. It returns the address the launcher's seed binds to.
 func (j *job) setupHosts() (string, error) {
 	hosts := j.spec.Hosts
 	if len(hosts) == 0 {
@@ -27,51 +29,46 @@ func (j *job) setupHosts() (string, error) {
 	}
 	var remote []int
 	for i, h := range hosts {
-		hs := &hostState{name: h.Name, spec: h}
+		hs := &hostState{name: h.Name, spec: h, here: isLocalHost(h.Name)}
 		j.hosts = append(j.hosts, hs)
-		if !isLocalHost(h.Name) {
+		if !hs.here {
 			remote = append(remote, i)
 		}
 	}
 	j.multi = len(remote) > 0
-	if j.multi {
-		for _, p := range j.progs[1:] {
-			if p != j.progs[0] {
-				// Not done: the agents copy and check one program per
-				// host (agentConfig.prog); several would need the
-				// hello's ProgOK per program.
-				return "", fmt.Errorf("several programs (':') across hosts are not supported yet: run them on this host, or build one program that branches on its rank")
-			}
-		}
-	}
 	bind := "127.0.0.1"
 	if j.spec.IfInclude != "" {
-		ip, err := matchIfInclude(j.spec.IfInclude, localAddrs())
+		ip, err := hostinfo.MatchIfInclude(j.spec.IfInclude, hostinfo.Addrs())
 		if err != nil {
 			return "", fmt.Errorf("on this host (%s): %w", j.host, err)
 		}
 		bind = ip.String()
 	}
+	cfg, err := j.agentConfig()
+	if err != nil {
+		return "", err
+	}
 	if j.multi {
-		if err := j.connectAll(remote); err != nil {
+		if err := j.connectAll(cfg, remote); err != nil {
 			return "", err
 		}
 		if j.spec.IfInclude == "" {
 			// The address this host reached the first one from routes back.
-			if ip := j.hosts[remote[0]].remote.local; ip != nil && !ip.IsUnspecified() {
+			if ip := j.hosts[remote[0]].agent.from; ip != nil && !ip.IsUnspecified() {
 				bind = ip.String()
 			} else {
-				bind = defaultAddr("", localAddrs()).String()
+				bind = hostinfo.DefaultAddr("", hostinfo.Addrs()).String()
 			}
 		}
 	}
-	cpus := allowedCPUs()
-	for _, hs := range j.hosts {
-		if hs.remote == nil {
-			hs.hostID, hs.addr, hs.cpus = j.host, bind, cpus
-			continue
+	stdin, _ := j.spec.Stdin.(*os.File)
+	for i, hs := range j.hosts {
+		if hs.here {
+			if hs.agent, err = startLocal(cfg, hs.name, i, bind, stdin); err != nil {
+				return "", err
+			}
 		}
-		hello := hs.remote.hello
+		hello := hs.agent.hello
 		hs.hostID, hs.addr, hs.cpus = hello.Host, hello.Addr, hello.CPUs
 		if hs.hostID == "" {
 			hs.hostID = hs.name
@@ -85,49 +82,83 @@ func (j *job) setupHosts() (string, error) {
 	return bind, nil
 }
 
-// connectAll connects to the remote hosts in parallel; every host that
-// fails is named in the error.
-func (j *job) connectAll(idx []int) error {
-	self, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("find gorun's own binary: %w", err)
+// agentConfig is what every backend needs to start an agent.
+func (j *job) agentConfig() (*agentConfig, error) {
+	cfg := &agentConfig{progs: j.progs, ifInclude: j.spec.IfInclude, sums: &j.sums, stderr: j.errOut, cpus: j.spec.SlurmCPUs}
+	for _, p := range j.progs {
+		cfg.progIDs = append(cfg.progIDs, hostinfo.FileID(p))
 	}
-	cfg := &agentConfig{gorun: self, prog: j.progs[0], ifInclude: j.spec.IfInclude, sums: &j.sums, stderr: j.errOut, cpus: j.spec.SlurmCPUs}
+	if !j.multi {
+		return cfg, nil
+	}
+	var err error
+	if cfg.gorun, err = os.Executable(); err != nil {
+		return nil, fmt.Errorf("find gorun's own binary: %w", err)
+	}
 	switch j.spec.Agents {
 	case "", AgentsSSH:
 		if cfg.ssh, err = loadSSHSettings(j.spec.SSHConfig, j.spec.ConnectTimeout); err != nil {
-			return err
+			return nil, err
 		}
 	case AgentsSrun:
 		if cfg.srun, err = exec.LookPath("srun"); err != nil {
-			return fmt.Errorf("agents by srun: %w", err)
+			return nil, fmt.Errorf("agents by srun: %w", err)
 		}
 	default:
-		return fmt.Errorf("agents started by %q: expected ssh or srun", j.spec.Agents)
+		return nil, fmt.Errorf("agents started by %q: expected ssh or srun", j.spec.Agents)
 	}
+	return cfg, nil
+}
+
+// connectAll starts the agents of the other hosts idx in parallel.
+func (j *job) connectAll(cfg *agentConfig, idx []int) error {
+	return j.onHosts(idx, func(i int) error {
+		name := j.hosts[i].name
+		if p := j.hosts[i].spec.Port; p != "" {
+			name = net.JoinHostPort(name, p) // [v6]:port where it has colons
+		}
+		var h *agentConn
+		var err error
+		if cfg.srun != "" {
+			// Starting a step takes longer than an ssh handshake.
+			h, err = connectSrun(cfg, name, i, cfg.cpus[name], 3*cmp.Or(j.spec.ConnectTimeout, DefaultConnectTimeout), j.trace)
+		} else {
+			h, err = connectHost(cfg, name, i, j.trace)
+		}
+		j.hosts[i].agent = h
+		return err
+	})
+}
+
+// placePrograms makes sure that every host has the programs of the ranks
+// placed on it (and only those), copying them where its agent can, all
+// hosts in parallel.
+func (j *job) placePrograms() error {
+	idx := make([]int, len(j.hosts))
+	for i := range idx {
+		idx[i] = i
+	}
+	return j.onHosts(idx, func(i int) error {
+		need := make([]bool, len(j.progs))
+		for r, pl := range j.lay.ranks {
+			if pl.host == i {
+				need[j.appOf[r]] = true
+			}
+		}
+		return j.hosts[i].agent.programs(j.progs, need)
+	})
+}
+
+// onHosts runs f for each host of idx in parallel; every host that fails
+// is named in the error.
+func (j *job) onHosts(idx []int, f func(i int) error) error {
 	errs := make([]error, len(j.hosts))
 	var wg sync.WaitGroup
 	for _, i := range idx {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			name := j.hosts[i].name
-			if p := j.hosts[i].spec.Port; p != "" {
-				name = net.JoinHostPort(name, p) // [v6]:port where it has colons
-			}
-			var h *remoteHost
-			var err error
-			if cfg.srun != "" {
-				// Starting a step takes longer than an ssh handshake.
-				h, err = connectSrun(cfg, name, i, cfg.cpus[name], 3*cmp.Or(j.spec.ConnectTimeout, DefaultConnectTimeout), j.trace)
-			} else {
-				h, err = connectHost(cfg, name, i, j.trace)
-			}
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			j.hosts[i].remote = h
+			errs[i] = f(i)
 		}()
 	}
 	wg.Wait()
@@ -227,7 +258,11 @@ func (j *job) displayMap(slots []int) {
 			entry = "this host (no -H or hostfile)"
 		}
 		where := "here, no ssh"
-		if hs.remote != nil {
+		switch {
+		case hs.here:
+		case j.spec.Agents == AgentsSrun:
+			where = "by srun"
+		default:
 			where = "over ssh"
 		}
 		j.errOut.println(fmt.Sprintf("gorun:   %s: %d slots, %s; from %s; ranks %s", hs.name, slots[i], where, entry, strings.Join(ranks, " ")))
@@ -244,7 +279,7 @@ func (j *job) pickMaster() {
 	hs := j.hosts[j.lay.ranks[0].host]
 	j.masterAddr = hs.addr
 	probe := hs.addr
-	if hs.remote != nil {
+	if !hs.here {
 		probe = ""
 	}
 	if l, err := net.Listen("tcp", net.JoinHostPort(probe, "0")); err == nil {

@@ -11,14 +11,21 @@ import (
 	"github.com/gorun/gorun/launcher/boot"
 )
 
-// rankEnv is rank r's environment: base, then the MPI and gorun
+// rankEnv is what rank r's agent on hs adds to its own environment for
+// the rank: the runtime's tunables from gorun's environment (forwardedEnv;
+// an agent in gorun's process has them already), the MPI and gorun
 // variables, then the user's -x variables.
-func (j *job) rankEnv(r int, base []string) []string {
-	env := base
+func (j *job) rankEnv(r int, hs *hostState) []string {
+	var env, inherited []string
+	if hs.here {
+		inherited = os.Environ()
+	} else {
+		env = forwardedEnv()
+	}
+	has := func(k string) bool { return hasVar(inherited, k) || hasVar(env, k) }
 	set := func(k string, v any) { env = append(env, k+"="+fmt.Sprint(v)) }
 	n := j.spec.NP
 	pl := j.lay.ranks[r]
-	hs := j.hosts[pl.host]
 	ln := j.lay.localSize[pl.host]
 	for _, k := range []string{"OMPI_COMM_WORLD_RANK", "RANK", boot.EnvRank} {
 		set(k, r)
@@ -36,7 +43,7 @@ func (j *job) rankEnv(r int, base []string) []string {
 		if u, ok := os.LookupEnv(k); ok {
 			v = u // gorun's own environment's, also for remote ranks
 		}
-		if v != "" && !hasVar(env, k) {
+		if v != "" && !has(k) {
 			set(k, v)
 		}
 	}
@@ -52,7 +59,7 @@ func (j *job) rankEnv(r int, base []string) []string {
 	if ln > len(hs.cpus) {
 		set("GORUN_OVERSUBSCRIBED", 1)
 	}
-	if !hasVar(env, "GOMAXPROCS") && !hasVar(j.spec.Env, "GOMAXPROCS") {
+	if !has("GOMAXPROCS") && !hasVar(j.spec.Env, "GOMAXPROCS") {
 		// A Go rank otherwise runs as many Ps (and a quarter as many GC
 		// workers) as the host has cores: 32 ranks on 64 cores then fight
 		// over the CPUs while they wait, and small collectives took 2-10x

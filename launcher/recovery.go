@@ -5,6 +5,7 @@ import (
 	"slices"
 	"syscall"
 
+	"github.com/gorun/gorun/launcher/agentproto"
 	"github.com/gorun/gorun/launcher/boot"
 	"golang.org/x/sys/unix"
 )
@@ -49,12 +50,8 @@ func (j *job) lose(p *proc, code int, msg string) {
 	rc.lost[p.rank] = true
 	j.errOut.println(msg + "; the job goes on without it (--enable-recovery)")
 	// Fail-stop: a stopped or silent rank must not come back.
-	switch {
-	case p.exited:
-	case p.remote == nil && p.pid > 0:
-		syscall.Kill(-p.pid, syscall.SIGKILL)
-	case p.remote != nil && !j.hosts[p.hostIdx].lost:
-		p.remote.send(&agentMsg{Kind: "kill", Rank: p.rank})
+	if !p.exited && !j.hosts[p.hostIdx].lost {
+		p.agent.send(&agentproto.Msg{Kind: agentproto.Kill, Rank: p.rank})
 	}
 	note := boot.FTMsg{Kind: boot.FTFailed, Rank: p.rank, Text: msg}
 	for _, q := range j.procs {

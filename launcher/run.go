@@ -1,23 +1,21 @@
 package launcher
 
 import (
-	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/gorun/gorun/internal/params"
+	"github.com/gorun/gorun/launcher/agentproto"
 	"github.com/gorun/gorun/launcher/boot"
+	"github.com/gorun/gorun/launcher/internal/hostinfo"
 )
 
 type evKind int
@@ -33,8 +31,8 @@ const (
 	evBootTimeout
 	evSignal
 	evKill
-	evStarted   // a remote rank started (pid) or could not (err)
-	evAgentLost // a remote host's agent ended or fell silent
+	evStarted   // a rank started (pid) or could not (err)
+	evAgentLost // a host's agent ended or fell silent
 	evGiveUp    // stop waiting for unresponsive hosts' ranks
 	evVerdict   // a held verdict is due
 	evClosed    // gorun's stdout or stderr lost its reader (EPIPE)
@@ -60,15 +58,14 @@ type event struct {
 // proc is one rank's process as the launcher sees it.
 type proc struct {
 	rank      int
-	cmd       *exec.Cmd // local ranks only
-	pid       int
+	pid       int // once its agent said started
 	host      string
 	hostIdx   int
-	remote    *remoteHost // nil for ranks on the launcher's host
+	agent     *agentConn // its host's
 	joined    bool
 	finalized bool
 	exited    bool
-	stopped   bool // its agent reports it stopped (remote ranks only)
+	stopped   bool // its agent reports it stopped
 	status    int  // exit status, once exited
 	abort     *boot.CtlMsg
 }
@@ -84,8 +81,11 @@ type hostState struct {
 	hostID string // GORUN_HOSTID of its ranks
 	addr   string // the address its ranks listen on
 	cpus   []int  // CPUs its ranks may use (binding, default slots)
-	remote *remoteHost
-	lost   bool
+	// here: the launcher's own host, whose agent runs in the launcher's
+	// process (local.go); it is never lost apart from the launcher.
+	here  bool
+	agent *agentConn
+	lost  bool
 }
 
 // job is the state of one Run.
@@ -105,8 +105,8 @@ type job struct {
 	seed    *seed
 	procs   []*proc
 	cards   []boot.Card
-	stdio   sync.WaitGroup
 	live    int
+	started int // ranks whose agent said started
 	joined  int
 	ending  bool
 	code    int
@@ -234,6 +234,9 @@ func Run(spec Spec) (int, error) {
 	if err := j.place(); err != nil {
 		return ExitInternal, err
 	}
+	if err := j.placePrograms(); err != nil {
+		return ExitInternal, err
+	}
 	j.pickMaster()
 
 	sigs := make(chan os.Signal, 4)
@@ -257,26 +260,15 @@ func Run(spec Spec) (int, error) {
 	}()
 
 	for _, hs := range j.hosts {
-		if hs.remote != nil {
-			hs.remote.run(j)
-			hs.remote.send(&agentMsg{Kind: "setup", JobID: j.id, Secret: j.secret})
-		}
+		hs.agent.run(j)
+		hs.agent.send(&agentproto.Msg{Kind: agentproto.Setup, JobID: j.id, Secret: j.secret})
 	}
 	j.procs = make([]*proc, spec.NP)
 	j.cards = make([]boot.Card, spec.NP)
 	for r := range spec.NP {
-		hs := j.hosts[j.lay.ranks[r].host]
-		if hs.remote != nil {
-			j.spawnRemote(r, hs)
-			continue
-		}
-		if err := j.spawn(r); err != nil {
-			j.fail(ExitInternal, fmt.Sprintf("gorun: cannot start rank %d: %v", r, err))
-			j.code = spawnErrCode(err)
-			break
-		}
+		j.spawn(r)
 	}
-	j.trace("spawned %d ranks", spec.NP)
+	j.trace("asked the agents for %d ranks", spec.NP)
 	if spec.Timeout > 0 {
 		j.after(spec.Timeout, event{kind: evTimeout})
 	}
@@ -326,64 +318,38 @@ func (j *job) after(d time.Duration, ev event) {
 	j.timers = append(j.timers, time.AfterFunc(d, func() { j.emit(ev) }))
 }
 
-// cleanup leaves nothing behind: stragglers in the ranks' process groups,
-// the remote agents (told to clean up and exit), stdio forwarders, the temp
-// dir and the job's shared-memory segments.
+// cleanup leaves nothing behind: every host's agent is told to kill what
+// is left of its ranks, clean up and exit (waited for, at most
+// agentByeWait, unless its host was lost); then the temp dir and the job's
+// shared-memory segments here go.
 func (j *job) cleanup() {
 	for _, t := range j.timers {
 		t.Stop()
 	}
-	for _, p := range j.procs {
-		if p != nil && p.remote == nil {
-			syscall.Kill(-p.pid, syscall.SIGKILL)
-		}
-	}
 	var wg sync.WaitGroup
 	for _, hs := range j.hosts {
-		if hs.remote == nil {
+		if hs.agent == nil {
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			wait := time.Second
+			wait := agentByeWait
 			if hs.lost {
 				wait = 0
 			}
-			hs.remote.close(wait)
+			hs.agent.close(wait)
 		}()
 	}
 	wg.Wait()
-	done := make(chan struct{})
-	go func() { j.stdio.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(time.Second):
-	}
 	os.RemoveAll(j.tmp)
 	RemoveSegments(j.id)
 }
 
+// agentByeWait bounds the wait for an agent to end after bye: it kills
+// and reaps its ranks first (waiting a second at most: agent.reapWait).
+const agentByeWait = time.Second
+
 // RemoveSegments removes the shared-memory segments of job id from
 // /dev/shm (every segment the runtime creates is named gorun-<job>-*).
-func RemoveSegments(id string) {
-	m, _ := filepath.Glob(filepath.Join("/dev/shm", "gorun-"+id+"-*"))
-	for _, f := range m {
-		os.Remove(f)
-	}
-}
-
-// procState is the state letter of process pid (/proc/<pid>/stat: R, S,
-// D, T stopped, t traced, Z...), or 0 when it cannot be read.
-func procState(pid int) byte {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	// The command name is in parentheses and may hold anything: the state
-	// follows the last ')'.
-	if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) {
-		return b[i+2]
-	}
-	return 0
-}
+func RemoveSegments(id string) { hostinfo.RemoveSegments(id) }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os/exec"
 	"strconv"
@@ -61,14 +60,14 @@ func (p *srunProc) kill() {
 // cpus, when known (SLURM_JOB_CPUS_PER_NODE), is the node's share of the
 // allocation, given to the step so that its ranks are not confined to the
 // one CPU of a default task.
-func connectSrun(cfg *agentConfig, name string, idx, cpus int, timeout time.Duration, trace func(string, ...any)) (*remoteHost, error) {
+func connectSrun(cfg *agentConfig, name string, idx, cpus int, timeout time.Duration, trace func(string, ...any)) (*agentConn, error) {
 	args := []string{"--nodes=1", "--ntasks=1", "--ntasks-per-node=1", "--nodelist=" + name, "--overlap", "--cpu-bind=none", "--kill-on-bad-exit=1", "--quiet"}
 	if cpus > 0 {
 		args = append(args, "--cpus-per-task="+strconv.Itoa(cpus))
 	}
 	args = append(args, cfg.gorun)
 	cmd := exec.Command(cfg.srun, append(args, agentArgv(cfg)...)...)
-	h := &remoteHost{name: name, idx: idx, done: make(chan struct{}), quit: make(chan struct{}), errTail: &tailBuffer{}}
+	h := newAgentConn(name, idx)
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -77,7 +76,7 @@ func connectSrun(cfg *agentConfig, name string, idx, cpus int, timeout time.Dura
 	if err != nil {
 		return nil, err
 	}
-	cmd.Stderr = io.MultiWriter(h.errTail, &prefixWriter{o: cfg.stderr, prefix: "gorun: " + name + ": "})
+	cmd.Stderr = h.agentLog(cfg.stderr)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start srun: %w", err)
 	}
@@ -99,23 +98,19 @@ func connectSrun(cfg *agentConfig, name string, idx, cpus int, timeout time.Dura
 		p.kill()
 		return nil, fmt.Errorf("the agent failed to start with srun: %s", reason)
 	}
-	if err := checkHello(m); err != nil {
+	if err := checkHello(m, len(cfg.progs)); err != nil {
 		p.kill()
 		return nil, err
 	}
 	h.in, h.out, h.hello = in, br, m
-	h.local = sourceAddrTo(m.Addr)
-	trace("%s: agent said hello (its ranks at %s, reached from %v)", name, m.Addr, h.local)
+	h.from = sourceAddrTo(m.Addr)
+	trace("%s: agent said hello (its ranks at %s, reached from %v)", name, m.Addr, h.from)
 	h.startBeats()
 	if h.hello.Err != "" {
 		h.close(0)
 		return nil, errors.New(h.hello.Err)
 	}
-	if !h.hello.ProgOK {
-		h.close(0)
-		return nil, fmt.Errorf("%s is not at the same path there (or differs): agents started by srun need gorun and the program on a shared file system", cfg.prog)
-	}
-	h.prog = cfg.prog
+	h.copyWhy = "agents started by srun need gorun and the programs at the same path on a shared file system"
 	return h, nil
 }
 

@@ -22,7 +22,7 @@ import (
 // pOutPartial, so it shows at once rather than when a newline finally
 // comes; the line then stays open for that rank, and other ranks' lines
 // are held (never blocking their readers: one reader serves all ranks of
-// a remote host) until it ends, for at most pOutHold, after which gorun
+// a host) until it ends, for at most pOutHold, after which gorun
 // ends the open line with a newline of its own and the rank's next bytes
 // start a new one (tagged again with --tag-output). Either way no line
 // ever mixes two ranks.
@@ -162,22 +162,6 @@ func (o *output) raw(b []byte) {
 // pieces of this size (each piece still whole and unmixed).
 const maxLine = 1 << 20
 
-// forward copies r to o until EOF as rank's stream (a local rank's pipe).
-func (o *output) forward(rank int, stream string, r io.Reader) {
-	l := o.lineWriter(rank, stream)
-	defer l.Close()
-	buf := make([]byte, 64<<10)
-	for {
-		n, err := r.Read(buf)
-		if n > 0 {
-			l.Write(buf[:n])
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
 // println writes one of gorun's own messages, whole.
 func (o *output) println(s string) {
 	o.mu.Lock()
@@ -192,8 +176,8 @@ func (o *output) println(s string) {
 
 // lineWriter assembles the chunks of one rank's stream into lines on o,
 // showing an unfinished line once the stream pauses. Write is called by one
-// goroutine (the pipe's reader, or the host's reader for a remote rank);
-// the partial-line timer is the only other.
+// goroutine (the reader of its host agent's stream); the partial-line
+// timer is the only other.
 type lineWriter struct {
 	o      *output
 	prefix []byte

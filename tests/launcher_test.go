@@ -360,7 +360,9 @@ func init() {
 		if err := mpi.Allreduce(w, n, n, mpi.Sum); err != nil {
 			return err
 		}
-		fmt.Printf("rank %d of %d (sum %d) runs %s\n", w.Rank(), w.Size(), n[0], os.Getenv("MPMD_NAME"))
+		host, _ := os.Hostname()
+		// The program's name, as the host has it (a copy's name ends in it).
+		fmt.Printf("rank %d of %d (sum %d) runs %s on %s as %s\n", w.Rank(), w.Size(), n[0], os.Getenv("MPMD_NAME"), host, filepath.Base(os.Args[0]))
 		return nil
 	}
 	rawCases["usrsignals"] = func() int {
@@ -442,8 +444,8 @@ func TestMPMD(t *testing.T) {
 	self := os.Args[0]
 	r := job{np: 1, args: []string{"-x", "GORUN_TEST_CASE=mpmd", "-x", "MPMD_NAME=first", self, "-test.run=^$",
 		":", "-np", "2", "-x", "GORUN_TEST_CASE=mpmd", "-x", "MPMD_NAME=second", self, "-test.run=^$"}}.ok(t)
-	for _, want := range []string{"rank 0 of 3 (sum 3) runs first", "rank 1 of 3 (sum 3) runs second", "rank 2 of 3 (sum 3) runs second"} {
-		if !strings.Contains(r.stdout, want+"\n") {
+	for _, want := range []string{"rank 0 of 3 (sum 3) runs first on ", "rank 1 of 3 (sum 3) runs second on ", "rank 2 of 3 (sum 3) runs second on "} {
+		if !strings.Contains(r.stdout, want) {
 			t.Errorf("missing %q in:\n%s\n%s", want, r.stdout, r.stderr)
 		}
 	}

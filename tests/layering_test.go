@@ -9,18 +9,23 @@ import (
 	_ "github.com/gorun/gorun/btl/all" // registers every built-in transport
 )
 
-// TestLayering enforces the layers of the package table in each doc.go (the design's): imports point down only: imports point down only.
+// TestLayering enforces the layers of the package table in each doc.go (the design's): imports point down only.
 func TestLayering(t *testing.T) {
 	const mod = "github.com/gorun/gorun/"
 	forbidden := map[string][]string{
 		"launcher":      {"mpi", "coll", "p2p", "btl"},
 		"launcher/boot": {"mpi", "coll", "p2p", "btl"},
-		"btl":           {"p2p", "coll", "mpi", "launcher"},
-		"btl/all":       {"p2p", "coll", "mpi", "launcher"},
-		"btl/btltest":   {"p2p", "coll", "mpi", "launcher"},
-		"p2p":           {"coll", "mpi", "launcher"},
-		"coll":          {"mpi", "launcher", "btl/self", "btl/tcp"},
-		"gpu":           {"mpi", "coll", "p2p", "btl", "launcher"},
+		// The agent side and its contract sit below the launcher, which
+		// imports them (its own host's agent runs in its process).
+		"launcher/agent":             {"mpi", "coll", "p2p", "btl", "launcher"},
+		"launcher/agentproto":        {"mpi", "coll", "p2p", "btl", "launcher", "launcher/agent"},
+		"launcher/internal/hostinfo": {"mpi", "coll", "p2p", "btl", "launcher", "launcher/agent", "launcher/agentproto"},
+		"btl":                        {"p2p", "coll", "mpi", "launcher"},
+		"btl/all":                    {"p2p", "coll", "mpi", "launcher"},
+		"btl/btltest":                {"p2p", "coll", "mpi", "launcher"},
+		"p2p":                        {"coll", "mpi", "launcher"},
+		"coll":                       {"mpi", "launcher", "btl/self", "btl/tcp"},
+		"gpu":                        {"mpi", "coll", "p2p", "btl", "launcher"},
 	}
 	// Every registered transport (btl/<name>) stays below p2p and calls no
 	// other transport.

@@ -354,6 +354,47 @@ func TestMultiHost(t *testing.T) {
 		nh.checkNothingLeftOnHosts(t, 5*time.Second)
 	})
 
+	t.Run("mpmd", func(t *testing.T) {
+		// Several programs across hosts (issue 13): each program's ranks
+		// follow the previous one's over the slots, as Open MPI maps its
+		// app contexts; each host gets the programs of its own ranks,
+		// copied where missing (h4's /tmp is private: "second" is copied
+		// there, and only it runs there).
+		last := nh.n
+		second := filepath.Join(t.TempDir(), "second")
+		if err := runCmd("cp", os.Args[0], second); err != nil {
+			t.Fatal(err)
+		}
+		self := filepath.Base(os.Args[0])
+		j := nh.job(1, fmt.Sprintf("h1:2,h%d:2", last), "--display-map")
+		j.args = []string{"-x", "GORUN_TEST_CASE=mpmd", "-x", "MPMD_NAME=first", os.Args[0], "-test.run=^$",
+			":", "-np", "3", "-x", "GORUN_TEST_CASE=mpmd", "-x", "MPMD_NAME=second", second, "-test.run=^$"}
+		r := j.ok(t)
+		for rank, w := range []struct{ prefix, suffix string }{
+			{"first on h1 as ", self},
+			{"second on h1 as ", "second"},
+			{fmt.Sprintf("second on h%d as ", last), "-second"}, // the copy in h4's cache
+			{fmt.Sprintf("second on h%d as ", last), "-second"},
+		} {
+			want := fmt.Sprintf("rank %d of 4 (sum 4) runs %s", rank, w.prefix)
+			i := strings.Index(r.stdout, want)
+			if i < 0 {
+				t.Errorf("no %q in:\n%s\n%s", want, r.stdout, r.stderr)
+				continue
+			}
+			if line, _, _ := strings.Cut(r.stdout[i:], "\n"); !strings.HasSuffix(line, w.suffix) {
+				t.Errorf("rank %d: %q, want it to end in %q", rank, line, w.suffix)
+			}
+		}
+		for _, w := range []string{"ranks 0=" + self + " 1=second\n", "ranks 2=second 3=second\n"} {
+			if !strings.Contains(r.stderr, w) {
+				t.Errorf("--display-map lacks %q:\n%s", w, r.stderr)
+			}
+		}
+		checkNothingLeft(t, r)
+		nh.checkNothingLeftOnHosts(t, 5*time.Second)
+	})
+
 	t.Run("proxyjump", func(t *testing.T) {
 		j := nh.job(2, "h2j:2")
 		j.args = []string{"sh", "-c", whereAmI}

@@ -20,6 +20,7 @@ import (
 	"github.com/gorun/gorun/gpu"
 	"github.com/gorun/gorun/internal/params"
 	"github.com/gorun/gorun/launcher"
+	"github.com/gorun/gorun/launcher/agent"
 	_ "github.com/gorun/gorun/mpi" // GORUN_RMA_*
 	_ "github.com/gorun/gorun/p2p"
 )
@@ -28,8 +29,9 @@ const usage = `usage: gorun [flags] PROGRAM [ARGS...] [: [-np N] [-x VAR] PROGRA
 
 PROGRAM is a Go package directory (built once with 'go build') or any
 executable, found like a shell would. Several programs separated by ':'
-(MPMD, as mpirun) share one MPI_COMM_WORLD, ranks numbered in order; only
--np and -x may be given per program, on this host only for now.
+(MPMD, as mpirun) share one MPI_COMM_WORLD, ranks numbered in order and
+placed in that order over the slots of every host; only -np and -x may be
+given per program.
 
 Flags:
   -np N, -n N         number of ranks (default 1)
@@ -144,8 +146,8 @@ func writeParams(w io.Writer) {
 }
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == launcher.AgentFlag {
-		os.Exit(launcher.RunAgent(os.Args[2:]))
+	if len(os.Args) > 1 && os.Args[1] == agent.Flag {
+		os.Exit(agent.Main(os.Args[2:]))
 	}
 	os.Exit(run(os.Args[1:]))
 }

@@ -1,6 +1,7 @@
 package boot
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -45,10 +46,47 @@ func WriteFrame(w io.Writer, v any) error {
 	return err
 }
 
+// FrameWriter writes frames as WriteFrame does, each with one Write call,
+// encoding into one buffer it keeps: a stream of large frames (the agent
+// protocol's output chunks) allocates nothing per frame. It is not safe for
+// concurrent use.
+type FrameWriter struct {
+	w   io.Writer
+	buf bytes.Buffer
+	enc *msgpack.Encoder
+}
+
+// NewFrameWriter returns a FrameWriter writing to w.
+func NewFrameWriter(w io.Writer) *FrameWriter {
+	f := &FrameWriter{w: w}
+	f.enc = msgpack.NewEncoder(&f.buf)
+	return f
+}
+
+// Write writes v as one frame.
+func (f *FrameWriter) Write(v any) error {
+	f.buf.Reset()
+	f.buf.Write([]byte{0, 0, 0, 0}) // the length, once known
+	if err := f.enc.Encode(v); err != nil {
+		return err
+	}
+	b := f.buf.Bytes()
+	binary.LittleEndian.PutUint32(b, uint32(len(b)-4))
+	_, err := f.w.Write(b)
+	return err
+}
+
 // ReadFrame reads one frame written by WriteFrame into v; what names the
 // kind of frame in errors, and a frame longer than max is corruption, as
 // is one whose msgpack is malformed (checkShape).
 func ReadFrame(r io.Reader, v any, what string, max uint32) error {
+	return ReadFrameBuf(r, v, what, max, nil)
+}
+
+// ReadFrameBuf is ReadFrame reading the frame's bytes into *buf, grown as
+// needed and kept for the next frame (buf nil: a new slice). v keeps no
+// reference to them: decoding copies.
+func ReadFrameBuf(r io.Reader, v any, what string, max uint32, buf *[]byte) error {
 	var lb [4]byte
 	if _, err := io.ReadFull(r, lb[:]); err != nil {
 		return err
@@ -57,7 +95,15 @@ func ReadFrame(r io.Reader, v any, what string, max uint32) error {
 	if n > max {
 		return fmt.Errorf("%s of %d bytes", what, n)
 	}
-	b := make([]byte, n)
+	var b []byte
+	if buf == nil {
+		b = make([]byte, n)
+	} else {
+		if uint32(cap(*buf)) < n {
+			*buf = make([]byte, n)
+		}
+		b = (*buf)[:n]
+	}
 	if _, err := io.ReadFull(r, b); err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package launcher
+package hostinfo
 
 import (
 	"net"
@@ -6,13 +6,13 @@ import (
 	"testing"
 )
 
-func addr(iface, cidr string, up, loop bool) ifAddr {
+func addr(iface, cidr string, up, loop bool) Addr {
 	ip, n, _ := net.ParseCIDR(cidr)
-	return ifAddr{iface: iface, ip: ip, net: n, up: up, loop: loop}
+	return Addr{iface: iface, ip: ip, net: n, up: up, loop: loop}
 }
 
 func TestInterfaceChoice(t *testing.T) {
-	addrs := []ifAddr{
+	addrs := []Addr{
 		addr("lo", "127.0.0.1/8", true, true),
 		addr("docker0", "172.17.0.1/16", true, false),
 		addr("virbr0", "192.168.122.1/24", true, false),
@@ -23,17 +23,17 @@ func TestInterfaceChoice(t *testing.T) {
 		addr("eth1", "10.5.0.1/24", false, false),
 	}
 	// The default never picks a bridge: the first real interface, IPv4 first.
-	if got := defaultAddr("", addrs).String(); got != "10.1.2.3" {
+	if got := DefaultAddr("", addrs).String(); got != "10.1.2.3" {
 		t.Errorf("default: %s", got)
 	}
 	// The address ssh reached the host at wins when it is local.
-	if got := defaultAddr("10.9.0.7", addrs).String(); got != "10.9.0.7" {
+	if got := DefaultAddr("10.9.0.7", addrs).String(); got != "10.9.0.7" {
 		t.Errorf("via ssh: %s", got)
 	}
-	if got := defaultAddr("10.99.0.1", addrs).String(); got != "10.1.2.3" {
+	if got := DefaultAddr("10.99.0.1", addrs).String(); got != "10.1.2.3" {
 		t.Errorf("via a foreign address: %s", got)
 	}
-	if got := defaultAddr("", addrs[:3]).String(); got != "127.0.0.1" {
+	if got := DefaultAddr("", addrs[:3]).String(); got != "127.0.0.1" {
 		t.Errorf("only bridges: %s", got)
 	}
 	for spec, want := range map[string]string{
@@ -46,13 +46,13 @@ func TestInterfaceChoice(t *testing.T) {
 		"192.168.0.0/16": "192.168.122.1",
 		"lo":             "127.0.0.1",
 	} {
-		ip, err := matchIfInclude(spec, addrs)
+		ip, err := MatchIfInclude(spec, addrs)
 		if err != nil || ip.String() != want {
 			t.Errorf("--if-include %s: %v %v, want %s", spec, ip, err, want)
 		}
 	}
 	for _, spec := range []string{"eth1", "10.77.0.0/24", "wlan0"} {
-		if _, err := matchIfInclude(spec, addrs); err == nil || !strings.Contains(err.Error(), "no interface matches") {
+		if _, err := MatchIfInclude(spec, addrs); err == nil || !strings.Contains(err.Error(), "no interface matches") {
 			t.Errorf("--if-include %s: %v", spec, err)
 		}
 	}

@@ -1,4 +1,4 @@
-package launcher
+package hostinfo
 
 import (
 	"fmt"
@@ -25,8 +25,8 @@ func isVirtualIface(name string) bool {
 	return err == nil
 }
 
-// ifAddr is one address of one interface.
-type ifAddr struct {
+// Addr is one address of one interface (Addrs).
+type Addr struct {
 	iface string
 	ip    net.IP
 	net   *net.IPNet
@@ -34,8 +34,9 @@ type ifAddr struct {
 	loop  bool
 }
 
-func localAddrs() []ifAddr {
-	var out []ifAddr
+// Addrs lists the addresses of this host's interfaces.
+func Addrs() []Addr {
+	var out []Addr
 	ifs, _ := net.Interfaces()
 	for _, ifc := range ifs {
 		addrs, _ := ifc.Addrs()
@@ -44,16 +45,16 @@ func localAddrs() []ifAddr {
 			if !ok {
 				continue
 			}
-			out = append(out, ifAddr{iface: ifc.Name, ip: n.IP, net: n, up: ifc.Flags&net.FlagUp != 0, loop: ifc.Flags&net.FlagLoopback != 0})
+			out = append(out, Addr{iface: ifc.Name, ip: n.IP, net: n, up: ifc.Flags&net.FlagUp != 0, loop: ifc.Flags&net.FlagLoopback != 0})
 		}
 	}
 	return out
 }
 
-// matchIfInclude returns the first address of addrs selected by spec, a
+// MatchIfInclude returns the first address of addrs selected by spec, a
 // comma-separated list of interface names and CIDR blocks (--if-include).
 // IPv4 is preferred over IPv6; link-local IPv6 is never used.
-func matchIfInclude(spec string, addrs []ifAddr) (net.IP, error) {
+func MatchIfInclude(spec string, addrs []Addr) (net.IP, error) {
 	var best net.IP
 	for _, item := range strings.Split(spec, ",") {
 		item = strings.TrimSpace(item)
@@ -85,12 +86,12 @@ func matchIfInclude(spec string, addrs []ifAddr) (net.IP, error) {
 	return nil, fmt.Errorf("no interface matches --if-include %q (interfaces: %s)", spec, strings.Join(have, ", "))
 }
 
-// defaultAddr picks the address ranks listen on when --if-include is not
+// DefaultAddr picks the address ranks listen on when --if-include is not
 // given: the address this host was reached at (viaIP, from the ssh
 // connection, known to route to the launcher) when it is local, else the
 // first address of an up, non-loopback, non-virtual interface, IPv4 first,
 // else loopback.
-func defaultAddr(viaIP string, addrs []ifAddr) net.IP {
+func DefaultAddr(viaIP string, addrs []Addr) net.IP {
 	if ip := net.ParseIP(viaIP); ip != nil {
 		for _, a := range addrs {
 			if a.ip.Equal(ip) {
