@@ -9,7 +9,8 @@
 # There:  bench/scaling.sh run OUTDIR [REPEATS]   (builds the C references with mpicc)
 #         NPS="2 8 16" BENCHES="allreduce bcast" SIZES=8:65536 ITERS=1000
 #         P2P="latency bw mbw_mr" P2P_SIZES=1:1024 P2P_ITERS=...: the np=2 part,
-#         point to point (P2P= skips it); for bw and mbw_mr the figure is
+#         point to point (P2P= skips it); SHM0=0 skips the runs with
+#         GORUN_COLL_SHM=0; for bw and mbw_mr the figure is
 #         MB/s, so there a ratio g/o above 1 means gorun is faster
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -68,7 +69,7 @@ run)
 			[ -x $BIN/osu_$b ] || continue
 			for i in $(seq "$reps"); do
 				timeout 120 $BIN/gorun -np $np $BIN/osu_$b "${args[@]}" >"$out/g-$b-np$np-$i.txt" 2>&1 || echo "gorun $b np=$np failed" >&2
-				GORUN_COLL_SHM=0 timeout 120 $BIN/gorun -np $np $BIN/osu_$b "${args[@]}" >"$out/p-$b-np$np-$i.txt" 2>&1 || echo "gorun (shm off) $b np=$np failed" >&2
+				[ "${SHM0:-1}" = 1 ] && GORUN_COLL_SHM=0 timeout 120 $BIN/gorun -np $np $BIN/osu_$b "${args[@]}" >"$out/p-$b-np$np-$i.txt" 2>&1 || echo "gorun (shm off) $b np=$np failed" >&2
 				timeout 120 bash -c "$(declare -f ompi); MPIRUN=$MPIRUN ncores=$ncores ompi $np $ref/osu_$b ${args[*]}" >"$out/o-$b-np$np-$i.txt" 2>&1 || echo "ompi $b np=$np failed" >&2
 			done
 		done
