@@ -61,6 +61,9 @@ func (c *Comm) Split(color, key int) (*Comm, error) {
 }
 
 func (c *Comm) split(op string, color, key int) (*Comm, error) {
+	if err := c.intra(op); err != nil {
+		return nil, c.fail(err)
+	}
 	n := c.Size()
 	mine := []int64{int64(color), int64(key)}
 	all := make([]int64, 2*n)
@@ -139,6 +142,9 @@ func (c *Comm) SplitType(kind SplitKind, key int) (*Comm, error) {
 // nil. Collective over c: every process of c calls it with the same group.
 func (c *Comm) Create(g *Group) (*Comm, error) {
 	if err := c.check("Comm.Create"); err != nil {
+		return nil, c.fail(err)
+	}
+	if err := c.intra("Comm.Create"); err != nil {
 		return nil, c.fail(err)
 	}
 	if err := checkGroup("Comm.Create", g); err != nil {

@@ -45,6 +45,9 @@ func BcastObj(c *Comm, v any, root int) error {
 	if err := c.check("BcastObj"); err != nil {
 		return err
 	}
+	if err := c.intra("BcastObj"); err != nil {
+		return err
+	}
 	if _, err := c.peerRank("BcastObj", root, false); err != nil {
 		return errorf(ErrRoot, "BcastObj", "root %d not in %s", root, c.name)
 	}

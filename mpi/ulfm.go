@@ -151,7 +151,8 @@ func (c *Comm) Revoke() error {
 	if !c.revokeHere("revoked by this rank") {
 		return nil
 	}
-	if err := c.rt.sess.Revoke(c.ctx, c.world); err != nil {
+	// c.cc.World: an intercommunicator's two groups.
+	if err := c.rt.sess.Revoke(c.ctx, c.cc.World); err != nil {
 		return errorf(ErrOther, op, "tell the other members: %w", err)
 	}
 	return nil
@@ -270,6 +271,9 @@ func (c *Comm) agree(op string, words []uint64) ([]uint64, []int, error) {
 func (c *Comm) Agree(flag int) (int, error) {
 	const op = "Comm.Agree"
 	if err := c.checkLive(op); err != nil {
+		return 0, err
+	}
+	if err := c.intra(op); err != nil {
 		return 0, err
 	}
 	out, failed, err := c.agree(op, []uint64{uint64(uint32(flag))})

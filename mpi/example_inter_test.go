@@ -1,0 +1,44 @@
+package mpi_test
+
+import (
+	"fmt"
+
+	"github.com/gorun/gorun/mpi"
+)
+
+// Two groups, the even and the odd ranks of the world, joined by an
+// intercommunicator: point-to-point ranks name the other group, and an
+// Allreduce gives each group the other's sum. Merge makes one
+// intracommunicator of both again. (Run it with gorun -np 4 or more.)
+func ExampleComm_IntercommCreate() {
+	w := mpi.World()
+	color := w.Rank() % 2
+	local, _ := w.Split(color, w.Rank())
+	// Leaders: rank 0 of each group, world ranks 0 and 1.
+	inter, err := local.IntercommCreate(0, w, 1-color, 99)
+	if err != nil {
+		return
+	}
+	if local.Rank() == 0 {
+		mpi.Send(inter, []int{w.Rank()}, 0, 1) // to the other group's rank 0
+		got := []int{0}
+		mpi.Recv(inter, got, 0, 1)
+		fmt.Println("the other leader is world rank", got[0])
+	}
+	sum := []int{w.Rank()}
+	mpi.Allreduce(inter, sum, sum, mpi.Sum) // the other group's ranks
+	all, _ := inter.Merge(color == 1)       // the even ranks first
+	fmt.Println(sum[0], all.Rank())
+}
+
+func ExampleComm_CreateGroup() {
+	w := mpi.World()
+	g, _ := w.Group()
+	first, _ := g.Incl([]int{0})
+	// Only the members of the group call it.
+	if w.Rank() == 0 {
+		c, _ := w.CreateGroup(first, 7)
+		fmt.Println(c.Size(), c.Rank())
+	}
+	// Output: 1 0
+}
