@@ -42,3 +42,11 @@ func ExampleComm_CreateGroup() {
 	}
 	// Output: 1 0
 }
+
+func ExampleKeyUniverseSize() {
+	w := mpi.World()
+	u, _, _ := w.GetAttr(mpi.KeyUniverseSize)
+	app, ok, _ := w.GetAttr(mpi.KeyAppNum) // not set: no launcher started this process
+	fmt.Println(u, app, ok)
+	// Output: 1 <nil> false
+}
