@@ -50,3 +50,20 @@ func ExampleKeyUniverseSize() {
 	fmt.Println(u, app, ok)
 	// Output: 1 <nil> false
 }
+
+func ExampleAllreduceInit() {
+	w := mpi.World()
+	x, sum := []float64{0}, []float64{0}
+	q, _ := mpi.AllreduceInit(w, x, sum, mpi.Sum) // arguments checked once
+	for step := 1; step <= 3; step++ {
+		x[0] = float64(step) // read at each Start
+		q.Start()
+		q.Wait()
+		fmt.Println(sum[0])
+	}
+	q.Free()
+	// Output:
+	// 1
+	// 2
+	// 3
+}

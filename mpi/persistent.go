@@ -27,6 +27,8 @@ type persistent struct {
 	peer, tag  int
 	active     bool // started, and its completion not yet reported
 	freed      bool
+	// coll: a persistent collective (pcoll.go), which runs instead.
+	coll *pcoll
 }
 
 func initReq(op string, c *Comm, m btl.Mem, elem, peer, tag int, send, sync bool) (*Request, error) {
@@ -70,7 +72,7 @@ func RecvInit[T Numeric](c *Comm, buf []T, source, tag int) (*Request, error) {
 func (q *Request) Start() error {
 	const op = "Request.Start"
 	if q == nil || q.pers == nil {
-		return errorf(ErrRequest, op, "not a persistent request (SendInit, SsendInit, RecvInit make one)")
+		return errorf(ErrRequest, op, "not a persistent request (SendInit, SsendInit, RecvInit and the collectives' Init forms make one)")
 	}
 	p := q.pers
 	if p.freed {
@@ -78,6 +80,12 @@ func (q *Request) Start() error {
 	}
 	if p.active {
 		return errorf(ErrRequest, op, "%s request is active: complete its run (Wait, Test, ...) before starting it again", q.op)
+	}
+	if p.coll != nil {
+		// The last run's notice receive belongs to its call, not to the
+		// engine's free list.
+		q.r = nil
+		return q.startColl()
 	}
 	if q.r != nil {
 		q.c.rt.eng.Release(q.r)
@@ -134,7 +142,7 @@ func (q *Request) Free() error {
 		return errorf(ErrRequest, "Request.Free", "%s request was freed already", q.op)
 	}
 	p.freed = true
-	if q.r != nil {
+	if q.r != nil && p.coll == nil {
 		q.c.rt.eng.Release(q.r)
 		q.r = nil
 	}
