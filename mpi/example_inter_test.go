@@ -67,3 +67,18 @@ func ExampleAllreduceInit() {
 	// 2
 	// 3
 }
+
+func ExampleDistGraphCreate() {
+	w := mpi.World()
+	// Rank 0 names every edge of a ring, r -> r+1; the others name none.
+	var sources, degrees, dests []int
+	if w.Rank() == 0 {
+		for r := range w.Size() {
+			sources, degrees, dests = append(sources, r), append(degrees, 1), append(dests, (r+1)%w.Size())
+		}
+	}
+	g, _ := mpi.DistGraphCreate(w, sources, degrees, dests, nil, false)
+	in, _, out, _, _ := g.DistGraphNeighbors()
+	fmt.Println(in, out)
+	// Output: [0] [0]
+}
