@@ -24,10 +24,11 @@ import (
 // communicator. DistGraphNeighbors reports them in that order. A process
 // whose own arguments are bad fails with ErrArg or ErrRank, and the
 // others with ErrTopology.
-func DistGraphCreate(c *Comm, sources, degrees, destinations, weights []int, reorder bool) (*Comm, error) {
+func DistGraphCreate(c *Comm, sources, degrees, destinations, weights []int, reorder bool) (_ *Comm, err error) {
+	defer c.failTo(&err)
 	const op = "DistGraphCreate"
 	if err := c.check(op); err != nil {
-		return nil, c.fail(err)
+		return nil, err
 	}
 	n, me := c.Size(), c.Rank()
 	local := checkEdges(op, c, sources, degrees, destinations, weights)
@@ -63,7 +64,7 @@ func DistGraphCreate(c *Comm, sources, degrees, destinations, weights []int, reo
 		return nil, reop(op, err)
 	}
 	if local != nil {
-		return nil, c.fail(local)
+		return nil, local
 	}
 	scounts, sdispls := make([]int, n), make([]int, n)
 	rcounts, rdispls := make([]int, n), make([]int, n)
@@ -71,7 +72,7 @@ func DistGraphCreate(c *Comm, sources, degrees, destinations, weights []int, reo
 	total := 0
 	for r := range n {
 		if in[2*r+1] != 0 {
-			return nil, c.fail(errorf(ErrTopology, op, "rank %d passed bad edges (see its error)", r))
+			return nil, errorf(ErrTopology, op, "rank %d passed bad edges (see its error)", r)
 		}
 		sdispls[r], scounts[r] = len(send), len(to[r])
 		send = append(send, to[r]...)

@@ -109,7 +109,8 @@ func neighborArgs(op string, nb *neighborhood, send, recv []byte) (coll.Args, er
 // runNeighbor begins a call on c, prepares it with prep (given c's
 // neighbourhood) and runs it; a rank whose preparation fails aborts the
 // call for the others.
-func runNeighbor(op string, c *Comm, prep func(nb *neighborhood) (coll.Args, error)) error {
+func runNeighbor(op string, c *Comm, prep func(nb *neighborhood) (coll.Args, error)) (err error) {
+	defer c.failTo(&err)
 	nb, err := c.neighbors(op)
 	if err != nil {
 		return err
@@ -242,7 +243,8 @@ func blocks(n, k int) (counts, displs []int) {
 // call fail at every rank, with ErrArg or ErrRank here and ErrTopology
 // elsewhere, instead of leaving a neighbourhood collective waiting for a
 // message that never comes. Collective over c.
-func DistGraphCreateAdjacent(c *Comm, sources, sourceWeights, destinations, destWeights []int, reorder bool) (*Comm, error) {
+func DistGraphCreateAdjacent(c *Comm, sources, sourceWeights, destinations, destWeights []int, reorder bool) (_ *Comm, err error) {
+	defer c.failTo(&err)
 	const op = "DistGraphCreateAdjacent"
 	if err := c.check(op); err != nil {
 		return nil, err
@@ -324,6 +326,7 @@ func DistGraphCreateAdjacent(c *Comm, sources, sourceWeights, destinations, dest
 		return nil, err
 	}
 	g := newComm(c.name+" graph", c.rt, ctx, slices.Clone(c.world), c.rank)
+	g.inherit(c)
 	g.graph = &graphTopo{sources: slices.Clone(sources), dests: slices.Clone(destinations),
 		sweights: slices.Clone(sourceWeights), dweights: slices.Clone(destWeights)}
 	_ = reorder
@@ -339,6 +342,7 @@ func (c *Comm) IsDistGraph() bool { return c != nil && c.graph != nil }
 // collectives use (MPI_Dist_graph_neighbors). On a Cartesian communicator
 // it returns the 2·ndims neighbours of each list, ProcNull included.
 func (c *Comm) DistGraphNeighbors() (sources, sourceWeights, destinations, destWeights []int, err error) {
+	defer c.failTo(&err)
 	const op = "DistGraphNeighbors"
 	nb, err := c.neighbors(op)
 	if err != nil {

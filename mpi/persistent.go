@@ -69,7 +69,8 @@ func RecvInit[T Numeric](c *Comm, buf []T, source, tag int) (*Request, error) {
 // Start starts a run of the persistent request q (MPI_Start). It fails
 // with ErrRequest when q is not persistent, was freed, or is active (its
 // last run's completion not yet reported).
-func (q *Request) Start() error {
+func (q *Request) Start() (err error) {
+	defer q.failTo(&err)
 	const op = "Request.Start"
 	if q == nil || q.pers == nil {
 		return errorf(ErrRequest, op, "not a persistent request (SendInit, SsendInit, RecvInit and the collectives' Init forms make one)")
@@ -92,7 +93,6 @@ func (q *Request) Start() error {
 		q.r = nil
 	}
 	var r *p2p.Request
-	var err error
 	if p.send {
 		r, err = startSend(q.op, q.c, p.mem, p.peer, p.tag, p.sync, nil)
 	} else {
@@ -127,7 +127,8 @@ func Startall(reqs []*Request) error {
 // that is not persistent may be freed while it runs: the operation goes
 // on, and its outcome is not reported (the buffer still belongs to it
 // until it ends, which the program must learn otherwise, as in MPI).
-func (q *Request) Free() error {
+func (q *Request) Free() (err error) {
+	defer q.failTo(&err)
 	if q == nil {
 		return errorf(ErrRequest, "Request.Free", "nil request")
 	}
