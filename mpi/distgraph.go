@@ -51,32 +51,22 @@ func DistGraphCreate(c *Comm, sources, degrees, destinations, weights []int, reo
 			}
 		}
 	}
-	// The counts, and a flag saying this process's arguments are bad.
-	out := make([]int64, 2*n)
+	counts := make([]int64, n)
 	for r := range n {
-		out[2*r] = int64(len(to[r]))
-		if local != nil {
-			out[2*r+1] = 1
-		}
+		counts[r] = int64(len(to[r]))
 	}
-	in := make([]int64, 2*n)
-	if err := Alltoall(c, out, in); err != nil {
-		return nil, reop(op, err)
-	}
-	if local != nil {
-		return nil, local
+	in, err := exchangeCounts(op, c, counts, local)
+	if err != nil {
+		return nil, err
 	}
 	scounts, sdispls := make([]int, n), make([]int, n)
 	rcounts, rdispls := make([]int, n), make([]int, n)
 	var send []int64
 	total := 0
 	for r := range n {
-		if in[2*r+1] != 0 {
-			return nil, errorf(ErrTopology, op, "rank %d passed bad edges (see its error)", r)
-		}
 		sdispls[r], scounts[r] = len(send), len(to[r])
 		send = append(send, to[r]...)
-		rdispls[r], rcounts[r] = total, int(in[2*r])
+		rdispls[r], rcounts[r] = total, int(in[r])
 		total += rcounts[r]
 	}
 	got := make([]int64, total)
@@ -116,7 +106,6 @@ func DistGraphCreate(c *Comm, sources, degrees, destinations, weights []int, reo
 
 // checkEdges validates DistGraphCreate's arguments at this process.
 func checkEdges(op string, c *Comm, sources, degrees, destinations, weights []int) error {
-	n := c.Size()
 	if len(degrees) != len(sources) {
 		return errorf(ErrArg, op, "%d degrees for %d sources", len(degrees), len(sources))
 	}
@@ -133,17 +122,54 @@ func checkEdges(op string, c *Comm, sources, degrees, destinations, weights []in
 	if weights != nil && len(weights) != len(destinations) {
 		return errorf(ErrArg, op, "%d weights for %d destinations", len(weights), len(destinations))
 	}
+	return checkGraph(op, c, weights, sources, destinations)
+}
+
+// checkGraph fails with ErrArg on a negative weight and with ErrRank on a
+// rank of the lists that is not in c (the checks of both graph
+// constructors).
+func checkGraph(op string, c *Comm, weights []int, lists ...[]int) error {
 	for _, w := range weights {
 		if w < 0 {
 			return errorf(ErrArg, op, "negative weight %d", w)
 		}
 	}
-	for _, l := range [][]int{sources, destinations} {
+	for _, l := range lists {
 		for _, r := range l {
-			if r < 0 || r >= n {
-				return errorf(ErrRank, op, "rank %d is not in %s (size %d)", r, c.name, n)
+			if r < 0 || r >= c.Size() {
+				return errorf(ErrRank, op, "neighbour %d is not in %s (size %d)", r, c.name, c.Size())
 			}
 		}
 	}
 	return nil
+}
+
+// exchangeCounts sends counts[r] to every rank r of c and returns what
+// each sent here (an Alltoall), with a flag saying whether this rank's
+// arguments are bad (local, its own error): then every rank fails, this
+// one with local and the others with ErrTopology, instead of leaving the
+// graph's later exchanges waiting.
+func exchangeCounts(op string, c *Comm, counts []int64, local error) ([]int64, error) {
+	n := c.Size()
+	out, in := make([]int64, 2*n), make([]int64, 2*n)
+	for r := range n {
+		out[2*r] = counts[r]
+		if local != nil {
+			out[2*r+1] = 1
+		}
+	}
+	if err := Alltoall(c, out, in); err != nil {
+		return nil, reop(op, err)
+	}
+	if local != nil {
+		return nil, local
+	}
+	got := make([]int64, n)
+	for r := range n {
+		if in[2*r+1] != 0 {
+			return nil, errorf(ErrTopology, op, "rank %d passed bad neighbour lists (see its error)", r)
+		}
+		got[r] = in[2*r]
+	}
+	return got, nil
 }
