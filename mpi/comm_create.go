@@ -210,7 +210,9 @@ func (c *Comm) release() bool {
 
 // CommCompare reports Ident (the same communicator), Congruent (same
 // members in the same order), Similar (same members) or Unequal
-// (MPI_Comm_compare).
+// (MPI_Comm_compare). Two intercommunicators compare by both groups (the
+// weaker answer of the two); an intercommunicator and an
+// intracommunicator are Unequal.
 func CommCompare(a, b *Comm) (Comparison, error) {
 	if a == nil || b == nil {
 		return Unequal, errorf(ErrComm, "CommCompare", "nil communicator")
@@ -218,5 +220,12 @@ func CommCompare(a, b *Comm) (Comparison, error) {
 	if a == b {
 		return Ident, nil
 	}
-	return compareMembers(a.world, b.world, Congruent), nil
+	local := compareMembers(a.world, b.world, Congruent)
+	switch {
+	case a.inter == nil && b.inter == nil:
+		return local, nil
+	case a.inter == nil || b.inter == nil:
+		return Unequal, nil
+	}
+	return max(local, compareMembers(a.inter.remote, b.inter.remote, Congruent)), nil
 }

@@ -113,6 +113,10 @@ func (in *interComm) splitAt(local int) int {
 // (remoteLeader, a rank of peer; significant at the leader only) and use
 // tag on peer for their exchanges, which must not meet other messages
 // there. Every process of both groups gets the intercommunicator.
+//
+// A leader whose peer arguments are bad fails, and so does its group (the
+// leader tells it), but the other group's leader, which it never reached,
+// waits for it, as in MPI: the two sides must agree on their leaders.
 func (c *Comm) IntercommCreate(localLeader int, peer *Comm, remoteLeader, tag int) (*Comm, error) {
 	ic, err := c.intercommCreate(localLeader, peer, remoteLeader, tag)
 	return ic, c.fail(err)

@@ -201,7 +201,8 @@ func TestIntercommAgainstOpenMPI(t *testing.T) {
 // constructors that take an intracommunicator fail with ErrComm at every
 // process without a collective begun, so the intercommunicator still
 // works afterwards; a Bcast root outside the remote group fails with
-// ErrRoot everywhere; Revoke is not tried (it needs --enable-recovery).
+// ErrRoot everywhere; CommCompare compares both groups. Revoke is not
+// tried (it needs --enable-recovery).
 func caseIntercomm(w *mpi.Comm) error {
 	rank, n := w.Rank(), w.Size()
 	color := rank % 2
@@ -329,6 +330,23 @@ func caseIntercomm(w *mpi.Comm) error {
 		return fmt.Errorf("Bcast with root %d (remote size %d) succeeded", bad, rsize)
 	} else if color == 0 && !errors.Is(err, mpi.ErrRoot) {
 		return fmt.Errorf("Bcast with root %d (remote size %d): %v, want ErrRoot", bad, rsize, err)
+	}
+
+	// A second intercommunicator of the same groups is congruent.
+	inter2, err := local.IntercommCreate(0, w, 1-color, 98)
+	if err != nil {
+		return err
+	}
+	for _, c := range []struct {
+		a, b *mpi.Comm
+		want mpi.Comparison
+	}{{inter, inter, mpi.Ident}, {inter, inter2, mpi.Congruent}, {inter, local, mpi.Unequal}} {
+		if got, err := mpi.CommCompare(c.a, c.b); got != c.want || err != nil {
+			return fmt.Errorf("CommCompare(%s, %s): %v %v, want %v", c.a.Name(), c.b.Name(), got, err, c.want)
+		}
+	}
+	if err := inter2.Free(); err != nil {
+		return err
 	}
 
 	// Both low: the group of world rank 0 (the even one) first.
