@@ -56,6 +56,8 @@ func (j *job) rankEnv(r int, hs *hostState) []string {
 	if j.spec.Recovery {
 		set(boot.EnvRecovery, 1)
 	}
+	set(boot.EnvAppNum, j.appOf[r])
+	set(boot.EnvUniverseSize, max(j.lay.slots, n))
 	if ln > len(hs.cpus) {
 		set("GORUN_OVERSUBSCRIBED", 1)
 	}

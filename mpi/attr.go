@@ -21,10 +21,43 @@ import (
 // Keyval is an attribute key (MPI_Comm_create_keyval's keyval).
 type Keyval int
 
-// KeyTagUB is the predefined key MPI_TAG_UB: GetAttr(KeyTagUB) gives the
-// largest tag this package accepts, TagUB, on every communicator. It
-// cannot be set, deleted or freed.
-const KeyTagUB Keyval = -1
+// The predefined keys. Their values are the same on every communicator,
+// ints, and cannot be set, deleted or freed.
+const (
+	// KeyTagUB is MPI_TAG_UB: the largest tag this package accepts,
+	// TagUB.
+	KeyTagUB Keyval = -1
+	// KeyUniverseSize is MPI_UNIVERSE_SIZE: how many processes the job's
+	// hosts have slots for (gorun's -H host:N, --hostfile slots=N, or the
+	// cores of the local host), at least the world's size; 1 in a
+	// singleton.
+	KeyUniverseSize Keyval = -2
+	// KeyAppNum is MPI_APPNUM: the index of this process's program in an
+	// MPMD job (gorun -np 2 ./a : -np 1 ./b: 0 at ./a's ranks, 1 at
+	// ./b's), 0 in a job of one program. A singleton, which no launcher
+	// started, has no value (GetAttr reports false), as MPI allows.
+	KeyAppNum Keyval = -3
+)
+
+// predefined reports whether key is one of the predefined keys.
+func predefined(key Keyval) bool { return key < 0 }
+
+// predefinedAttr is the value of a predefined key on c, and whether it has
+// one.
+func (c *Comm) predefinedAttr(key Keyval) (any, bool, error) {
+	switch key {
+	case KeyTagUB:
+		return TagUB, true, nil
+	case KeyUniverseSize:
+		return c.rt.env.UniverseSize, true, nil
+	case KeyAppNum:
+		if c.rt.env.AppNum < 0 {
+			return nil, false, nil
+		}
+		return c.rt.env.AppNum, true, nil
+	}
+	return nil, false, errorf(ErrKeyval, "Comm.GetAttr", "unknown predefined key %d", key)
+}
 
 // CopyFunc decides what a duplicate of old gets for key, whose value in
 // old is v: the value and true to set it on the duplicate, or false to
@@ -83,7 +116,7 @@ func CreateKeyval(copy CopyFunc, del DeleteFunc) (Keyval, error) {
 // with SetAttr, GetAttr or DeleteAttr, but values already set keep their
 // callbacks, which still run at Dup and Free.
 func FreeKeyval(key Keyval) error {
-	if key == KeyTagUB {
+	if predefined(key) {
 		return errorf(ErrKeyval, "FreeKeyval", "predefined key %d cannot be freed", key)
 	}
 	keyvals.mu.Lock()
@@ -117,7 +150,7 @@ func (c *Comm) setAttr(key Keyval, v any) error {
 	if err := c.checkLive(op); err != nil {
 		return err
 	}
-	if key == KeyTagUB {
+	if predefined(key) {
 		return errorf(ErrKeyval, op, "predefined key %d cannot be set", key)
 	}
 	kv, err := lookupKeyval(op, key)
@@ -144,8 +177,9 @@ func (c *Comm) GetAttr(key Keyval) (any, bool, error) {
 	if err := c.checkLive(op); err != nil {
 		return nil, false, c.fail(err)
 	}
-	if key == KeyTagUB {
-		return TagUB, true, nil
+	if predefined(key) {
+		v, ok, err := c.predefinedAttr(key)
+		return v, ok, c.fail(err)
 	}
 	if _, err := lookupKeyval(op, key); err != nil {
 		return nil, false, c.fail(err)
@@ -164,7 +198,7 @@ func (c *Comm) DeleteAttr(key Keyval) error {
 	if err := c.checkLive(op); err != nil {
 		return c.fail(err)
 	}
-	if key == KeyTagUB {
+	if predefined(key) {
 		return c.fail(errorf(ErrKeyval, op, "predefined key %d cannot be deleted", key))
 	}
 	if _, err := lookupKeyval(op, key); err != nil {

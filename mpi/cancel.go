@@ -18,7 +18,8 @@ import (
 // meanwhile; MPI-4 deprecates cancelling sends for this reason. Cancel of
 // a send, a collective or a persistent request not started fails with
 // ErrRequest and leaves the request as it was.
-func (q *Request) Cancel() error {
+func (q *Request) Cancel() (err error) {
+	defer q.failTo(&err)
 	if q == nil {
 		return errorf(ErrRequest, "Request.Cancel", "nil request")
 	}
@@ -53,7 +54,8 @@ func (q *Request) WaitContext(ctx context.Context) (Status, error) {
 		return Status{}, nil
 	}
 	if q.fin || q.r.WaitStop(ctx.Done()) {
-		return q.finish()
+		st, err := q.finish()
+		return st, q.fail(err)
 	}
 	if !q.recv {
 		return Status{}, &Error{Class: ErrOther, Op: q.op,
@@ -65,7 +67,7 @@ func (q *Request) WaitContext(ctx context.Context) (Status, error) {
 	}
 	st, err := q.finish()
 	if err != nil {
-		return st, err
+		return st, q.fail(err)
 	}
 	return st, &Error{Class: ErrOther, Op: q.op, Err: fmt.Errorf("receive withdrawn: %w", ctx.Err())}
 }

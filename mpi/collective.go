@@ -46,6 +46,9 @@ func (c *Comm) begin(op string) (coll.Comm, error) {
 	if err := c.check(op); err != nil {
 		return coll.Comm{}, c.fail(err)
 	}
+	if err := c.intra(op); err != nil {
+		return coll.Comm{}, c.fail(err)
+	}
 	return c.cc.Begin(), nil
 }
 
@@ -158,6 +161,9 @@ func layout(op, what string, n int, counts, displs []int, size, elem int) ([]int
 
 // Barrier blocks until every rank of c has called it.
 func Barrier(c *Comm) error {
+	if c.IsInter() {
+		return c.fail(interBarrier(c))
+	}
 	v, err := c.begin("Barrier")
 	if err != nil {
 		return err
@@ -168,8 +174,14 @@ func Barrier(c *Comm) error {
 func barrierFn(v *coll.Comm, _ *coll.Args) error { return coll.Barrier(v) }
 
 // Bcast copies root's buf into buf at every rank of c. Every rank passes a
-// buffer of the same length.
+// buffer of the same length. On an intercommunicator the root passes
+// Root, the other processes of its group ProcNull (their buf is left
+// alone), and the processes of the other group the root's rank in its
+// group.
 func Bcast[T Element](c *Comm, buf []T, root int) error {
+	if c.IsInter() {
+		return c.fail(interBcast(c, buf, root))
+	}
 	v, err := c.begin("Bcast")
 	if err != nil {
 		return err
@@ -223,8 +235,12 @@ func reduceCall[T Element](name string, c *Comm, sendbuf, recvbuf []T, op Op, ro
 }
 
 // Allreduce combines sendbuf of every rank with op into recvbuf at every
-// rank. sendbuf may be recvbuf itself (in place).
+// rank. sendbuf may be recvbuf itself (in place). On an intercommunicator
+// each group receives the reduction of the other group's sendbufs.
 func Allreduce[T Element](c *Comm, sendbuf, recvbuf []T, op Op) error {
+	if c.IsInter() {
+		return c.fail(interAllreduce(c, sendbuf, recvbuf, op))
+	}
 	v, err := c.begin("Allreduce")
 	if err != nil {
 		return err
@@ -424,8 +440,13 @@ func scattervCall[T Element](name string, c *Comm, sendbuf []T, counts, displs [
 
 // Allgather collects every rank's sendbuf (all of length k) into recvbuf
 // at every rank, rank r's at recvbuf[r*k:(r+1)*k]. In place: pass this
-// rank's own block of recvbuf as sendbuf.
+// rank's own block of recvbuf as sendbuf. On an intercommunicator each
+// group receives the other group's sendbufs, in its rank order, at the
+// start of recvbuf.
 func Allgather[T Element](c *Comm, sendbuf, recvbuf []T) error {
+	if c.IsInter() {
+		return c.fail(interAllgather(c, sendbuf, recvbuf))
+	}
 	v, err := c.begin("Allgather")
 	if err != nil {
 		return err

@@ -23,6 +23,9 @@ type Comm struct {
 	// graph is the distributed-graph topology of a communicator made by
 	// DistGraphCreateAdjacent; nil otherwise.
 	graph *graphTopo
+	// inter is an intercommunicator's remote group (intercomm.go); nil
+	// for an intracommunicator.
+	inter *interComm
 	ft    ftComm
 	attrs attrs
 	eh    atomic.Pointer[Errhandler]
@@ -36,12 +39,18 @@ func newComm(name string, s *rt, ctx uint32, world []int, rank int) *Comm {
 
 // init fills in the zero Comm c (Idup hands c out before it is known).
 func (c *Comm) init(name string, s *rt, ctx uint32, world []int, rank int) {
+	c.initWith(name, s, ctx, world, rank, world, rank)
+}
+
+// initWith is init with the members and rank of the view the collectives
+// run on: c's own, or the union of an intercommunicator's groups.
+func (c *Comm) initWith(name string, s *rt, ctx uint32, world []int, rank int, collWorld []int, collRank int) {
 	c.name, c.rt, c.ctx, c.rank, c.world = name, s, ctx, rank, world
 	c.index = make(map[int]int, len(world))
 	for i, w := range world {
 		c.index[w] = i
 	}
-	c.cc = coll.NewComm(s.eng, ctx+1, world, rank, hostsOf(s, world))
+	c.cc = coll.NewComm(s.eng, ctx+1, collWorld, collRank, hostsOf(s, collWorld))
 	s.register(c)
 }
 
@@ -82,20 +91,30 @@ func (c *Comm) check(op string) error {
 }
 
 // peerRank validates a destination or source rank of c and returns its
-// world rank; AnySource passes through when allowed.
+// world rank; AnySource passes through when allowed. On an
+// intercommunicator the rank is the remote group's.
 func (c *Comm) peerRank(op string, r int, allowAny bool) (int, error) {
 	if allowAny && r == AnySource {
 		return AnySource, c.checkAnySource(op)
 	}
-	if r < 0 || r >= len(c.world) {
-		return 0, errorf(ErrRank, op, "rank %d is not in %s (size %d)", r, c.name, len(c.world))
+	peers, what := c.world, ""
+	if c.inter != nil {
+		peers, what = c.inter.remote, "the remote group of "
 	}
-	return c.world[r], nil
+	if r < 0 || r >= len(peers) {
+		return 0, errorf(ErrRank, op, "rank %d is not in %s%s (size %d)", r, what, c.name, len(peers))
+	}
+	return peers[r], nil
 }
 
-// fromWorld translates a world rank to c's.
+// fromWorld translates the world rank of a peer to c's (on an
+// intercommunicator, to the remote group's).
 func (c *Comm) fromWorld(w int) int {
-	if r, ok := c.index[w]; ok {
+	index := c.index
+	if c.inter != nil {
+		index = c.inter.rindex
+	}
+	if r, ok := index[w]; ok {
 		return r
 	}
 	return -1

@@ -61,6 +61,9 @@ func (c *Comm) Split(color, key int) (*Comm, error) {
 }
 
 func (c *Comm) split(op string, color, key int) (*Comm, error) {
+	if err := c.intra(op); err != nil {
+		return nil, c.fail(err)
+	}
 	n := c.Size()
 	mine := []int64{int64(color), int64(key)}
 	all := make([]int64, 2*n)
@@ -141,6 +144,9 @@ func (c *Comm) Create(g *Group) (*Comm, error) {
 	if err := c.check("Comm.Create"); err != nil {
 		return nil, c.fail(err)
 	}
+	if err := c.intra("Comm.Create"); err != nil {
+		return nil, c.fail(err)
+	}
 	if err := checkGroup("Comm.Create", g); err != nil {
 		return nil, c.fail(err)
 	}
@@ -204,7 +210,9 @@ func (c *Comm) release() bool {
 
 // CommCompare reports Ident (the same communicator), Congruent (same
 // members in the same order), Similar (same members) or Unequal
-// (MPI_Comm_compare).
+// (MPI_Comm_compare). Two intercommunicators compare by both groups (the
+// weaker answer of the two); an intercommunicator and an
+// intracommunicator are Unequal.
 func CommCompare(a, b *Comm) (Comparison, error) {
 	if a == nil || b == nil {
 		return Unequal, errorf(ErrComm, "CommCompare", "nil communicator")
@@ -212,5 +220,12 @@ func CommCompare(a, b *Comm) (Comparison, error) {
 	if a == b {
 		return Ident, nil
 	}
-	return compareMembers(a.world, b.world, Congruent), nil
+	local := compareMembers(a.world, b.world, Congruent)
+	switch {
+	case a.inter == nil && b.inter == nil:
+		return local, nil
+	case a.inter == nil || b.inter == nil:
+		return Unequal, nil
+	}
+	return max(local, compareMembers(a.inter.remote, b.inter.remote, Congruent)), nil
 }

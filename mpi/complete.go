@@ -117,17 +117,22 @@ func some(op string, reqs []*Request) ([]int, []Status, error) {
 	var ix []int
 	var sts []Status
 	var errs []error
-	failed := false
+	var first *Request // the first that failed, whose handler is applied
 	for i, q := range reqs {
 		if q == nil || q.inactive() || !(q.fin || q.done()) {
 			continue
 		}
-		_, st, err := q.take(reqs, i)
+		st, err := q.finish()
+		if q.pers == nil {
+			reqs[i] = nil
+		}
 		ix, sts, errs = append(ix, i), append(sts, st), append(errs, err)
-		failed = failed || err != nil
+		if err != nil && first == nil {
+			first = q
+		}
 	}
-	if failed {
-		return ix, sts, &RequestErrors{Op: op, Errs: errs}
+	if first != nil {
+		return ix, sts, first.fail(&RequestErrors{Op: op, Errs: errs})
 	}
 	return ix, sts, nil
 }

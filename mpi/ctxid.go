@@ -44,27 +44,31 @@ type ctxAlloc struct {
 	mu      sync.Mutex
 	free    [ctxWords]uint64 // bit set: pair free here
 	held    bool             // a constructor holds free for its round
-	waiting map[uint32]int   // parent ctx -> constructors in agreeCtx
+	waiting map[uint64]int   // constructor's key (ctxKey) -> constructors in agreeCtx
 	quar    []int            // released pairs, oldest first
 }
 
 var ctxs = func() *ctxAlloc {
-	a := &ctxAlloc{waiting: map[uint32]int{}}
+	a := &ctxAlloc{waiting: map[uint64]int{}}
 	for i := range a.free {
 		a.free[i] = ^uint64(0)
 	}
 	return a
 }()
 
-// enter and leave bracket a constructor over the parent with context
-// parent.
-func (a *ctxAlloc) enter(parent uint32) {
+// ctxKey is the key of a constructor over the parent with context parent:
+// the parent's context, then sub (CreateGroup's tag, plus one), which
+// orders constructors over one parent that may run at once.
+func ctxKey(parent uint32, sub uint32) uint64 { return uint64(parent)<<32 | uint64(sub) }
+
+// enter and leave bracket a constructor with key parent (ctxKey).
+func (a *ctxAlloc) enter(parent uint64) {
 	a.mu.Lock()
 	a.waiting[parent]++
 	a.mu.Unlock()
 }
 
-func (a *ctxAlloc) leave(parent uint32) {
+func (a *ctxAlloc) leave(parent uint64) {
 	a.mu.Lock()
 	if a.waiting[parent]--; a.waiting[parent] == 0 {
 		delete(a.waiting, parent)
@@ -73,10 +77,10 @@ func (a *ctxAlloc) leave(parent uint32) {
 }
 
 // contribute fills buf (ctxWords+2 words) with this round's contribution
-// of a constructor over parent: the free mask and 1 when it may hold the
-// mask, zeros otherwise; the last word is 1 when the quarantine is empty.
-// It reports whether the constructor now holds the mask.
-func (a *ctxAlloc) contribute(parent uint32, buf []uint64) bool {
+// of the constructor with key parent: the free mask and 1 when it may hold
+// the mask, zeros otherwise; the last word is 1 when the quarantine is
+// empty. It reports whether the constructor now holds the mask.
+func (a *ctxAlloc) contribute(parent uint64, buf []uint64) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	hold := !a.held
@@ -142,11 +146,22 @@ func (c *Comm) agreeCtx(op string) (uint32, error) {
 // band (Idup's runs inside the one collective call it began; Shrink's
 // goes through gorun and skips failed members).
 func (c *Comm) agreeCtxBy(op string, band func(buf []uint64) error) (uint32, error) {
-	ctxs.enter(c.ctx)
-	defer ctxs.leave(c.ctx)
+	if err := c.intra(op); err != nil {
+		return 0, err
+	}
+	return c.agreeCtxKey(op, ctxKey(c.ctx, 0), band)
+}
+
+// agreeCtxKey is agreeCtxBy for a constructor with key key (ctxKey) whose
+// band may reach beyond c: IntercommCreate's reaches the other group,
+// CreateGroup's only the group's members, and Merge's is over both groups
+// of the intercommunicator c.
+func (c *Comm) agreeCtxKey(op string, key uint64, band func(buf []uint64) error) (uint32, error) {
+	ctxs.enter(key)
+	defer ctxs.leave(key)
 	buf := make([]uint64, ctxWords+2)
 	for {
-		held := ctxs.contribute(c.ctx, buf)
+		held := ctxs.contribute(key, buf)
 		if err := band(buf); err != nil {
 			ctxs.finish(held, -1, false)
 			return 0, reop(op, err)

@@ -51,9 +51,11 @@
 // Testany/Testsome forms complete them; Waitall's error holds every
 // request's error (*RequestErrors). Receives can be cancelled
 // (Request.Cancel) or given up with a context (Request.WaitContext), and
-// persistent requests (SendInit, RecvInit, Start) run one operation many
-// times. Mprobe and Mrecv receive a probed message without a race.
-// README.md's table lists what of MPI is covered and what is not.
+// persistent requests (SendInit, RecvInit, Start, and the collectives'
+// BarrierInit, AllreduceInit, ...) run one operation many times. Mprobe and Mrecv receive a probed message without a race.
+// Intercommunicators (Comm.IntercommCreate, Merge) join two groups;
+// intercomm.go says which calls take them. README.md's table lists what
+// of MPI is covered and what is not.
 //
 // Errors are returned, never panicked, and carry MPI error classes usable
 // with errors.Is (errors.Is(err, mpi.ErrTruncate)). A receive into a buffer

@@ -1,6 +1,7 @@
 package mpi
 
 import (
+	"errors"
 	"fmt"
 	"os"
 )
@@ -36,20 +37,31 @@ func NewErrhandler(fn func(c *Comm, err error)) *Errhandler {
 }
 
 // SetErrhandler sets c's error handler (MPI_Comm_set_errhandler).
-// Communicators made from c (Dup, Idup, Split, SplitType, Create) start
+// Communicators made from c (Dup, Idup, Split, SplitType, Create,
+// CreateGroup, IntercommCreate, Merge, the topologies, a window's) start
 // with c's handler.
 //
-// The handler is applied to the errors of: Send, Ssend, Recv, Isend,
-// Issend, Irecv, Sendrecv, Probe, Iprobe (and what calls them:
-// SendrecvReplace, SendObj); the blocking collectives of collective.go
-// and the start of every collective (a bad communicator); Dup, Idup (the
-// call; the request's errors are the request's), Split, SplitType,
-// Create, Free; SetAttr, GetAttr, DeleteAttr. Not yet applied to: the
-// completion calls of requests (Wait, Test and their families),
-// Mprobe/Mrecv, RecvObj, the GPU forms, nonblocking and neighbourhood
-// collectives past their start, topology calls, windows, ULFM calls.
-// Errors of collectives that these calls run inside (a Split's Allgather)
-// reach the handler as that collective's error.
+// The handler is applied to the errors of every call on c: point-to-point
+// calls (Send, Recv, Isend, Irecv, Sendrecv, Probe, Iprobe, the buffered
+// and ready forms, SendObj, RecvObj, Mprobe, Improbe, Mrecv, Imrecv), the
+// completion calls of c's requests (Wait, Test, WaitContext, Waitall,
+// Waitany, Waitsome, Testall, Testany, Testsome; for several requests,
+// the handler of the first failed request's communicator, given the
+// *RequestErrors), Start, Free and Cancel of a request; the blocking
+// collectives, the start of the nonblocking and persistent ones (their
+// runs' errors come with the completion calls) and the neighbourhood
+// collectives; the constructors; the topology calls (CartCreate,
+// CartGet, CartCoords, CartRank, CartShift, CartSub, DistGraphCreate,
+// DistGraphCreateAdjacent, DistGraphNeighbors); the attribute calls; the
+// ULFM calls (Revoke, AckFailed, Agree, Shrink); and windows' calls
+// (WinCreate, WinAllocate, then Put, Get, the accumulates, the
+// synchronisation calls, Sync and Free, through the handler of the
+// window's communicator, which it took from c at WinCreate: windows have
+// no handler of their own, MPI_Win_set_errhandler). Not yet: the GPU
+// forms (SendGPU & co.) and the Group calls, which involve no
+// communicator. An error reaches a handler once: the error of a
+// collective that a call runs inside (a Split's Allgather) reaches it as
+// that collective's error, and not again when the outer call returns it.
 func (c *Comm) SetErrhandler(h *Errhandler) error {
 	if err := c.checkLive("Comm.SetErrhandler"); err != nil {
 		return c.fail(err)
@@ -81,10 +93,15 @@ func (d *Comm) inherit(c *Comm) {
 }
 
 // fail is where the errors of calls on c leave the package: it applies
-// c's handler to err and returns err.
+// c's handler to err and returns err. An error is handled once: an error
+// of a nested call (a Split's Allgather) that went through a handler
+// already does not go through one again when the outer call returns it.
 func (c *Comm) fail(err error) error {
-	if err == nil || c == nil {
+	if err == nil || c == nil || handled(err) {
 		return err
+	}
+	if e, ok := err.(*Error); ok {
+		e.handled = true
 	}
 	h := c.eh.Load()
 	switch {
@@ -96,4 +113,19 @@ func (c *Comm) fail(err error) error {
 		h.fn(c, err)
 	}
 	return err
+}
+
+// failTo is fail for a deferred call on a named error result:
+// defer c.failTo(&err).
+func (c *Comm) failTo(err *error) { *err = c.fail(*err) }
+
+// handled reports whether err, or an *Error it wraps, went through a
+// handler.
+func handled(err error) bool {
+	for ; err != nil; err = errors.Unwrap(err) {
+		if e, ok := err.(*Error); ok && e.handled {
+			return true
+		}
+	}
+	return false
 }

@@ -66,6 +66,9 @@ type Error struct {
 	Class Class
 	Op    string
 	Err   error
+	// handled: the error went through a communicator's error handler
+	// (errhandler.go).
+	handled bool
 }
 
 func (e *Error) Error() string {

@@ -23,7 +23,8 @@ func (m *Message) Status() Status { return m.st }
 // Mprobe blocks until a message from source (or AnySource) with tag (or
 // AnyTag) has arrived and takes it out of matching. With ProcNull it
 // returns at once a message from ProcNull whose receive moves nothing.
-func Mprobe(c *Comm, source, tag int) (*Message, Status, error) {
+func Mprobe(c *Comm, source, tag int) (_ *Message, _ Status, err error) {
+	defer c.failTo(&err)
 	w, err := probeArgs("Mprobe", c, source, tag)
 	if err != nil || source == ProcNull {
 		return procNullMessage(c, err)
@@ -37,7 +38,8 @@ func Mprobe(c *Comm, source, tag int) (*Message, Status, error) {
 
 // Improbe is Mprobe that does not block: it returns a nil Message when no
 // matching message has arrived.
-func Improbe(c *Comm, source, tag int) (*Message, Status, error) {
+func Improbe(c *Comm, source, tag int) (_ *Message, _ Status, err error) {
+	defer c.failTo(&err)
 	w, err := probeArgs("Improbe", c, source, tag)
 	if err != nil || source == ProcNull {
 		return procNullMessage(c, err)
@@ -92,11 +94,14 @@ func Imrecv[T Numeric](buf []T, m *Message) (*Request, error) {
 	return imrecv("Imrecv", btl.HostMem(elemBytes(buf)), elemSize[T](), m)
 }
 
-func imrecv(op string, mem btl.Mem, elem int, m *Message) (*Request, error) {
+// imrecv starts receiving m; its errors go through the handler of m's
+// communicator.
+func imrecv(op string, mem btl.Mem, elem int, m *Message) (_ *Request, err error) {
 	if m == nil {
 		return nil, errorf(ErrRequest, op, "nil message (Improbe found none?)")
 	}
 	c := m.c
+	defer c.failTo(&err)
 	if err := c.check(op); err != nil {
 		return nil, err
 	}

@@ -109,7 +109,8 @@ func neighborArgs(op string, nb *neighborhood, send, recv []byte) (coll.Args, er
 // runNeighbor begins a call on c, prepares it with prep (given c's
 // neighbourhood) and runs it; a rank whose preparation fails aborts the
 // call for the others.
-func runNeighbor(op string, c *Comm, prep func(nb *neighborhood) (coll.Args, error)) error {
+func runNeighbor(op string, c *Comm, prep func(nb *neighborhood) (coll.Args, error)) (err error) {
+	defer c.failTo(&err)
 	nb, err := c.neighbors(op)
 	if err != nil {
 		return err
@@ -242,7 +243,8 @@ func blocks(n, k int) (counts, displs []int) {
 // call fail at every rank, with ErrArg or ErrRank here and ErrTopology
 // elsewhere, instead of leaving a neighbourhood collective waiting for a
 // message that never comes. Collective over c.
-func DistGraphCreateAdjacent(c *Comm, sources, sourceWeights, destinations, destWeights []int, reorder bool) (*Comm, error) {
+func DistGraphCreateAdjacent(c *Comm, sources, sourceWeights, destinations, destWeights []int, reorder bool) (_ *Comm, err error) {
+	defer c.failTo(&err)
 	const op = "DistGraphCreateAdjacent"
 	if err := c.check(op); err != nil {
 		return nil, err
@@ -255,44 +257,18 @@ func DistGraphCreateAdjacent(c *Comm, sources, sourceWeights, destinations, dest
 		if destWeights != nil && len(destWeights) != len(destinations) {
 			return errorf(ErrArg, op, "%d destination weights for %d destinations", len(destWeights), len(destinations))
 		}
-		for _, w := range slices.Concat(sourceWeights, destWeights) {
-			if w < 0 {
-				return errorf(ErrArg, op, "negative weight %d", w)
-			}
-		}
-		for _, l := range [][]int{sources, destinations} {
-			for _, r := range l {
-				if r < 0 || r >= n {
-					return errorf(ErrRank, op, "neighbour %d is not in %s (size %d)", r, c.name, n)
-				}
-			}
-		}
-		return nil
+		return checkGraph(op, c, slices.Concat(sourceWeights, destWeights), sources, destinations)
 	}()
-	// Every rank tells every other how many edges it has to it; the last
-	// element says whether this rank's own lists are bad.
-	out := make([]int64, 2*n)
+	// Every rank tells every other how many edges it has to it.
+	counts := make([]int64, n)
 	if local == nil {
 		for _, r := range destinations {
-			out[2*r]++
-		}
-	} else {
-		for r := range n {
-			out[2*r+1] = 1
+			counts[r]++
 		}
 	}
-	in := make([]int64, 2*n)
-	if err := Alltoall(c, out, in); err != nil {
-		return nil, reop(op, err)
-	}
-	if local != nil {
-		return nil, local
-	}
-	// Every rank saw the same flags: all return here, or none.
-	for r := range n {
-		if in[2*r+1] != 0 {
-			return nil, errorf(ErrTopology, op, "rank %d passed bad neighbour lists", r)
-		}
+	in, err := exchangeCounts(op, c, counts, local)
+	if err != nil {
+		return nil, err
 	}
 	want := make([]int64, n)
 	for _, r := range sources {
@@ -300,8 +276,8 @@ func DistGraphCreateAdjacent(c *Comm, sources, sourceWeights, destinations, dest
 	}
 	var why error
 	for r := range n {
-		if in[2*r] != want[r] {
-			why = errorf(ErrTopology, op, "rank %d lists this rank (%d) %d times among its destinations, this rank lists it %d times among its sources", r, c.rank, in[2*r], want[r])
+		if in[r] != want[r] {
+			why = errorf(ErrTopology, op, "rank %d lists this rank (%d) %d times among its destinations, this rank lists it %d times among its sources", r, c.rank, in[r], want[r])
 			break
 		}
 	}
@@ -324,6 +300,7 @@ func DistGraphCreateAdjacent(c *Comm, sources, sourceWeights, destinations, dest
 		return nil, err
 	}
 	g := newComm(c.name+" graph", c.rt, ctx, slices.Clone(c.world), c.rank)
+	g.inherit(c)
 	g.graph = &graphTopo{sources: slices.Clone(sources), dests: slices.Clone(destinations),
 		sweights: slices.Clone(sourceWeights), dweights: slices.Clone(destWeights)}
 	_ = reorder
@@ -339,6 +316,7 @@ func (c *Comm) IsDistGraph() bool { return c != nil && c.graph != nil }
 // collectives use (MPI_Dist_graph_neighbors). On a Cartesian communicator
 // it returns the 2·ndims neighbours of each list, ProcNull included.
 func (c *Comm) DistGraphNeighbors() (sources, sourceWeights, destinations, destWeights []int, err error) {
+	defer c.failTo(&err)
 	const op = "DistGraphNeighbors"
 	nb, err := c.neighbors(op)
 	if err != nil {

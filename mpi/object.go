@@ -20,7 +20,8 @@ func SendObj(c *Comm, v any, dest, tag int) error {
 // takes the message with a matched probe (Mprobe), so that its size and
 // its bytes are those of one message even when several goroutines
 // receive from AnySource on c at once.
-func RecvObj(c *Comm, v any, source, tag int) (Status, error) {
+func RecvObj(c *Comm, v any, source, tag int) (_ Status, err error) {
+	defer c.failTo(&err)
 	m, st, err := Mprobe(c, source, tag)
 	if err != nil {
 		return st, reop("RecvObj", err)
@@ -43,6 +44,9 @@ func RecvObj(c *Comm, v any, source, tag int) (Status, error) {
 // pointer at every rank).
 func BcastObj(c *Comm, v any, root int) error {
 	if err := c.check("BcastObj"); err != nil {
+		return err
+	}
+	if err := c.intra("BcastObj"); err != nil {
 		return err
 	}
 	if _, err := c.peerRank("BcastObj", root, false); err != nil {

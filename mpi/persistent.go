@@ -27,6 +27,8 @@ type persistent struct {
 	peer, tag  int
 	active     bool // started, and its completion not yet reported
 	freed      bool
+	// coll: a persistent collective (pcoll.go), which runs instead.
+	coll *pcoll
 }
 
 func initReq(op string, c *Comm, m btl.Mem, elem, peer, tag int, send, sync bool) (*Request, error) {
@@ -67,10 +69,11 @@ func RecvInit[T Numeric](c *Comm, buf []T, source, tag int) (*Request, error) {
 // Start starts a run of the persistent request q (MPI_Start). It fails
 // with ErrRequest when q is not persistent, was freed, or is active (its
 // last run's completion not yet reported).
-func (q *Request) Start() error {
+func (q *Request) Start() (err error) {
+	defer q.failTo(&err)
 	const op = "Request.Start"
 	if q == nil || q.pers == nil {
-		return errorf(ErrRequest, op, "not a persistent request (SendInit, SsendInit, RecvInit make one)")
+		return errorf(ErrRequest, op, "not a persistent request (SendInit, SsendInit, RecvInit and the collectives' Init forms make one)")
 	}
 	p := q.pers
 	if p.freed {
@@ -79,12 +82,17 @@ func (q *Request) Start() error {
 	if p.active {
 		return errorf(ErrRequest, op, "%s request is active: complete its run (Wait, Test, ...) before starting it again", q.op)
 	}
+	if p.coll != nil {
+		// The last run's notice receive belongs to its call, not to the
+		// engine's free list.
+		q.r = nil
+		return q.startColl()
+	}
 	if q.r != nil {
 		q.c.rt.eng.Release(q.r)
 		q.r = nil
 	}
 	var r *p2p.Request
-	var err error
 	if p.send {
 		r, err = startSend(q.op, q.c, p.mem, p.peer, p.tag, p.sync, nil)
 	} else {
@@ -119,7 +127,8 @@ func Startall(reqs []*Request) error {
 // that is not persistent may be freed while it runs: the operation goes
 // on, and its outcome is not reported (the buffer still belongs to it
 // until it ends, which the program must learn otherwise, as in MPI).
-func (q *Request) Free() error {
+func (q *Request) Free() (err error) {
+	defer q.failTo(&err)
 	if q == nil {
 		return errorf(ErrRequest, "Request.Free", "nil request")
 	}
@@ -134,7 +143,7 @@ func (q *Request) Free() error {
 		return errorf(ErrRequest, "Request.Free", "%s request was freed already", q.op)
 	}
 	p.freed = true
-	if q.r != nil {
+	if q.r != nil && p.coll == nil {
 		q.c.rt.eng.Release(q.r)
 		q.r = nil
 	}

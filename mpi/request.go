@@ -110,22 +110,35 @@ func (q *Request) Wait() (Status, error) {
 	if !q.fin {
 		q.r.Wait()
 	}
-	return q.finish()
+	st, err := q.finish()
+	return st, q.fail(err)
 }
+
+// fail applies the handler of q's communicator to err (a failed
+// completion), as every call on a communicator does (errhandler.go).
+func (q *Request) fail(err error) error {
+	if q == nil {
+		return err
+	}
+	return q.c.fail(err)
+}
+
+// failTo is fail for a deferred call on a named error result.
+func (q *Request) failTo(err *error) { *err = q.fail(*err) }
 
 // Test reports whether the request has completed, progressing the
 // transports once.
 func (q *Request) Test() (bool, Status, error) {
 	if q == nil || q.fin {
 		st, err := q.finish2()
-		return true, st, err
+		return true, st, q.fail(err)
 	}
 	ok, _, _ := q.r.Test()
 	if !ok {
 		return false, Status{}, nil
 	}
 	st, err := q.finish()
-	return true, st, err
+	return true, st, q.fail(err)
 }
 
 // finish2 is finish for a request that may be nil.
@@ -230,9 +243,21 @@ func Waitall(reqs []*Request) ([]Status, error) {
 		})
 	}
 	if errs != nil {
-		return sts, &RequestErrors{Op: "Waitall", Errs: errs}
+		return sts, failFirst(reqs, errs, &RequestErrors{Op: "Waitall", Errs: errs})
 	}
 	return sts, nil
+}
+
+// failFirst applies to err the handler of the communicator of the first
+// request whose entry of errs is set (MPI names no one communicator for
+// the errors of several requests).
+func failFirst(reqs []*Request, errs []error, err error) error {
+	for i, e := range errs {
+		if e != nil && reqs[i] != nil {
+			return reqs[i].fail(err)
+		}
+	}
+	return err
 }
 
 // Waitany blocks until one request has completed, sets its entry to nil
@@ -260,7 +285,7 @@ func (q *Request) take(reqs []*Request, i int) (int, Status, error) {
 	if q.pers == nil {
 		reqs[i] = nil
 	}
-	return i, st, err
+	return i, st, q.fail(err)
 }
 
 // Testall reports whether every request has completed (progressing once);

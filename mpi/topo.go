@@ -118,7 +118,8 @@ func DimsCreate(nnodes int, dims []int) ([]int, error) {
 // c; the others get nil. With reorder the ranks are ordered by node
 // first, so that grid neighbours along the last dimension tend to share a
 // host; without it they keep c's order. Collective over c.
-func CartCreate(c *Comm, dims []int, periods []bool, reorder bool) (*Comm, error) {
+func CartCreate(c *Comm, dims []int, periods []bool, reorder bool) (_ *Comm, err error) {
+	defer c.failTo(&err)
 	const op = "CartCreate"
 	if err := c.check(op); err != nil {
 		return nil, err
@@ -165,6 +166,7 @@ func CartCreate(c *Comm, dims []int, periods []bool, reorder bool) (*Comm, error
 		world[i] = c.world[r]
 	}
 	g := newComm(c.name+" cart", c.rt, ctx, world, me)
+	g.inherit(c)
 	g.cart = &cartTopo{dims: slices.Clone(dims), periods: slices.Clone(periods)}
 	g.cart.coords = g.cart.coordsOf(me)
 	return g, nil
@@ -186,6 +188,7 @@ func (c *Comm) IsCartesian() bool { return c != nil && c.cart != nil }
 // CartGet returns c's grid: its dimensions, periodicity and this rank's
 // coordinates (MPI_Cart_get).
 func (c *Comm) CartGet() (dims []int, periods []bool, coords []int, err error) {
+	defer c.failTo(&err)
 	if err := c.cartCheck("CartGet"); err != nil {
 		return nil, nil, nil, err
 	}
@@ -194,7 +197,8 @@ func (c *Comm) CartGet() (dims []int, periods []bool, coords []int, err error) {
 }
 
 // CartCoords returns the coordinates of rank in c's grid (MPI_Cart_coords).
-func (c *Comm) CartCoords(rank int) ([]int, error) {
+func (c *Comm) CartCoords(rank int) (_ []int, err error) {
+	defer c.failTo(&err)
 	if err := c.cartCheck("CartCoords"); err != nil {
 		return nil, err
 	}
@@ -207,7 +211,8 @@ func (c *Comm) CartCoords(rank int) ([]int, error) {
 // CartRank returns the rank at coordinates coords (MPI_Cart_rank);
 // coordinates of a periodic dimension wrap around, those of another must
 // be in range.
-func (c *Comm) CartRank(coords []int) (int, error) {
+func (c *Comm) CartRank(coords []int) (_ int, err error) {
+	defer c.failTo(&err)
 	const op = "CartRank"
 	if err := c.cartCheck(op); err != nil {
 		return 0, err
@@ -235,6 +240,7 @@ func (c *Comm) CartRank(coords []int) (int, error) {
 // receive from and send to in a shift. Past the edge of a non-periodic
 // dimension the answer is ProcNull.
 func (c *Comm) CartShift(dim, disp int) (source, dest int, err error) {
+	defer c.failTo(&err)
 	const op = "CartShift"
 	if err := c.cartCheck(op); err != nil {
 		return 0, 0, err
@@ -267,7 +273,8 @@ func (t *cartTopo) shift(dim, disp int) (source, dest int) {
 // remain is true (MPI_Cart_sub): the processes that share their
 // coordinates in the dropped dimensions form a sub-grid together. With no
 // dimension kept each process gets a grid of itself. Collective over c.
-func (c *Comm) CartSub(remain []bool) (*Comm, error) {
+func (c *Comm) CartSub(remain []bool) (_ *Comm, err error) {
+	defer c.failTo(&err)
 	const op = "CartSub"
 	if err := c.cartCheck(op); err != nil {
 		return nil, err

@@ -143,7 +143,8 @@ func (s *rt) onRevoke(ctx uint32) {
 // c fail with ErrRevoked, except Agree, Shrink, GetFailed, AckFailed,
 // IsRevoked and Free (MPI_Comm_revoke). It does not wait for the others.
 // Without --enable-recovery it revokes c here only and returns ErrOther.
-func (c *Comm) Revoke() error {
+func (c *Comm) Revoke() (err error) {
+	defer c.failTo(&err)
 	const op = "Comm.Revoke"
 	if err := c.checkLive(op); err != nil {
 		return err
@@ -151,7 +152,8 @@ func (c *Comm) Revoke() error {
 	if !c.revokeHere("revoked by this rank") {
 		return nil
 	}
-	if err := c.rt.sess.Revoke(c.ctx, c.world); err != nil {
+	// c.cc.World: an intercommunicator's two groups.
+	if err := c.rt.sess.Revoke(c.ctx, c.cc.World); err != nil {
 		return errorf(ErrOther, op, "tell the other members: %w", err)
 	}
 	return nil
@@ -194,7 +196,8 @@ func (c *Comm) GetFailed() []int {
 // receives from AnySource on c work again until another member fails. It
 // returns how many of c's members are acknowledged as failed
 // (MPI_Comm_ack_failed with every known failure).
-func (c *Comm) AckFailed() (int, error) {
+func (c *Comm) AckFailed() (_ int, err error) {
+	defer c.failTo(&err)
 	if err := c.checkLive("Comm.AckFailed"); err != nil {
 		return 0, err
 	}
@@ -267,9 +270,13 @@ func (c *Comm) agree(op string, words []uint64) ([]uint64, []int, error) {
 // (MPI_Comm_agree). When members have failed that this rank has not
 // acknowledged (AckFailed), it also returns an ErrProcFailed error: the
 // result is still valid. Collective over c.
-func (c *Comm) Agree(flag int) (int, error) {
+func (c *Comm) Agree(flag int) (_ int, err error) {
+	defer c.failTo(&err)
 	const op = "Comm.Agree"
 	if err := c.checkLive(op); err != nil {
+		return 0, err
+	}
+	if err := c.intra(op); err != nil {
 		return 0, err
 	}
 	out, failed, err := c.agree(op, []uint64{uint64(uint32(flag))})
@@ -296,7 +303,8 @@ func (c *Comm) Agree(flag int) (int, error) {
 // Shrink returns a new communicator of the members of c that have not
 // failed, in c's order, the same at every one of them (MPI_Comm_shrink).
 // It works on a revoked c. Collective over c's survivors.
-func (c *Comm) Shrink() (*Comm, error) {
+func (c *Comm) Shrink() (_ *Comm, err error) {
+	defer c.failTo(&err)
 	const op = "Comm.Shrink"
 	if err := c.checkLive(op); err != nil {
 		return nil, err
@@ -329,7 +337,9 @@ func (c *Comm) Shrink() (*Comm, error) {
 		ctxs.release(ctx)
 		return nil, errorf(ErrIntern, op, "gorun counts this rank among the failed")
 	}
-	return newComm(c.name+"'", c.rt, ctx, world, me), nil
+	s := newComm(c.name+"'", c.rt, ctx, world, me)
+	s.inherit(c)
+	return s, nil
 }
 
 // checkLive is check without the revocation test: for the calls that work

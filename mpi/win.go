@@ -155,7 +155,8 @@ type lockWait struct {
 // stay alive (it does, through the Win) and this rank reads its window's
 // content in buf, after the epoch's synchronisation. Ranks may expose
 // slices of different lengths, including none. Collective over c.
-func WinCreate[T Element](c *Comm, buf []T) (*Win[T], error) {
+func WinCreate[T Element](c *Comm, buf []T) (_ *Win[T], err error) {
+	defer c.failTo(&err)
 	const op = "WinCreate"
 	if err := c.check(op); err != nil {
 		return nil, err
@@ -195,7 +196,8 @@ func WinCreate[T Element](c *Comm, buf []T) (*Win[T], error) {
 
 // WinAllocate makes a window of n zeroed elements at this rank
 // (MPI_Win_allocate); Local returns them. Collective over c.
-func WinAllocate[T Element](c *Comm, n int) (*Win[T], error) {
+func WinAllocate[T Element](c *Comm, n int) (_ *Win[T], err error) {
+	defer c.failTo(&err)
 	if n < 0 {
 		return nil, errorf(ErrArg, "WinAllocate", "negative window length %d", n)
 	}
@@ -221,7 +223,8 @@ func (w *Win[T]) Size(rank int) int {
 // memory model wants a synchronising event between its writes and this
 // rank's reads. Fence and Unlock include it; call it after a Barrier that
 // follows other ranks' Unlocks, before reading Local.
-func (w *Win[T]) Sync() error {
+func (w *Win[T]) Sync() (err error) {
+	defer w.failTo(&err)
 	if err := w.live("Win.Sync"); err != nil {
 		return err
 	}
@@ -250,7 +253,8 @@ func (w *Win[T]) live(op string) error {
 // until every rank calls Free, so that no operation on this rank's part is
 // still under way, then stops the window's service goroutine. Later calls
 // on w fail with ErrWin. Collective over the window's communicator.
-func (w *Win[T]) Free() error {
+func (w *Win[T]) Free() (err error) {
+	defer w.failTo(&err)
 	const op = "Win.Free"
 	if err := w.live(op); err != nil {
 		return err
@@ -263,7 +267,7 @@ func (w *Win[T]) Free() error {
 	if !w.freed.CompareAndSwap(false, true) {
 		return errorf(ErrWin, op, "%s was freed", w.name)
 	}
-	err := w.completeAll(op, -1)
+	err = w.completeAll(op, -1)
 	if q, berr := Ibarrier(w.wc); berr != nil {
 		err = firstErr(err, reop(op, berr))
 	} else {
@@ -296,4 +300,13 @@ func firstErr(a, b error) error {
 		return a
 	}
 	return b
+}
+
+// handle applies the handler of the window's communicator to a failed
+// call's error (defer w.failTo(&err)): the handler its communicator had at
+// WinCreate (windows have no handler of their own yet).
+func (w *Win[T]) failTo(err *error) {
+	if *err != nil && w != nil && w.wc != nil {
+		*err = w.wc.fail(*err)
+	}
 }

@@ -7,14 +7,16 @@ import (
 // Put starts copying origin into target's part of the window, starting at
 // element disp (MPI_Put). origin must stay untouched until the operation
 // completes (Fence, Unlock, Flush). A target of ProcNull does nothing.
-func (w *Win[T]) Put(origin []T, target, disp int) error {
+func (w *Win[T]) Put(origin []T, target, disp int) (err error) {
+	defer w.failTo(&err)
 	return w.start("Win.Put", wkPut, opNone, elemBytes(origin), nil, target, disp, len(origin))
 }
 
 // Get starts copying len(dst) elements of target's part of the window,
 // from element disp, into dst (MPI_Get); dst holds them once the
 // operation completes (Fence, Unlock, Flush).
-func (w *Win[T]) Get(dst []T, target, disp int) error {
+func (w *Win[T]) Get(dst []T, target, disp int) (err error) {
+	defer w.failTo(&err)
 	return w.start("Win.Get", wkGet, opNone, nil, elemBytes(dst), target, disp, len(dst))
 }
 
@@ -23,7 +25,8 @@ func (w *Win[T]) Get(dst []T, target, disp int) error {
 // per element with respect to every other accumulate on the window. op is a
 // predefined operation defined on T, or Replace; user-defined operations
 // are not allowed (as in MPI).
-func (w *Win[T]) Accumulate(origin []T, target, disp int, op Op) error {
+func (w *Win[T]) Accumulate(origin []T, target, disp int, op Op) (err error) {
+	defer w.failTo(&err)
 	const name = "Win.Accumulate"
 	if err := w.checkOp(name, op, false); err != nil {
 		return err
@@ -35,7 +38,8 @@ func (w *Win[T]) Accumulate(origin []T, target, disp int, op Op) error {
 // target's elements as they were before it into result
 // (MPI_Get_accumulate), atomically. With NoOp it is an atomic Get and
 // origin may be nil; otherwise len(origin) must equal len(result).
-func (w *Win[T]) GetAccumulate(origin, result []T, target, disp int, op Op) error {
+func (w *Win[T]) GetAccumulate(origin, result []T, target, disp int, op Op) (err error) {
+	defer w.failTo(&err)
 	const name = "Win.GetAccumulate"
 	if err := w.checkOp(name, op, true); err != nil {
 		return err
@@ -52,7 +56,8 @@ func (w *Win[T]) GetAccumulate(origin, result []T, target, disp int, op Op) erro
 
 // FetchAndOp is GetAccumulate of one element (MPI_Fetch_and_op): *result
 // receives the target's element before value op element.
-func (w *Win[T]) FetchAndOp(value T, result *T, target, disp int, op Op) error {
+func (w *Win[T]) FetchAndOp(value T, result *T, target, disp int, op Op) (err error) {
+	defer w.failTo(&err)
 	const name = "Win.FetchAndOp"
 	if result == nil {
 		return errorf(ErrBuffer, name, "nil result")
@@ -71,7 +76,8 @@ func (w *Win[T]) FetchAndOp(value T, result *T, target, disp int, op Op) error {
 // equals compare, and returns the element as it was in *result
 // (MPI_Compare_and_swap). Elements are compared by their bytes (as Open
 // MPI and MPICH do: 0.0 and -0.0 differ, a NaN equals the same NaN).
-func (w *Win[T]) CompareAndSwap(value, compare T, result *T, target, disp int) error {
+func (w *Win[T]) CompareAndSwap(value, compare T, result *T, target, disp int) (err error) {
+	defer w.failTo(&err)
 	const name = "Win.CompareAndSwap"
 	if result == nil {
 		return errorf(ErrBuffer, name, "nil result")

@@ -11,7 +11,8 @@ package mpi
 // keeps the next epoch's operations from arriving before every rank is
 // done with this one. It fails with ErrRMASync while this rank holds
 // passive-target locks. Collective over the window's communicator.
-func (w *Win[T]) Fence() error {
+func (w *Win[T]) Fence() (err error) {
+	defer w.failTo(&err)
 	const name = "Win.Fence"
 	if err := w.live(name); err != nil {
 		return err
@@ -21,7 +22,7 @@ func (w *Win[T]) Fence() error {
 	if len(w.locks) > 0 || w.lockAll {
 		return errorf(ErrRMASync, name, "this rank holds passive-target locks on %s: Unlock them first", w.name)
 	}
-	err := w.completeAll(name, -1)
+	err = w.completeAll(name, -1)
 	expect := []int64{0}
 	q, cerr := IreduceScatterBlock(w.wc, w.fenceOps, expect, Sum)
 	if cerr != nil {
@@ -63,7 +64,8 @@ func (w *Win[T]) Fence() error {
 // the fence epoch, which must have no operation since that Fence
 // (ErrRMASync otherwise). Locking a target this rank has locked already,
 // or while LockAll is in force, is ErrRMASync.
-func (w *Win[T]) Lock(typ LockType, target int) error {
+func (w *Win[T]) Lock(typ LockType, target int) (err error) {
+	defer w.failTo(&err)
 	const name = "Win.Lock"
 	if err := w.live(name); err != nil {
 		return err
@@ -95,7 +97,8 @@ func (w *Win[T]) Lock(typ LockType, target int) error {
 // Unlock completes this rank's operations with target, at the origin and
 // at the target, and releases the lock (MPI_Win_unlock). Without a Lock of
 // target it fails with ErrRMASync.
-func (w *Win[T]) Unlock(target int) error {
+func (w *Win[T]) Unlock(target int) (err error) {
+	defer w.failTo(&err)
 	const name = "Win.Unlock"
 	if err := w.live(name); err != nil {
 		return err
@@ -114,7 +117,8 @@ func (w *Win[T]) Unlock(target int) error {
 
 // LockAll takes a shared lock on every rank of the window
 // (MPI_Win_lock_all), under the same rules as Lock.
-func (w *Win[T]) LockAll() error {
+func (w *Win[T]) LockAll() (err error) {
+	defer w.failTo(&err)
 	const name = "Win.LockAll"
 	if err := w.live(name); err != nil {
 		return err
@@ -137,7 +141,8 @@ func (w *Win[T]) LockAll() error {
 // UnlockAll completes this rank's operations at every rank and releases
 // the locks of LockAll (MPI_Win_unlock_all); without LockAll it fails
 // with ErrRMASync.
-func (w *Win[T]) UnlockAll() error {
+func (w *Win[T]) UnlockAll() (err error) {
+	defer w.failTo(&err)
 	const name = "Win.UnlockAll"
 	if err := w.live(name); err != nil {
 		return err
@@ -154,7 +159,8 @@ func (w *Win[T]) UnlockAll() error {
 // Flush completes this rank's operations with target, at the origin and
 // at the target, inside a passive-target epoch (MPI_Win_flush); outside one
 // it fails with ErrRMASync.
-func (w *Win[T]) Flush(target int) error {
+func (w *Win[T]) Flush(target int) (err error) {
+	defer w.failTo(&err)
 	const name = "Win.Flush"
 	if err := w.live(name); err != nil {
 		return err
@@ -172,7 +178,8 @@ func (w *Win[T]) Flush(target int) error {
 
 // FlushAll is Flush of every rank this rank holds a lock on
 // (MPI_Win_flush_all).
-func (w *Win[T]) FlushAll() error {
+func (w *Win[T]) FlushAll() (err error) {
+	defer w.failTo(&err)
 	const name = "Win.FlushAll"
 	if err := w.live(name); err != nil {
 		return err
@@ -185,7 +192,6 @@ func (w *Win[T]) FlushAll() error {
 	if len(w.locks) == 0 {
 		return errorf(ErrRMASync, name, "this rank holds no lock on %s", w.name)
 	}
-	var err error
 	for t := range w.locks {
 		h := winHdr{kind: wkFlush}
 		err = firstErr(err, w.send(name, t, &h, nil, nil))

@@ -21,6 +21,13 @@ const (
 	EnvCtlFD     = "GORUN_CTL_FD"    // inherited control socket
 	EnvBootWait  = "GORUN_BOOT_TIMEOUT"
 	EnvRecovery  = "GORUN_RECOVERY" // "1": gorun --enable-recovery (recovery.go)
+	// EnvAppNum is the index of the rank's program in an MPMD job
+	// (gorun -np 2 ./a : -np 1 ./b gives 0, 0, 1): MPI_APPNUM.
+	EnvAppNum = "GORUN_APPNUM"
+	// EnvUniverseSize is the number of processes the job could hold: the
+	// slots of its hosts, or its size when that is larger
+	// (MPI_UNIVERSE_SIZE).
+	EnvUniverseSize = "GORUN_UNIVERSE_SIZE"
 )
 
 // Env is a rank's place in the job.
@@ -38,6 +45,12 @@ type Env struct {
 	// Recovery is true when gorun runs the job with --enable-recovery: a
 	// failed rank does not end the job (recovery.go).
 	Recovery bool
+	// AppNum is the index of this rank's program in an MPMD job (0 in a
+	// job of one program); -1 in a singleton, which no launcher started.
+	AppNum int
+	// UniverseSize is the number of processes the job's hosts have slots
+	// for, at least Size.
+	UniverseSize int
 
 	ctl *ctlConn
 }
@@ -51,7 +64,8 @@ func ReadEnv() (*Env, error) {
 			return nil, fmt.Errorf("boot: this process was started by %s as one of %d processes, not by gorun: each would run alone as rank 0 of 1. A gorun program needs gorun's launcher: gorun -np %d PROGRAM (inside a Slurm allocation, gorun PROGRAM uses it)", who, n, n)
 		}
 		host, _ := os.Hostname()
-		return &Env{Rank: 0, Size: 1, LocalSize: 1, Singleton: true, HostID: host, JobID: fmt.Sprintf("single-%d", os.Getpid())}, nil
+		return &Env{Rank: 0, Size: 1, LocalSize: 1, Singleton: true, HostID: host, JobID: fmt.Sprintf("single-%d", os.Getpid()),
+			AppNum: -1, UniverseSize: 1}, nil
 	}
 	e := &Env{}
 	var err error
@@ -72,6 +86,14 @@ func ReadEnv() (*Env, error) {
 	e.LocalRank = geti(EnvLocalRank)
 	e.LocalSize = geti(EnvLocalSize)
 	fd := geti(EnvCtlFD)
+	// Optional: a gorun older than these variables does not set them.
+	e.AppNum, e.UniverseSize = 0, e.Size
+	if _, ok := os.LookupEnv(EnvAppNum); ok {
+		e.AppNum = geti(EnvAppNum)
+	}
+	if _, ok := os.LookupEnv(EnvUniverseSize); ok {
+		e.UniverseSize = max(geti(EnvUniverseSize), e.Size)
+	}
 	if err != nil {
 		return nil, err
 	}
