@@ -32,13 +32,16 @@ import (
 //	                   bytes, for the mismatch checks; 0 if the call has
 //	                   none) is in its buffer b; one word, so that a reader
 //	                   never pairs one call's number with another's length
-//	last[r]            the shm call r ran before the one in ready[r],
-//	                   written before it: a reader still in call s that
-//	                   finds r already in a later call learns from it
-//	                   whether r ran call s here at all (if not, the ranks
-//	                   disagree about the call: mismatched counts made r
-//	                   run a point-to-point algorithm, or r failed its
-//	                   arguments and aborted the call)
+//	last[r]            the ready word r published before the one in
+//	                   ready[r], written before it (same line, same
+//	                   stores): a reader still in call s that finds r
+//	                   already in a later call learns from it whether r
+//	                   ran call s here at all (if not, the ranks disagree
+//	                   about the call: mismatched counts made r run a
+//	                   point-to-point algorithm, or r failed its arguments
+//	                   and aborted the call), and if so r's buffer and
+//	                   length for it, so that the mismatch checks hold
+//	                   for a rank that ran ahead too
 //	done[r]  = s       rank r finished its share of call s (reduce owners)
 //
 // s is the call's sequence number (Comm.Begin), which every rank gives to
@@ -51,11 +54,12 @@ import (
 // entered its previous one (ready >= it), hence finished the one before,
 // the last that read the buffer this call writes. Most calls learn that on
 // the way (seen); a rank that did not polls the ready lines. A rank is
-// therefore never more than one shm call ahead of any other, which is how
-// a reader that finds a ready line already at a later call knows the
-// buffer of its own call: the other one. (Bcast readers write nothing,
-// but are held to this too: a reader that ran ahead several calls would
-// leave nothing to tell which buffer held the call a slower one reads.)
+// therefore never more than one shm call ahead of any other, which is why
+// a reader that finds a ready line already at a later call finds what it
+// needs in last, and why that buffer still holds it. (Bcast readers write
+// nothing, but are held to this too: a reader that ran ahead several
+// calls would leave nothing to tell which buffer held the call a slower
+// one reads.)
 //
 // Only blocking calls run here: nonblocking calls run their algorithm in
 // goroutines of their own, possibly several at once on one communicator,
@@ -139,6 +143,7 @@ type shmSeg struct {
 	stride int
 	next   uint64 // the buffer this rank's next shm call writes
 	prev   uint64 // this rank's previous shm call
+	pub    uint64 // the ready word this rank published last
 	seen   uint64 // every rank is known to have entered call seen
 	busy   atomic.Bool
 }
@@ -160,8 +165,10 @@ func (g *shmSeg) buf(r int, b uint64) []byte {
 
 // publish says that this rank entered call s with size bytes in buffer b.
 func (g *shmSeg) publish(me int, s, b uint64, size int) {
-	atomic.StoreUint64(g.word(me, 8), g.prev)
-	atomic.StoreUint64(g.ready(me), s<<32|uint64(size)<<1|b)
+	v := s<<32 | uint64(size)<<1 | b
+	atomic.StoreUint64(g.word(me, 8), g.pub)
+	atomic.StoreUint64(g.ready(me), v)
+	g.pub = v
 }
 
 // entered reports whether rank r has entered call s.
@@ -171,19 +178,22 @@ func (g *shmSeg) entered(r int, s uint64) bool { return atomic.LoadUint64(g.read
 func (g *shmSeg) finished(r int, s uint64) bool { return atomic.LoadUint64(g.done(r)) >= s }
 
 // data returns rank r's buffer for call s, which r has entered, and the
-// length it published (-1 when r is already in its next call); ok is
-// false when r went past call s without running it here.
+// length it published; ok is false when r went past call s without
+// publishing it here.
 func (g *shmSeg) data(r int, s uint64) (b []byte, size int, ok bool) {
 	v := atomic.LoadUint64(g.ready(r))
-	if v>>32 == s {
-		return g.buf(r, v&1), int(uint32(v) >> 1), true
+	if v>>32 != s {
+		// r is in its next call, and cannot go further before this
+		// rank enters a later one: last is stable. Its length is
+		// checked as any other: a rank that failed the call on a
+		// mismatched count and ran ahead must not pass for one whose
+		// count agreed.
+		v = atomic.LoadUint64(g.word(r, 8))
+		if v>>32 != s {
+			return nil, 0, false
+		}
 	}
-	// r is in its next call, and cannot go further before this rank
-	// enters a later one: last is stable.
-	if atomic.LoadUint64(g.word(r, 8)) != s {
-		return nil, 0, false
-	}
-	return g.buf(r, ^v&1), -1, true
+	return g.buf(r, v&1), int(uint32(v) >> 1), true
 }
 
 // shmShared is a communicator's shm state (in shared).
@@ -442,7 +452,7 @@ func (k *shmCall) wait(r, want int) ([]byte, error) {
 	if !ok {
 		return nil, k.skipped(r)
 	}
-	if want >= 0 && size >= 0 && size != want {
+	if want >= 0 && size != want {
 		return nil, fmt.Errorf("rank %d passed %d bytes where this rank passed %d (%w)", r, size, want, ErrCount)
 	}
 	return b, nil

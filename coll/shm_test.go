@@ -92,3 +92,39 @@ func (byteMax) Apply(in, inout []byte) {
 }
 
 func (byteMax) Commutative() bool { return true }
+
+// TestShmDataOfARankAhead: a reader still in call s finds, through last,
+// the buffer and the length of a rank already in its next call, and that
+// a rank which went past s without publishing it did not run s here.
+func TestShmDataOfARankAhead(t *testing.T) {
+	const n, slot = 3, 256
+	stride := 2*line + 2*slot
+	mem := make([]byte, line+n*stride)
+	ranks := make([]*shmSeg, n) // each rank's own mapping: next, pub
+	for r := range ranks {
+		ranks[r] = &shmSeg{mem: mem, n: n, slot: slot, stride: stride}
+	}
+	g := ranks[0] // the reader
+	pub := func(r int, s uint64, size int) uint64 {
+		b := ranks[r].next
+		ranks[r].publish(r, s, b, size)
+		ranks[r].next ^= 1
+		return b
+	}
+	b5 := pub(1, 5, 20)
+	if b, size, ok := g.data(1, 5); !ok || size != 20 || &b[0] != &g.buf(1, b5)[0] {
+		t.Fatalf("rank 1 in call 5: data = %v, %d, %v; want its buffer %d, 20, true", b != nil, size, ok, b5)
+	}
+	b6 := pub(1, 6, 0)
+	if b, size, ok := g.data(1, 5); !ok || size != 20 || &b[0] != &g.buf(1, b5)[0] {
+		t.Errorf("rank 1 ahead in call 6: data of call 5 = %v, %d, %v; want buffer %d, 20, true", b != nil, size, ok, b5)
+	}
+	if b, size, ok := g.data(1, 6); !ok || size != 0 || &b[0] != &g.buf(1, b6)[0] {
+		t.Errorf("rank 1 in call 6: data = %v, %d, %v; want buffer %d, 0, true", b != nil, size, ok, b6)
+	}
+	pub(2, 4, 8)
+	pub(2, 6, 8) // rank 2 skipped call 5
+	if _, _, ok := g.data(2, 5); ok {
+		t.Errorf("rank 2 skipped call 5, but data says it ran it")
+	}
+}
