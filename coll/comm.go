@@ -47,6 +47,9 @@ const (
 	// subNotify is the sub-channel of a nonblocking call's completion
 	// notice to itself (see Notify).
 	subNotify = 1<<subBits - 1
+	// subShmSetup is the channel of the shared-memory set-up (shm.go), a
+	// sub-channel of sequence 0 (see setupView).
+	subShmSetup = 1
 )
 
 // NewComm describes a communicator: engine, collective context id, the
@@ -109,6 +112,21 @@ func (c *Comm) Begin() Comm {
 		c.sh.mu.Unlock()
 	}
 	return v
+}
+
+// setupView returns c on channel ch of sequence 0, for a one-time set-up
+// of the communicator's state that runs inside a call but is not part of
+// it. No call has sequence 0 (Begin skips it) and its tags, but for tag 0
+// (the notices), carry nothing else, so a set-up's messages never mix with
+// a call's; an abort revokes the tags of the aborted call only, so a
+// set-up that every rank entered completes at every rank even when the
+// call it runs in is aborted. The view never asks the others about a
+// stall (that is about calls). What it still fails on: a failed peer, a
+// revoked communicator.
+func (c *Comm) setupView(ch int) *Comm {
+	v := *c
+	v.seq, v.tag, v.queried = 0, ch, true
+	return &v
 }
 
 // sub returns a communicator of the given ranks of c (in that order) for

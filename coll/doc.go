@@ -73,7 +73,11 @@
 // aborts it for everyone with a count error. notice.go has the protocol.
 // Every wait inside a call also waits for these notices, so no rank waits
 // forever in a call that another rank got wrong; later calls are
-// unaffected, since their tags are new.
+// unaffected, since their tags are new. State that the calls share and
+// that is set up once (the shared-memory segment) is set up at a point
+// every rank reaches alike, whatever its arguments (Comm.Prepare, at a
+// communicator's first blocking call), on a channel of its own that an
+// abort leaves alone, so that it ends alike everywhere.
 //
 // Reductions work on bytes through an Op supplied by package mpi, which
 // knows the datatypes. Op.Apply(in, inout) sets inout = in ⊕ inout where

@@ -32,13 +32,16 @@ import (
 //	                   bytes, for the mismatch checks; 0 if the call has
 //	                   none) is in its buffer b; one word, so that a reader
 //	                   never pairs one call's number with another's length
-//	last[r]            the shm call r ran before the one in ready[r],
-//	                   written before it: a reader still in call s that
-//	                   finds r already in a later call learns from it
-//	                   whether r ran call s here at all (if not, the ranks
-//	                   disagree about the call: mismatched counts made r
-//	                   run a point-to-point algorithm, or r failed its
-//	                   arguments and aborted the call)
+//	last[r]            the ready word r published before the one in
+//	                   ready[r], written before it (same line, same
+//	                   stores): a reader still in call s that finds r
+//	                   already in a later call learns from it whether r
+//	                   ran call s here at all (if not, the ranks disagree
+//	                   about the call: mismatched counts made r run a
+//	                   point-to-point algorithm, or r failed its arguments
+//	                   and aborted the call), and if so r's buffer and
+//	                   length for it, so that the mismatch checks hold
+//	                   for a rank that ran ahead too
 //	done[r]  = s       rank r finished its share of call s (reduce owners)
 //
 // s is the call's sequence number (Comm.Begin), which every rank gives to
@@ -51,11 +54,12 @@ import (
 // entered its previous one (ready >= it), hence finished the one before,
 // the last that read the buffer this call writes. Most calls learn that on
 // the way (seen); a rank that did not polls the ready lines. A rank is
-// therefore never more than one shm call ahead of any other, which is how
-// a reader that finds a ready line already at a later call knows the
-// buffer of its own call: the other one. (Bcast readers write nothing,
-// but are held to this too: a reader that ran ahead several calls would
-// leave nothing to tell which buffer held the call a slower one reads.)
+// therefore never more than one shm call ahead of any other, which is why
+// a reader that finds a ready line already at a later call finds what it
+// needs in last, and why that buffer still holds it. (Bcast readers write
+// nothing, but are held to this too: a reader that ran ahead several
+// calls would leave nothing to tell which buffer held the call a slower
+// one reads.)
 //
 // Only blocking calls run here: nonblocking calls run their algorithm in
 // goroutines of their own, possibly several at once on one communicator,
@@ -65,12 +69,35 @@ import (
 // communicator (from two goroutines: erroneous in MPI) fail with an error
 // instead of corrupting each other.
 //
-// Set-up, at a communicator's first shm call: rank 0 creates the segment
+// Set-up, at a communicator's first blocking call of any collective
+// (Prepare, which package mpi calls at every rank, whatever the call and
+// whether its arguments are good or not): rank 0 creates the segment
 // (/dev/shm/gorun-<job>-coll-<ctx>-<world rank>, removed by gorun's reaper
 // whatever happens), the others map it, every rank reports whether it
 // could, and rank 0 unlinks the file. If any rank failed, the
-// communicator never uses shm and the call runs its point-to-point
-// algorithm, on every rank alike.
+// communicator never uses shm and its calls run their point-to-point
+// algorithms, on every rank alike.
+//
+// The set-up must end the same way at every rank, and two things once
+// made it differ when a call failed at some ranks only. It ran at the
+// first call that picked an shm algorithm, so a rank whose arguments were
+// wrong (checked before the pick) did not run it while the others did;
+// and it ran on the call's tags, which the call's abort revokes, so a rank
+// could fail in it while another, already past it, kept its segment. The
+// next call then ran set-up messages at some ranks against shm flags or
+// point-to-point messages at others ("receive from rank 0: 0 bytes where
+// 1 were expected"). Hence the set-up runs at a point that every rank
+// reaches alike, whatever its arguments and before any pick, and on a
+// channel of its own (setupView) that aborts do not revoke: once every
+// rank has entered it, it completes everywhere. The price: every
+// communicator within one host that makes a blocking call gets a segment,
+// even one whose calls are all too large for it or of collectives without
+// an shm algorithm. And the set-up waits for every rank: where a rank
+// makes a nonblocking call and the others their first blocking one (an
+// erroneous program: MPI forbids the two to match), they wait in the
+// set-up until that rank makes a blocking call, dies, or the communicator
+// is revoked; a call's own algorithm would have failed on the stray
+// messages instead.
 
 var (
 	pShm = params.Int("GORUN_COLL_SHM", 1,
@@ -116,6 +143,7 @@ type shmSeg struct {
 	stride int
 	next   uint64 // the buffer this rank's next shm call writes
 	prev   uint64 // this rank's previous shm call
+	pub    uint64 // the ready word this rank published last
 	seen   uint64 // every rank is known to have entered call seen
 	busy   atomic.Bool
 }
@@ -137,8 +165,10 @@ func (g *shmSeg) buf(r int, b uint64) []byte {
 
 // publish says that this rank entered call s with size bytes in buffer b.
 func (g *shmSeg) publish(me int, s, b uint64, size int) {
-	atomic.StoreUint64(g.word(me, 8), g.prev)
-	atomic.StoreUint64(g.ready(me), s<<32|uint64(size)<<1|b)
+	v := s<<32 | uint64(size)<<1 | b
+	atomic.StoreUint64(g.word(me, 8), g.pub)
+	atomic.StoreUint64(g.ready(me), v)
+	g.pub = v
 }
 
 // entered reports whether rank r has entered call s.
@@ -148,34 +178,38 @@ func (g *shmSeg) entered(r int, s uint64) bool { return atomic.LoadUint64(g.read
 func (g *shmSeg) finished(r int, s uint64) bool { return atomic.LoadUint64(g.done(r)) >= s }
 
 // data returns rank r's buffer for call s, which r has entered, and the
-// length it published (-1 when r is already in its next call); ok is
-// false when r went past call s without running it here.
+// length it published; ok is false when r went past call s without
+// publishing it here.
 func (g *shmSeg) data(r int, s uint64) (b []byte, size int, ok bool) {
 	v := atomic.LoadUint64(g.ready(r))
-	if v>>32 == s {
-		return g.buf(r, v&1), int(uint32(v) >> 1), true
+	if v>>32 != s {
+		// r is in its next call, and cannot go further before this
+		// rank enters a later one: last is stable. Its length is
+		// checked as any other: a rank that failed the call on a
+		// mismatched count and ran ahead must not pass for one whose
+		// count agreed.
+		v = atomic.LoadUint64(g.word(r, 8))
+		if v>>32 != s {
+			return nil, 0, false
+		}
 	}
-	// r is in its next call, and cannot go further before this rank
-	// enters a later one: last is stable.
-	if atomic.LoadUint64(g.word(r, 8)) != s {
-		return nil, 0, false
-	}
-	return g.buf(r, ^v&1), -1, true
+	return g.buf(r, v&1), int(uint32(v) >> 1), true
 }
 
 // shmShared is a communicator's shm state (in shared).
 type shmShared struct {
-	mu    sync.Mutex
-	tried bool
-	seg   *shmSeg // nil: not usable
+	mu sync.Mutex // held by the set-up and close
+	// tried is set once the set-up has run (whatever its outcome): every
+	// blocking call reads it, without the lock.
+	tried atomic.Bool
+	seg   atomic.Pointer[shmSeg] // nil: not usable
 }
 
 func (m *shmShared) close() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.seg != nil {
-		unix.Munmap(m.seg.mem)
-		m.seg = nil
+	if g := m.seg.Swap(nil); g != nil {
+		unix.Munmap(g.mem)
 	}
 }
 
@@ -189,23 +223,51 @@ func shmApplies(c *Comm, a *Args, size int) bool {
 // errConcurrent: two blocking collectives at once on one communicator.
 var errConcurrent = errors.New("two collective calls at once on one communicator (from different goroutines): MPI requires them to be ordered")
 
-// shmBegin returns the segment, setting it up at the communicator's first
-// shm call; a nil segment means "run the point-to-point algorithm". end
-// must be called when the call is over.
-func (c *Comm) shmBegin() (*shmSeg, error) {
+// Prepare readies c, a view begun for a blocking call, for the call's
+// algorithm: at the communicator's first blocking call it sets up the
+// shared-memory segment (see "Set-up" above). Package mpi calls it at
+// every rank, whether the call's arguments turned out good or not (before
+// it aborts a call for bad ones), so that every rank runs the set-up at
+// the same call; after the first call it costs one atomic load. An error
+// (a peer that failed during the set-up) is the call's.
+func (c *Comm) Prepare() error {
+	if c.sh == nil || c.sh.shm.tried.Load() {
+		return nil
+	}
+	return c.shmPrepare()
+}
+
+// shmPrepare runs the set-up if it has not run yet.
+func (c *Comm) shmPrepare() error {
 	m := &c.sh.shm
 	m.mu.Lock()
-	if !m.tried {
-		m.tried = true
-		seg, err := c.shmSetup()
-		if err != nil {
-			m.mu.Unlock()
+	defer m.mu.Unlock()
+	if m.tried.Load() {
+		return nil
+	}
+	var err error
+	if c.Nodes == 1 && c.Size() > 1 && shmOn() {
+		var g *shmSeg
+		g, err = c.setupView(subShmSetup).shmSetup()
+		m.seg.Store(g)
+	}
+	m.tried.Store(true)
+	return err
+}
+
+// shmBegin returns the segment; a nil segment means "run the
+// point-to-point algorithm". end must be called when the call is over.
+// The set-up has run already when package mpi made the call (Prepare);
+// a caller of this package's entry points that did not call Prepare gets
+// it here, at its first shm call, which is safe when every rank makes that
+// call with arguments that pick the same algorithm.
+func (c *Comm) shmBegin() (*shmSeg, error) {
+	if !c.sh.shm.tried.Load() {
+		if err := c.shmPrepare(); err != nil {
 			return nil, err
 		}
-		m.seg = seg
 	}
-	g := m.seg
-	m.mu.Unlock()
+	g := c.sh.shm.seg.Load()
 	if g == nil {
 		return nil, nil
 	}
@@ -217,9 +279,9 @@ func (c *Comm) shmBegin() (*shmSeg, error) {
 
 func (g *shmSeg) end() { g.busy.Store(false) }
 
-// shmSetup makes and maps the segment (see the package comment above).
-// The vote decides for every rank alike; an error is a failure of the
-// set-up's messages.
+// shmSetup makes and maps the segment (see the package comment above); c
+// is a set-up view. The vote decides for every rank alike; an error is a
+// failure of the set-up's messages.
 func (c *Comm) shmSetup() (*shmSeg, error) {
 	n, me := c.Size(), c.Rank()
 	slot := shmSlot(n)
@@ -390,7 +452,7 @@ func (k *shmCall) wait(r, want int) ([]byte, error) {
 	if !ok {
 		return nil, k.skipped(r)
 	}
-	if want >= 0 && size >= 0 && size != want {
+	if want >= 0 && size != want {
 		return nil, fmt.Errorf("rank %d passed %d bytes where this rank passed %d (%w)", r, size, want, ErrCount)
 	}
 	return b, nil

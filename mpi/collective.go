@@ -92,9 +92,15 @@ type running struct {
 
 var runPool = sync.Pool{New: func() any { return new(running) }}
 
-// finish runs a prepared call (or reports why it could not be prepared)
-// and tells the other ranks if it failed.
+// finish runs a prepared blocking call (or reports why it could not be
+// prepared) and tells the other ranks if it failed. Every blocking call
+// comes here, with good arguments or not, and readies the communicator
+// first (coll.Comm.Prepare: the shared-memory set-up at its first blocking
+// call), so that every rank does that at the same call.
 func finish(op string, v *coll.Comm, cl *call, err error) error {
+	if perr := v.Prepare(); perr != nil && err == nil {
+		err = wrapColl(op, perr)
+	}
 	if err == nil {
 		r := runPool.Get().(*running)
 		r.v, r.args = *v, cl.args

@@ -1,0 +1,206 @@
+package tests
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/gorun/gorun/mpi"
+)
+
+// A collective that fails at one rank only (its arguments are wrong there
+// and fine elsewhere) must leave the communicator usable: package mpi
+// promises it (mpi/collective.go), and package coll aborts the call on
+// every rank (coll/notice.go). The case runs each such failure twice, on
+// a fresh communicator (the failing call is its first: the shared-memory
+// collectives set up their segment then) and on one that has already run
+// a collective, and after each runs Barrier, Bcast from every root,
+// Allreduce and Reduce on the same communicator and checks their results.
+// The test runs it with the shared-memory collectives (the default on one
+// host) and without them (GORUN_COLL_SHM=0: point-to-point algorithms).
+
+func init() {
+	rankCases["coll-fail-one"] = caseCollFailOne
+}
+
+// oneRankFailure is a collective call whose arguments are wrong at rank
+// bad only.
+type oneRankFailure struct {
+	name string
+	// call runs the collective; bad is true at the rank whose arguments
+	// are wrong.
+	call func(w *mpi.Comm, bad bool) error
+	// classes are the error classes any rank may see (the first one is the
+	// bad rank's, unless anyOf is set); every: every rank must fail.
+	classes []mpi.Class
+	every   bool
+	anyOf   bool
+}
+
+var oneRankFailures = []oneRankFailure{
+	{name: "Bcast with an out-of-range root at one rank (root 0 elsewhere)", classes: []mpi.Class{mpi.ErrRoot},
+		call: func(w *mpi.Comm, bad bool) error {
+			root := 0
+			if bad {
+				root = w.Size() + 3
+			}
+			return mpi.Bcast(w, []int{1, 2, 3}, root)
+		}},
+	{name: "Bcast with a negative root at the root (root 1 elsewhere)", classes: []mpi.Class{mpi.ErrRoot}, every: true,
+		call: func(w *mpi.Comm, bad bool) error {
+			root := 1
+			if bad {
+				root = -1
+			}
+			return mpi.Bcast(w, []int{1, 2, 3}, root)
+		}},
+	{name: "Reduce with an out-of-range root at one rank", classes: []mpi.Class{mpi.ErrRoot},
+		call: func(w *mpi.Comm, bad bool) error {
+			root := 0
+			if bad {
+				root = w.Size()
+			}
+			return mpi.Reduce(w, []float64{1, 2}, make([]float64, 2), mpi.Sum, root)
+		}},
+	{name: "Allreduce with the zero Op at one rank", classes: []mpi.Class{mpi.ErrOp}, every: true,
+		call: func(w *mpi.Comm, bad bool) error {
+			op := mpi.Sum
+			if bad {
+				op = mpi.Op{}
+			}
+			x := []int32{1, 2, 3, 4}
+			return mpi.Allreduce(w, x, x, op)
+		}},
+	{name: "Allreduce with overlapping buffers at one rank", classes: []mpi.Class{mpi.ErrBuffer}, every: true,
+		call: func(w *mpi.Comm, bad bool) error {
+			b := make([]int, 10)
+			if bad {
+				return mpi.Allreduce(w, b[0:5], b[2:7], mpi.Sum)
+			}
+			return mpi.Allreduce(w, b[0:5], b[5:10], mpi.Sum)
+		}},
+	{name: "Allreduce with fewer elements at one rank", classes: []mpi.Class{mpi.ErrCount, mpi.ErrTruncate}, every: true, anyOf: true,
+		call: func(w *mpi.Comm, bad bool) error {
+			x := make([]float32, 12)
+			if bad {
+				x = x[:5]
+			}
+			return mpi.Allreduce(w, x, x, mpi.Sum)
+		}},
+	{name: "Allgather with a short receive buffer at one rank", classes: []mpi.Class{mpi.ErrCount},
+		call: func(w *mpi.Comm, bad bool) error {
+			k := w.Size()
+			if bad {
+				k--
+			}
+			return mpi.Allgather(w, []int{w.Rank()}, make([]int, k))
+		}},
+}
+
+// caseCollFailOne runs every oneRankFailure at rank 1 on a fresh
+// communicator and on a used one, and checks the communicator afterwards.
+func caseCollFailOne(w *mpi.Comm) error {
+	if w.Size() < 2 {
+		return fmt.Errorf("coll-fail-one needs 2 ranks or more")
+	}
+	const bad = 1
+	me := w.Rank()
+	for _, f := range oneRankFailures {
+		for _, fresh := range []bool{true, false} {
+			what := f.name
+			if fresh {
+				what += " (first call on the communicator)"
+			}
+			c, err := w.Dup()
+			if err != nil {
+				return err
+			}
+			if !fresh {
+				if err := mpi.Barrier(c); err != nil {
+					return fmt.Errorf("%s: barrier before: %v", what, err)
+				}
+			}
+			err = f.call(c, me == bad)
+			if err := f.check(err, me == bad); err != nil {
+				return fmt.Errorf("%s: rank %d: %v", what, me, err)
+			}
+			if err := collStillWorks(c); err != nil {
+				return fmt.Errorf("after %s: %v", what, err)
+			}
+			if err := c.Free(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// check judges one rank's outcome of a oneRankFailure.
+func (f *oneRankFailure) check(err error, bad bool) error {
+	if err == nil {
+		if bad || f.every {
+			return fmt.Errorf("succeeded; want %v", f.classes)
+		}
+		return nil
+	}
+	want := f.classes
+	if bad && !f.anyOf {
+		want = want[:1]
+	}
+	for _, cl := range want {
+		if errors.Is(err, cl) {
+			return nil
+		}
+	}
+	return fmt.Errorf("want %v, got %v", want, err)
+}
+
+// collStillWorks runs Barrier, Bcast from every root, Allreduce and
+// Reduce on c and checks their results.
+func collStillWorks(c *mpi.Comm) error {
+	n, me := c.Size(), c.Rank()
+	if err := mpi.Barrier(c); err != nil {
+		return fmt.Errorf("Barrier: %v", err)
+	}
+	for root := range n {
+		buf := []int{-1, -1, -1}
+		if me == root {
+			buf = []int{root, 10 * root, 100 * root}
+		}
+		if err := mpi.Bcast(c, buf, root); err != nil {
+			return fmt.Errorf("Bcast root %d: %v", root, err)
+		}
+		if buf[0] != root || buf[1] != 10*root || buf[2] != 100*root {
+			return fmt.Errorf("Bcast root %d: got %v", root, buf)
+		}
+	}
+	x := []int{me, 1}
+	if err := mpi.Allreduce(c, x, x, mpi.Sum); err != nil {
+		return fmt.Errorf("Allreduce: %v", err)
+	}
+	if x[0] != n*(n-1)/2 || x[1] != n {
+		return fmt.Errorf("Allreduce: got %v, want [%d %d]", x, n*(n-1)/2, n)
+	}
+	out := make([]float64, 1)
+	if err := mpi.Reduce(c, []float64{float64(me + 1)}, out, mpi.Max, n-1); err != nil {
+		return fmt.Errorf("Reduce: %v", err)
+	}
+	if me == n-1 && out[0] != float64(n) {
+		return fmt.Errorf("Reduce: got %v, want %d", out[0], n)
+	}
+	return mpi.Barrier(c)
+}
+
+// TestCollFailOneRank: a collective that fails at one rank only leaves the
+// communicator usable, in shared memory and over point-to-point.
+func TestCollFailOneRank(t *testing.T) {
+	for _, shm := range []string{"1", "0"} {
+		for _, np := range []int{2, 3, 4} {
+			t.Run(fmt.Sprintf("shm=%s/np=%d", shm, np), func(t *testing.T) {
+				job{np: np, cas: "coll-fail-one", timeout: 60 * time.Second,
+					env: []string{"GORUN_COLL_SHM=" + shm, "GORUN_COLL_STALL=300ms"}}.ok(t)
+			})
+		}
+	}
+}
