@@ -121,9 +121,15 @@ func sum(v []int) int {
 	return s
 }
 
-// Barrier blocks until every rank of c has entered it.
-func Barrier(c *Comm) error {
-	return collBarrier.call(c, &Args{}, nil)
+// Barrier blocks until every rank of c has entered it. a carries only
+// Nonblocking (nil: a blocking call): a nonblocking barrier (Ibarrier, a
+// persistent one) must not take the shared-memory algorithm, which runs
+// one blocking call at a time in call order.
+func Barrier(c *Comm, a *Args) error {
+	if a == nil {
+		a = &Args{}
+	}
+	return collBarrier.call(c, a, nil)
 }
 
 // Bcast copies the root's a.Recv into every rank's a.Recv.

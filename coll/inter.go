@@ -62,8 +62,8 @@ func (c *Comm) leaders(rlo int) *Comm {
 
 // InterBarrier returns once every rank of both groups has entered it: the
 // barrier of the union, which is MPI's intercommunicator barrier.
-func InterBarrier(c *Comm) error {
-	return Barrier(c)
+func InterBarrier(c *Comm, a *Args) error {
+	return Barrier(c, a)
 }
 
 // InterBcast broadcasts a.Recv of the root, a rank of one group, to every

@@ -158,7 +158,7 @@ func TestAbortRevokesCall(t *testing.T) {
 	})
 	ranks(t, engs, func(r int) {
 		v := comms[r].Begin()
-		if err := Barrier(&v); err != nil {
+		if err := Barrier(&v, nil); err != nil {
 			t.Errorf("rank %d: barrier after the aborted call: %v", r, err)
 		}
 		want := bytes.Repeat([]byte("bcast after abort"), big/16)

@@ -62,7 +62,7 @@ func TestShmSetupSurvivesOneRankFailing(t *testing.T) {
 		if err := v.Prepare(); err != nil {
 			t.Errorf("rank %d: prepare: %v", r, err)
 		}
-		if err := Barrier(&v); err != nil {
+		if err := Barrier(&v, nil); err != nil {
 			t.Errorf("rank %d: barrier after the failed call: %v", r, err)
 		}
 		want := []byte("from rank 1")

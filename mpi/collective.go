@@ -177,7 +177,7 @@ func Barrier(c *Comm) error {
 	return c.fail(finish("Barrier", &v, &call{fn: barrierFn}, nil))
 }
 
-func barrierFn(v *coll.Comm, _ *coll.Args) error { return coll.Barrier(v) }
+func barrierFn(v *coll.Comm, a *coll.Args) error { return coll.Barrier(v, a) }
 
 // Bcast copies root's buf into buf at every rank of c. Every rank passes a
 // buffer of the same length. On an intercommunicator the root passes

@@ -27,7 +27,7 @@ func (c *Comm) unionRemote(r int) int {
 }
 
 func interBarrier(c *Comm) error {
-	return c.interRun("Barrier", func(v *coll.Comm, _ *coll.Args, _ int) error { return coll.InterBarrier(v) }, coll.Args{}, nil)
+	return c.interRun("Barrier", func(v *coll.Comm, a *coll.Args, _ int) error { return coll.InterBarrier(v, a) }, coll.Args{}, nil)
 }
 
 // interBcast: root is Root at the root, ProcNull at the other processes
