@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/gorun/gorun/internal/nap"
 	"github.com/gorun/gorun/internal/params"
 	"github.com/gorun/gorun/p2p"
 	"golang.org/x/sys/unix"
@@ -404,6 +405,6 @@ func (w *Win[T]) await(cond func() bool) {
 			unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
 			continue
 		}
-		time.Sleep(50 * time.Microsecond)
+		nap.Sleep(50 * time.Microsecond)
 	}
 }

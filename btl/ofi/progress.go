@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/gorun/gorun/internal/nap"
 )
 
 // Progress reads the completion queue (which also drives the provider's
@@ -145,7 +147,7 @@ func (m *module) Wait(d time.Duration) {
 		d = min(d, 20*time.Microsecond)
 	}
 	if m.f.wait(d.Nanoseconds()) < 0 {
-		time.Sleep(min(d, 50*time.Microsecond))
+		nap.Sleep(min(d, 50*time.Microsecond))
 	}
 }
 
