@@ -69,7 +69,9 @@ run)
 			[ -x $BIN/osu_$b ] || continue
 			for i in $(seq "$reps"); do
 				timeout 120 $BIN/gorun -np $np $BIN/osu_$b "${args[@]}" >"$out/g-$b-np$np-$i.txt" 2>&1 || echo "gorun $b np=$np failed" >&2
-				[ "${SHM0:-1}" = 1 ] && GORUN_COLL_SHM=0 timeout 120 $BIN/gorun -np $np $BIN/osu_$b "${args[@]}" >"$out/p-$b-np$np-$i.txt" 2>&1 || echo "gorun (shm off) $b np=$np failed" >&2
+				if [ "${SHM0:-1}" = 1 ]; then
+					GORUN_COLL_SHM=0 timeout 120 $BIN/gorun -np $np $BIN/osu_$b "${args[@]}" >"$out/p-$b-np$np-$i.txt" 2>&1 || echo "gorun (shm off) $b np=$np failed" >&2
+				fi
 				timeout 120 bash -c "$(declare -f ompi); MPIRUN=$MPIRUN ncores=$ncores ompi $np $ref/osu_$b ${args[*]}" >"$out/o-$b-np$np-$i.txt" 2>&1 || echo "ompi $b np=$np failed" >&2
 			done
 		done
