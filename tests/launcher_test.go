@@ -644,7 +644,7 @@ func TestRankfileAndTorchEnv(t *testing.T) {
 			t.Errorf("MASTER_PORT differs between ranks or is empty: %q", out.String())
 		}
 	}
-	for _, want := range []string{"(--rankfile)", "from the rankfile (2 ranks); ranks 0 1", "gorun: trace", "spawned 2 ranks"} {
+	for _, want := range []string{"(--rankfile)", "from the rankfile (2 ranks); ranks 0 1", "gorun: trace", "all 2 ranks started"} {
 		if !strings.Contains(errb.String(), want) {
 			t.Errorf("stderr lacks %q:\n%s", want, errb.String())
 		}

@@ -256,9 +256,11 @@ func caseULFMAnySource(w *mpi.Comm) error {
 	case 2:
 		os.Exit(4)
 	case 1:
-		// Wait for the verdict, then send.
-		for len(w.GetFailed()) == 0 {
-			time.Sleep(10 * time.Millisecond)
+		// Send only once rank 0's first receive has failed (it says so
+		// on tag 8): sent earlier, the message could match that receive
+		// before rank 0 learned of rank 2's failure.
+		if _, err := mpi.Recv(w, buf, 0, 8); err != nil {
+			return err
 		}
 		if err := mpi.Send(w, []int{11}, 0, 5); err != nil {
 			return err
@@ -275,6 +277,9 @@ func caseULFMAnySource(w *mpi.Comm) error {
 		_, err := mpi.Recv(w, buf, mpi.AnySource, 5)
 		if !errors.Is(err, mpi.ErrProcFailed) {
 			return fmt.Errorf("receive from AnySource after rank 2 failed: %v, want ErrProcFailed", err)
+		}
+		if err := mpi.Send(w, []int{0}, 1, 8); err != nil {
+			return err
 		}
 		if f := w.GetFailed(); !slices.Equal(f, []int{2}) {
 			return fmt.Errorf("GetFailed = %v, want [2]", f)

@@ -620,6 +620,15 @@ func caseWinFailure(w *mpi.Comm) error {
 	if err := win.Unlock(0); err != nil {
 		return fmt.Errorf("Unlock of a survivor: %w", err)
 	}
+	// Free is collective, but with a dead member it fails at once,
+	// without waiting for the other survivors: freeing a window that a
+	// survivor still has an epoch open on is erroneous (MPI), so the
+	// survivors first tell each other they are done with it, as a
+	// program under recovery would.
+	other := []int{0}
+	if _, err := mpi.Sendrecv(w, []int{me}, 1-me, 9, other, 1-me, 9); err != nil {
+		return fmt.Errorf("survivors' handshake: %w", err)
+	}
 	if err := win.Free(); !errors.Is(err, mpi.ErrProcFailed) {
 		return fmt.Errorf("Free with a dead member: %v, want ErrProcFailed", err)
 	}
