@@ -664,9 +664,10 @@ func (k *shmCall) reduceLocal(a *Args, own []byte, want bool) error {
 		return err
 	}
 	copy(dst, b[:m])
-	_, op3 := a.Op.(Op3)
+	o3, op3 := a.Op.(Op3)
 	var scratch *[]byte
 	if !op3 {
+		// foldInto writes its second operand: b is another rank's slot.
 		scratch = Scratch(m)
 		defer ReleaseScratch(scratch)
 	}
@@ -676,7 +677,7 @@ func (k *shmCall) reduceLocal(a *Args, own []byte, want bool) error {
 			return err
 		}
 		if op3 {
-			a.Op.(Op3).Apply3(dst, b[:m], dst) // dst = dst ⊕ b; b is read only
+			o3.Apply3(dst, b[:m], dst) // dst = dst ⊕ b; b is read only
 			continue
 		}
 		copy(*scratch, b[:m])
