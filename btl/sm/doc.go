@@ -26,53 +26,70 @@
 //	ring of sender s, at ringBase + s*ringSize
 //	  page 0   head (consumer) | 2 lines on: producer pid, full flag,
 //	           producer closed flag
-//	  slots    slots x stride, each starting on a 128-byte boundary
-//	slot, first fragment of a frame
-//	  0 seq (ticket+1) | 8 frame length, and header length << 56 |
-//	  16 the header without its trailing zero bytes | the payload
-//	slot, later fragment
-//	  0 seq | 64 the payload
+//	  data     slots x stride bytes (stride: the fragment size + 64,
+//	           rounded to 128), a byte stream of records
+//	record, on a line boundary, whole lines long
+//	  0 seq (stream position + 1) | 8 kind << 56, and for a frame's
+//	  first record header length << 48 | frame length, for a later one
+//	  its payload length | 16 the first record's header without its
+//	  trailing zero bytes, then the payload
 //
-// A small frame fits one cache line: p2p's eager header has 32 significant
-// bytes, so seq, length, header and up to 16 payload bytes share the
-// slot's first line, and larger payloads run on into the second line, its
-// adjacent-line-prefetch partner. (Measured on the quiet 16-core device
-// host, medians of 3 interleaved runs: a module ping-pong of 8 bytes took
-// 474 ns one way with this layout and 599 ns with a fixed 64-byte header
-// line in front of every payload; OSU latency at 8 bytes 0.60 µs against
-// 0.75 µs.)
+// # Records
 //
-// Every atomic word is aligned to its size and lies inside one cache line
-// (a straddling atomic takes a bus lock, ~0.5 ms here, docs/measurements.md); words
-// written by different sides are on different lines (TestLayout).
+// The data area is a byte stream wrapped around: a record at stream
+// position p lies at offset p % cap (cap = slots x stride), starts on a
+// line and takes whole lines, at most a stride. Small frames pack into
+// consecutive lines: p2p's eager header has 32 significant bytes, so a
+// frame of up to 16 payload bytes is a one-line record, and a window of
+// 64 such sends fills 4 KiB that the consumer reads in order. (The ring
+// used to be 16 fixed slots of 64 KiB, one frame or fragment per slot:
+// every small message then took the first line of a slot 64 KiB from the
+// last. Measured on the quiet 16-core device host, OSU method, old and
+// new interleaved, medians of 5: message rate at np=2 +8-27% for 1 B-1
+// KiB and +35-59% for 2-4 KiB, bandwidth +20-65% for 2 B-8 KiB, latency
+// unchanged within the noise.)
+//
+// A record that does not fit before the end of the data area is preceded
+// by a skip record that covers the rest of the lap. A frame longer than a
+// record goes in several: the first with the header and the frame's
+// length, the others with their payload length.
 //
 // # Who writes what
 //
 // A ring has exactly one producer (the sender, through the mapping of the
 // receiver's file it opened at Reach) and one consumer (the owner). The
-// producer writes slots and the full flag; the consumer writes head. The
-// producer publishes ticket t by storing t+1 into the seq word of slot
-// t%slots after writing the slot's length, header and payload; the
-// consumer, having seen seq == head+1, copies the payload out and stores
-// head+1 into head, handing the slot back at once (so a large frame
-// streams: the producer refills slot i while the consumer copies slot
-// i+1). A slot is never reset: the previous lap's seq is t+1-slots, never
-// t+1. Go's atomics are sequentially consistent (on amd64 the store is an
-// XCHG, the load a plain MOV under TSO; on arm64 STLR/LDAR), which gives
-// the release/acquire pairs this needs and the store-load order the wake
-// protocol below needs.
+// producer writes records and the full flag; the consumer writes head,
+// the stream position up to which it has read. The producer publishes a
+// record at position p by storing p+1 into its seq word after writing its
+// meta word, header and payload; the consumer, having seen seq == head+1,
+// copies the payload out and advances head past the record. It hands
+// space back (stores head) at once after a record of 4 KiB or more, so
+// that a large frame streams, and otherwise at the end of its poll or
+// every quarter ring.
 //
-// A frame is streamed through the ring in fragments: the first carries
-// the frame's length and header, and the consumer calls Handler.Begin
-// there, copies each fragment into the slice Begin returned, and calls End
-// after the last. A fragment holds up to 65600 bytes (Caps.MaxFrag), so a
-// frame of up to 64 KiB (every eager message, every 64 KiB rendezvous
-// DATA) is one slot. Frames are FIFO per sender because one ring carries
-// one sender's frames in order.
+// The seq word where the next record will start is 0 when a record is
+// published, so that the consumer, looking there next, stops until that
+// record comes; a non-zero word other than head+1 there is corruption and
+// fails the producer. The producer keeps the first word of every line
+// zeroed up to 4 KiB past its tail, just after each publish (off the way
+// of the message, and the lines of the records to come are then in its
+// cache); a record that ends beyond that zeroes the word itself, as its
+// first store. Space: a record needs its own bytes and the next line free
+// (tail + length + 64 - head <= cap). Go's atomics are sequentially
+// consistent (on amd64 the store is an XCHG, the load a plain MOV under
+// TSO; on arm64 STLR/LDAR), which gives the release/acquire pairs this
+// needs and the store-load order the wake protocol below needs.
 //
-// Send writes as many fragments as the ring has free slots; what does not
-// fit stays queued on the endpoint (back-pressure: Send never blocks) and
-// Progress goes on with it. FrameDone comes once the last fragment is in
+// The consumer calls Handler.Begin at a frame's first record, copies each
+// record's payload into the slice Begin returned, and calls End after the
+// last. A record carries up to 65600 bytes of payload with a full header
+// (Caps.MaxFrag), so a frame of up to 64 KiB (every eager message, every
+// 64 KiB rendezvous DATA) is one record. Frames are FIFO per sender
+// because one ring carries one sender's frames in order.
+//
+// Send writes as many records as the ring has room for; what does not fit
+// stays queued on the endpoint (back-pressure: Send never blocks) and
+// Progress goes on with it. FrameDone comes once the last record is in
 // the ring: the payload is no longer needed then.
 //
 // Registration: at Reach the sender maps its ring, writes its pid, claims a
@@ -104,13 +121,13 @@
 //   - M read 0: M precedes the owner's mode store in S; the owner, in
 //     the same Progress after that store, heats every ring it has (and
 //     heats each ring adopted later), so its next seq load of this ring
-//     follows P and sees the slot.
+//     follows P and sees the record.
 //   - M read 1, the bit was clear at L: O follows P, and the bit stays
 //     set until a swap X after O returns it; the owner then polls the
 //     ring after X, so after P.
 //   - M read 1, the bit was set at L: only a swap clears it, so the first
 //     swap X after L in S returns it; X follows P, and the poll after X
-//     sees the slot.
+//     sees the record.
 //
 // So every publish P is followed in S by a heating or a swap that
 // returns its bit, and by a poll of its ring after that; a ring leaves

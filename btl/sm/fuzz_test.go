@@ -48,74 +48,66 @@ func (c *checker) PeerFailed(src int, err error) {
 	}
 }
 
-// refRing is the reference decoder of a ring's fragments (each the bytes
-// of a slot after its seq word): the frames they hold whole, and whether
-// the consumer must fail the producer on the way.
-func refRing(frags [][]byte, limit int) (hdrs []btl.Header, frames [][]byte, fail bool) {
-	for i := 0; i < len(frags); {
-		meta := binary.LittleEndian.Uint64(frags[i])
-		total, hl := meta&metaLenMask, int(meta>>metaHdrShift)
+// refRecord is the reference decoder of one record: given its meta word,
+// the ring's geometry (cap, the largest record rec, the record's offset)
+// and the frame in progress (inFrame, rem bytes of it left), the body
+// bytes it has after its meta word, and whether the consumer must fail
+// the producer on it instead (limit: the largest frame the handler takes).
+func refRecord(meta uint64, capacity, rec, off int, inFrame bool, rem, limit int) (body int, fail bool) {
+	room := min(rec, capacity-off) // the longest record that may start at off
+	switch kind := meta >> metaKindShift; {
+	case kind == recSkip:
+		return capacity - off - offRecBody, false
+	case kind == recFirst && !inFrame:
+		total, hl := meta&metaLenMask, int(meta>>metaHdrShift&0xff)
 		if total > maxFrame || hl > btl.HeaderSize || total > uint64(limit) {
-			return hdrs, frames, true
+			return 0, true
 		}
-		var h btl.Header
-		copy(h[:hl], frags[i][offSlotHdr-8:])
-		data := append([]byte(nil), frags[i][offSlotHdr-8+hl:]...)
-		i++
-		for uint64(len(data)) < total && i < len(frags) {
-			data = append(data, frags[i][offSlotCont-8:]...)
-			i++
-		}
-		if uint64(len(data)) < total {
-			return hdrs, frames, false // the frame is not complete yet
-		}
-		hdrs = append(hdrs, h)
-		frames = append(frames, data[:total])
+		body = hl + min(int(total), rec-offRecBody-hl)
+		return body, recLen(body) > room
+	case kind == recCont && inFrame:
+		n := int(meta & metaLenMask)
+		return n, n == 0 || n > rem || recLen(n) > room
 	}
-	return hdrs, frames, false
+	return 0, true
 }
 
-// FuzzRing plays a producer that writes any bytes as fragments into a
-// ring of real shared memory (each slot's bytes after its seq word, then
-// the seq word, as outRing.push publishes them), polling the consumer
-// every batch fragments and whenever the ring is full. The consumer must
-// deliver exactly the frames the fragments hold whole, with their headers,
-// and fail the producer (never panic) on a length or header size out of
-// range or a frame the handler refuses.
+// FuzzRing plays a producer that writes any bytes as records into a ring
+// of real shared memory: each record's meta word and body from the input
+// (the body as long as the reference decoder says the meta word asks
+// for), then the terminator and the seq word, as outRing.publish does,
+// polling the consumer every batch records and whenever the ring is full.
+// The consumer must deliver exactly the frames the records hold whole,
+// with their headers, and fail the producer (never panic) on a length,
+// header size or record kind out of place, or a frame the handler
+// refuses.
 func FuzzRing(f *testing.F) {
-	stride := slotStride(fuzzFrag)
-	slot := func(total uint64, hl int, hdr, data []byte) []byte {
-		s := make([]byte, stride-8)
-		binary.LittleEndian.PutUint64(s, total|uint64(hl)<<metaHdrShift)
-		copy(s[offSlotHdr-8:], hdr[:min(hl, len(hdr))])
-		copy(s[offSlotHdr-8+hl:], data)
-		return s
+	rec := slotStride(fuzzFrag)
+	le := binary.LittleEndian
+	first := func(total uint64, hl int, hdr, data []byte) []byte {
+		b := le.AppendUint64(nil, recFirst<<metaKindShift|uint64(hl)<<metaHdrShift|total)
+		b = append(b, hdr[:min(hl, len(hdr))]...)
+		return append(b, data...)
 	}
 	cont := func(data []byte) []byte {
-		s := make([]byte, stride-8)
-		copy(s[offSlotCont-8:], data)
-		return s
+		return append(le.AppendUint64(nil, recCont<<metaKindShift|uint64(len(data))), data...)
 	}
 	hdr := bytes.Repeat([]byte{0xa7}, btl.HeaderSize)
-	one := slot(5, 32, hdr, []byte("hello"))
-	long := append(slot(200, 48, hdr, bytes.Repeat([]byte{1}, 200)), cont(bytes.Repeat([]byte{2}, 200))...)
-	long = append(long, cont(bytes.Repeat([]byte{3}, 200))...)
+	one := first(5, 32, hdr, []byte("hello"))
+	long := append(first(200, 48, hdr, bytes.Repeat([]byte{1}, rec-offRecBody-48)), cont(bytes.Repeat([]byte{2}, 100))...)
+	long = append(long, cont(bytes.Repeat([]byte{3}, 200-100-(rec-offRecBody-48)))...)
+	skip := le.AppendUint64(nil, recSkip<<metaKindShift)
 	f.Add(one, uint8(1))
-	f.Add(append(append(one, long...), slot(0, 0, hdr, nil)...), uint8(2))
-	f.Add(slot(1<<43, 8, hdr, nil), uint8(1))
-	f.Add(slot(3, 60, hdr, nil), uint8(1))
+	f.Add(append(append(append(one, long...), skip...), first(0, 0, hdr, nil)...), uint8(2))
+	f.Add(first(1<<43, 8, hdr, nil), uint8(1))
+	f.Add(first(3, 60, hdr, nil), uint8(1))
+	f.Add(cont([]byte("x")), uint8(1))
 	f.Fuzz(func(t *testing.T, b []byte, batch uint8) {
 		mem, err := unix.Mmap(-1, 0, ringBytes(fuzzSlots, fuzzFrag), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_ANONYMOUS)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer unix.Munmap(mem)
-		var frags [][]byte
-		for len(b) > 0 {
-			s := make([]byte, stride-8)
-			b = b[copy(s, b):]
-			frags = append(frags, s)
-		}
 		const limit = 4 * fuzzFrag
 		h := &checker{limit: limit}
 		m := &module{env: btl.Env{Rank: 0, Size: 2, Handler: h}}
@@ -125,36 +117,76 @@ func FuzzRing(f *testing.F) {
 		if batch == 0 {
 			batch = 1
 		}
-		for t0, s := range frags {
-			tk := uint64(t0)
-			for tk-r.head >= fuzzSlots && p.err == nil {
-				if r.poll(m); tk-r.head >= fuzzSlots && p.err == nil {
-					t.Fatalf("ring full at ticket %d and the consumer took nothing", tk)
+		var (
+			tail      uint64 // the producer's stream position
+			wantHdrs  []btl.Header
+			wantFrms  [][]byte
+			cur       []byte // the frame in progress, nil if none
+			total     int
+			wantFail  bool
+			published int
+		)
+		for len(b) >= 8 && !wantFail {
+			meta := le.Uint64(b)
+			b = b[8:]
+			off := int(tail % uint64(r.cap))
+			n, fail := refRecord(meta, r.cap, r.rec, off, cur != nil, total-len(cur), limit)
+			l := min(recLen(n), r.cap-off)
+			if l+lineSize > r.cap {
+				continue // a skip of the whole ring: no producer can write it
+			}
+			// Wait for room: the record and the terminator's line.
+			for tail+uint64(l+lineSize)-atomic.LoadUint64(r.headp) > uint64(r.cap) {
+				if r.poll(m); tail+uint64(l+lineSize)-atomic.LoadUint64(r.headp) > uint64(r.cap) {
+					t.Fatalf("ring full at %d and the consumer took nothing (err %v)", tail, p.err)
 				}
 			}
-			if p.err != nil {
-				break
+			body := r.data[off+offRecBody : off+l]
+			k := copy(body[:min(n, len(body))], b)
+			b = b[k:]
+			le.PutUint64(r.data[off+offRecMeta:], meta)
+			if fail {
+				wantFail = true
+			} else {
+				next := (off + recLen(n)) % r.cap
+				*u64(r.data, next) = 0
+				switch meta >> metaKindShift {
+				case recFirst:
+					hl := int(meta >> metaHdrShift & 0xff)
+					var fh btl.Header
+					copy(fh[:hl], body)
+					wantHdrs = append(wantHdrs, fh)
+					total = int(meta & metaLenMask)
+					cur = append([]byte{}, body[hl:n]...)
+				case recCont:
+					cur = append(cur, body[:n]...)
+				}
+				if cur != nil && len(cur) == total {
+					wantFrms = append(wantFrms, cur)
+					cur = nil
+				}
 			}
-			dst := r.slot(tk)
-			copy(dst[8:], s)
-			atomic.StoreUint64(u64(dst, offSlotSeq), tk+1)
-			if (t0+1)%int(batch) == 0 {
+			atomic.StoreUint64(u64(r.data, off), tail+1)
+			tail += uint64(recLen(n))
+			if published++; published%int(batch) == 0 {
 				r.poll(m)
 			}
 		}
 		for p.err == nil && r.ready() {
 			r.poll(m)
 		}
-		wantHdrs, wantFrames, wantFail := refRing(frags, limit)
+		if cur != nil {
+			wantHdrs = wantHdrs[:len(wantHdrs)-1] // not delivered: not whole
+		}
 		if (h.failed != nil) != wantFail {
 			t.Fatalf("producer failed: %v; want failed: %v", h.failed, wantFail)
 		}
-		if len(h.frames) != len(wantFrames) {
-			t.Fatalf("%d frames delivered, want %d", len(h.frames), len(wantFrames))
+		if len(h.frames) != len(wantFrms) {
+			t.Fatalf("%d frames delivered, want %d", len(h.frames), len(wantFrms))
 		}
-		for i := range wantFrames {
-			if h.hdrs[i] != wantHdrs[i] || !bytes.Equal(h.frames[i], wantFrames[i]) {
-				t.Fatalf("frame %d: header %x, %d bytes; want %x, %d bytes", i, h.hdrs[i][:8], len(h.frames[i]), wantHdrs[i][:8], len(wantFrames[i]))
+		for i := range wantFrms {
+			if h.hdrs[i] != wantHdrs[i] || !bytes.Equal(h.frames[i], wantFrms[i]) {
+				t.Fatalf("frame %d: header %x, %d bytes; want %x, %d bytes", i, h.hdrs[i][:8], len(h.frames[i]), wantHdrs[i][:8], len(wantFrms[i]))
 			}
 		}
 	})

@@ -18,7 +18,7 @@ const (
 	// segMagic ("gorunsm1" read as a little-endian word) opens the header;
 	// the owner stores it last, so a peer that sees it sees the rest.
 	segMagic      uint64 = 0x316d736e75726f67
-	layoutVersion        = 2
+	layoutVersion        = 3
 
 	// Control area, line 0: written once by the owner at Open (closed at
 	// Close), read by peers.
@@ -54,33 +54,43 @@ const (
 	offProdClosed = offProdPID + 8 // u32: 1 once the producer has closed its module
 	ringCtlSize   = 4096
 
-	// Slot: the seq word; in a frame's first fragment then its length, the
-	// significant leading bytes of its header (trailing zero bytes are left
-	// out: p2p's eager header has 32 of 48) and the payload right behind,
-	// so a payload of up to 16 bytes travels in the slot's first cache
-	// line. A continuation fragment's payload starts on the second line.
-	offSlotSeq  = 0        // u64: ticket+1, stored last by the producer
-	offSlotMeta = 8        // u64: first fragment: frame length | header bytes << metaHdrShift
-	offSlotHdr  = 16       // first fragment: the header's significant bytes
-	offSlotCont = lineSize // continuation fragment: the payload
-	// Slots start on 128-byte boundaries: a slot's first two lines are
-	// then the pair the adjacent-line prefetcher fetches together.
-	slotAlign    = 2 * lineSize
-	metaHdrShift = 56
-	metaLenMask  = 1<<metaHdrShift - 1
+	// Record: the unit a ring carries, starting on a line (doc.go,
+	// "Records"). Its seq word, then its meta word: the kind in the top
+	// byte; a frame's first record also has the header length and the
+	// frame's length, a continuation its payload length. A first record
+	// carries the header's significant leading bytes (trailing zero bytes
+	// are left out: p2p's eager header has 32 of 48) and the payload right
+	// behind, so a payload of up to 16 bytes makes a one-line record.
+	offRecSeq  = 0  // u64: the record's position in the ring's byte stream + 1, stored last by the producer
+	offRecMeta = 8  // u64: kind << metaKindShift | ...
+	offRecBody = 16 // first record: header, then payload; continuation: payload
+	// Records are at most a stride long, and a stride is a multiple of
+	// 128 bytes: a ring is a whole number of line pairs.
+	slotAlign     = 2 * lineSize
+	metaKindShift = 56
+	metaHdrShift  = 48
+	metaLenMask   = 1<<metaHdrShift - 1
+
+	recFirst = 1 // a frame's first record: hl << metaHdrShift | frame length
+	recCont  = 2 // a later record of the frame: its payload length
+	recSkip  = 3 // nothing: the rest of the ring up to its end is unused this lap
 )
 
 var pageSize = os.Getpagesize()
 
 func roundUp(n, to int) int { return (n + to - 1) / to * to }
 
-// slotStride is the size of a slot whose fragments carry at least frag
-// payload bytes.
-func slotStride(frag int) int { return roundUp(offSlotCont+frag, slotAlign) }
+// slotStride is the size of the largest record when fragments carry at
+// least frag payload bytes; a ring's data area is slots such strides.
+func slotStride(frag int) int { return roundUp(lineSize+frag, slotAlign) }
 
-// fragCap is the payload of a continuation fragment, and of a first
-// fragment with a full header: the Caps.MaxFrag of the ring.
-func fragCap(stride int) int { return stride - offSlotCont }
+// fragCap is the payload a record of stride bytes carries with a full
+// header: the Caps.MaxFrag of the ring.
+func fragCap(stride int) int { return stride - lineSize }
+
+// recLen is the length of a record with body bytes after its seq and meta
+// words: whole lines.
+func recLen(body int) int { return roundUp(offRecBody+body, lineSize) }
 
 // offBell is the offset of the doorbell bitmap for a world of size ranks:
 // the line after the registry. The words are packed: np <= 64 has one.

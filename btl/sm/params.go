@@ -8,9 +8,9 @@ import (
 
 var (
 	pSlots = params.Int("GORUN_SM_SLOTS", defaultSlots,
-		"slots per shared-memory ring (a power of two, >= 2); with GORUN_SM_FRAG_SIZE the ring a sender gets in each local peer's segment")
+		"shared-memory ring size in records of the largest size (a power of two, >= 2): the ring a sender gets in each local peer's segment holds this many times GORUN_SM_FRAG_SIZE (+64, rounded to 128) bytes")
 	pFrag = params.Int("GORUN_SM_FRAG_SIZE", defaultFrag,
-		"payload bytes per shared-memory ring slot (a multiple of 64; rounded up so slots align on 128 bytes): the fragment large frames are streamed in")
+		"payload bytes of the largest shared-memory ring record (a multiple of 64): the fragment large frames are streamed in; small frames take whole 64-byte lines")
 	pEager = params.Int("GORUN_SM_EAGER_LIMIT", defaultEager,
 		"largest message sent eagerly over shared memory; larger ones go by rendezvous")
 	pBellAfter = params.Int("GORUN_SM_DOORBELL_AFTER", defaultBellAfter,
@@ -19,12 +19,13 @@ var (
 		`single copy between local ranks for rendezvous: "cma" (process_vm_readv/writev) or "none" (always the ring)`)
 )
 
-// The ring's shape: 16 slots of 64 KiB was the best of the shapes probed on
-// this machine (docs/measurements.md, "ring fragments of 64 KB x 16 slots"): smaller
-// fragments pay a slot hand-off (one cache-line miss each way) more often,
+// The ring's shape: 16 records of 64 KiB (1 MiB) was the best of the
+// shapes probed on this machine when a ring was fixed slots
+// (docs/measurements.md, "ring fragments of 64 KB x 16 slots"): smaller
+// fragments pay a hand-off (one cache-line miss each way) more often,
 // larger rings fall out of the 2 MiB L2 through which sender and receiver
-// pass the data. A slot carries at least 64 KiB (65600 bytes: the stride is
-// rounded to 128) so that OSU's power-of-two sizes take whole slots.
+// pass the data. A record carries up to 65600 bytes (the stride is
+// rounded to 128), so that a 64 KiB frame is one record.
 const (
 	defaultSlots = 16
 	defaultFrag  = 64 << 10
@@ -61,6 +62,6 @@ const (
 // maxFrame rejects first fragments claiming absurd lengths (corrupt memory).
 const maxFrame = 1 << 42
 
-// pollBudget bounds the slots one ring delivers per Progress call, in units
-// of its slot count, so a stream from one peer cannot starve the others.
+// pollBudget bounds the bytes one ring delivers per Progress call, in
+// units of its size, so a stream from one peer cannot starve the others.
 const pollBudget = 2

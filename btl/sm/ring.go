@@ -9,35 +9,44 @@ import (
 )
 
 // ring is one single-producer single-consumer ring as mapped by either
-// side: a control page, then slots (layout.go). Slot i holds ticket t when
-// t % slots == i and its seq word is t+1, so a stale slot from the
-// previous lap (t+1-slots) never looks ready and nothing has to be reset.
+// side: a control page, then the data area (layout.go). The data area is
+// a byte stream wrapped around: records (first and later fragments of
+// frames, and skips) follow each other on line boundaries, so that small
+// frames pack into consecutive lines. A record at stream position p starts
+// at offset p % cap and is published by storing p+1 into its seq word;
+// the seq word right after it is 0 by then (the producer zeroes lines
+// ahead of its records), so the word the consumer reads next is 0 until
+// its record comes (doc.go, "Records").
 type ring struct {
-	mem    []byte
-	slots  uint64
-	mask   uint64
-	stride int
+	mem  []byte
+	data []byte // the data area: cap bytes after the control page
+	cap  int
+	rec  int // the largest record: a stride
 }
 
 func newRing(mem []byte, slots, frag int) ring {
-	return ring{mem: mem, slots: uint64(slots), mask: uint64(slots - 1), stride: slotStride(frag)}
+	stride := slotStride(frag)
+	n := slots * stride
+	return ring{mem: mem, data: mem[ringCtlSize : ringCtlSize+n : ringCtlSize+n], cap: n, rec: stride}
 }
 
-// slot returns the memory of the slot that holds ticket t.
-func (r *ring) slot(t uint64) []byte {
-	o := ringCtlSize + int(t&r.mask)*r.stride
-	return r.mem[o : o+r.stride : o+r.stride]
-}
+// streamRecord: the consumer hands a record of at least this many bytes
+// back at once, so that the producer refills the ring while a large frame
+// streams; smaller ones are handed back together at the end of a poll (or
+// every quarter ring), which saves a store on a shared line per message.
+const streamRecord = 4096
 
 // inRing is the consumer's side: this rank reads what peer p writes.
 type inRing struct {
 	ring
-	p     *peer
-	head  uint64
-	headp *uint64
-	fullp *uint32
+	p      *peer
+	head   uint64 // stream position of the next record
+	hoff   int    // head's offset in data
+	stored uint64 // head as last stored into *headp
+	headp  *uint64
+	fullp  *uint32
 	// hot: listed in m.hot, polled on every Progress in doorbell mode;
-	// more: the last poll stopped at its budget with slots left.
+	// more: the last poll stopped at its budget with records left.
 	hot, more bool
 	// The frame being received: between Begin and End when inFrame.
 	inFrame bool
@@ -51,48 +60,79 @@ func newInRing(p *peer, mem []byte, slots, frag int) *inRing {
 	r.headp = u64(mem, offHead)
 	r.fullp = u32(mem, offFull)
 	r.head = atomic.LoadUint64(r.headp)
+	r.hoff = int(r.head % uint64(r.cap))
+	r.stored = r.head
 	return r
 }
 
 // poll delivers what the producer has published, up to the budget, and
 // returns the number of frames completed.
 func (r *inRing) poll(m *module) int {
-	ev, n := 0, 0
+	ev := 0
 	h := m.env.Handler
-	limit := int(r.slots) * pollBudget
+	h0 := r.head
+	limit := h0 + uint64(r.cap)*pollBudget
 	r.more = false
-	for ; n < limit; n++ {
-		s := r.slot(r.head)
-		if atomic.LoadUint64(u64(s, offSlotSeq)) != r.head+1 {
+	for {
+		if r.head >= limit {
+			r.more = true
 			break
 		}
-		var data []byte
-		if !r.inFrame {
-			meta := binary.LittleEndian.Uint64(s[offSlotMeta:])
-			total, hl := meta&metaLenMask, int(meta>>metaHdrShift)
+		seq := atomic.LoadUint64(u64(r.data, r.hoff+offRecSeq))
+		if seq != r.head+1 {
+			if seq != 0 {
+				m.failPeer(r.p, fmt.Errorf("sm: from rank %d: corrupt ring: record word %#x at stream position %d", r.p.rank, seq, r.head))
+				return ev
+			}
+			break
+		}
+		meta := binary.LittleEndian.Uint64(r.data[r.hoff+offRecMeta:])
+		// The record's body ends at the ring's end or a stride on.
+		body := r.data[r.hoff+offRecBody : min(r.hoff+r.rec, r.cap)]
+		n := 0
+		switch kind := meta >> metaKindShift; {
+		case kind == recSkip:
+			n = r.cap - r.hoff - offRecBody
+		case kind == recFirst && !r.inFrame:
+			total, hl := meta&metaLenMask, int(meta>>metaHdrShift&0xff)
 			if total > maxFrame || hl > btl.HeaderSize {
-				m.failPeer(r.p, fmt.Errorf("sm: from rank %d: malformed fragment: frame length %d, header %d bytes", r.p.rank, total, hl))
+				m.failPeer(r.p, fmt.Errorf("sm: from rank %d: malformed record: frame length %d, header %d bytes", r.p.rank, total, hl))
+				return ev
+			}
+			pl := min(int(total), r.rec-offRecBody-hl)
+			if n = hl + pl; recLen(n) > len(body)+offRecBody {
+				m.failPeer(r.p, fmt.Errorf("sm: from rank %d: malformed record: %d bytes past the ring's end", r.p.rank, r.hoff+recLen(n)-r.cap))
 				return ev
 			}
 			r.hdr = btl.Header{}
-			copy(r.hdr[:hl], s[offSlotHdr:])
+			copy(r.hdr[:hl], body)
 			r.dst = h.Begin(r.p.rank, &r.hdr, int(total))
 			if uint64(len(r.dst)) != total {
 				m.failPeer(r.p, fmt.Errorf("sm: from rank %d: frame of %d bytes refused (%d bytes given): protocol error", r.p.rank, total, len(r.dst)))
 				return ev
 			}
-			r.got = 0
+			r.got = copy(r.dst, body[hl:n])
 			r.inFrame = true
-			data = s[offSlotHdr+hl:]
-		} else {
-			data = s[offSlotCont:]
+		case kind == recCont && r.inFrame:
+			n = int(meta & metaLenMask)
+			if n == 0 || n > len(r.dst)-r.got || recLen(n) > len(body)+offRecBody {
+				m.failPeer(r.p, fmt.Errorf("sm: from rank %d: malformed record: %d payload bytes with %d of the frame left and %d in the ring", r.p.rank, n, len(r.dst)-r.got, len(body)))
+				return ev
+			}
+			r.got += copy(r.dst[r.got:], body[:n])
+		default:
+			m.failPeer(r.p, fmt.Errorf("sm: from rank %d: malformed record: kind %d (a frame half received: %v)", r.p.rank, kind, r.inFrame))
+			return ev
 		}
-		r.got += copy(r.dst[r.got:], data)
-		r.head++
-		// Hand the slot back at once: while a large frame streams, the
-		// producer refills it as this side copies the next.
-		atomic.StoreUint64(r.headp, r.head)
-		if r.got == len(r.dst) {
+		l := recLen(n)
+		r.head += uint64(l)
+		if r.hoff += l; r.hoff == r.cap {
+			r.hoff = 0
+		}
+		if l >= streamRecord || r.head-r.stored >= uint64(r.cap/4) {
+			r.release()
+		}
+		if r.inFrame && r.got == len(r.dst) {
 			d := r.dst
 			r.dst, r.inFrame = nil, false
 			h.End(r.p.rank, &r.hdr, d)
@@ -102,40 +142,50 @@ func (r *inRing) poll(m *module) int {
 			}
 		}
 	}
-	if n == limit {
-		r.more = true
+	if r.head != r.stored {
+		r.release()
 	}
-	if n > 0 {
-		// The producer may sleep on a full ring (Dekker with outRing.push:
-		// head is stored above, the flag read here).
-		if atomic.LoadUint32(r.fullp) != 0 {
-			atomic.StoreUint32(r.fullp, 0)
-			if r.p.seg != nil {
-				wake(r.p.seg.ctl)
-			}
-		}
-	} else if r.inFrame {
+	if r.head == h0 && r.inFrame {
 		m.stalled(r.p)
 	}
 	return ev
 }
 
-// ready reports whether a fragment waits in the ring.
+// release hands what the consumer has read back to the producer, and
+// wakes the producer if it sleeps on a full ring (Dekker with
+// outRing.room: head is stored here, the flag read after).
+func (r *inRing) release() {
+	atomic.StoreUint64(r.headp, r.head)
+	r.stored = r.head
+	if atomic.LoadUint32(r.fullp) != 0 {
+		atomic.StoreUint32(r.fullp, 0)
+		if r.p.seg != nil {
+			wake(r.p.seg.ctl)
+		}
+	}
+}
+
+// ready reports whether a record waits in the ring.
 func (r *inRing) ready() bool {
-	return atomic.LoadUint64(u64(r.slot(r.head), offSlotSeq)) == r.head+1
+	return atomic.LoadUint64(u64(r.data, r.hoff+offRecSeq)) == r.head+1
 }
 
 // outRing is the producer's side: this rank writes to peer p. It is the
 // btl.Endpoint for p.
 type outRing struct {
 	ring
-	m     *module
-	p     *peer
-	tail  uint64  // next ticket to write
-	head  uint64  // the consumer's head as last read
-	headp *uint64 // the consumer's head
-	fullp *uint32
-	rctl  []byte // the receiver's control area, for wake-ups
+	m    *module
+	p    *peer
+	tail uint64 // stream position of the next record
+	toff int    // tail's offset in data
+	// zeroed: the first word of every line from tail up to this stream
+	// position is 0, zoff its offset in data (publish).
+	zeroed uint64
+	zoff   int
+	head   uint64  // the consumer's head as last read
+	headp  *uint64 // the consumer's head
+	fullp  *uint32
+	rctl   []byte // the receiver's control area, for wake-ups
 	// The receiver's doorbell: its mode word and this sender's word and bit.
 	bellOn *uint32
 	bell   *uint64
@@ -161,6 +211,8 @@ func newOutRing(m *module, p *peer, mem []byte, s *segment) *outRing {
 	o.fullp = u32(mem, offFull)
 	o.head = atomic.LoadUint64(o.headp)
 	o.tail = o.head
+	o.toff = int(o.tail % uint64(o.cap))
+	o.zeroed, o.zoff = o.tail, o.toff
 	me := m.env.Rank
 	o.bellOn = u32(s.ctl, offBellOn)
 	o.bell = u64(s.ctl, offBell(s.size)+8*(me/64))
@@ -193,15 +245,96 @@ func (o *outRing) Send(f *btl.Frame) error {
 	return nil
 }
 
-// space reports whether a slot is free, reloading the consumer's head only
-// when the cached one says the ring is full.
-func (o *outRing) space() bool {
-	if o.tail-o.head < o.slots {
+// next returns the length of the next record of queue[0] (its header
+// length hl and payload n), or, when it does not fit before the ring's
+// end, skip: the length of the skip record that goes first.
+func (o *outRing) next() (l, hl, n int, skip bool) {
+	f := o.queue[0]
+	if !o.started {
+		hl = significant(&f.Hdr)
+	}
+	n = min(len(f.Payload)-o.off, o.rec-offRecBody-hl)
+	l = recLen(hl + n)
+	if o.toff+l > o.cap {
+		return o.cap - o.toff, hl, n, true
+	}
+	return l, hl, n, false
+}
+
+// nextLen is the length of next's record.
+func (o *outRing) nextLen() int { l, _, _, _ := o.next(); return l }
+
+// fits reports whether a record of l bytes fits at the tail, with the
+// line after it free for the terminator, reloading the consumer's head
+// only when the cached one says no.
+func (o *outRing) fits(l int) bool {
+	need := uint64(l + lineSize)
+	if o.tail+need-o.head <= uint64(o.cap) {
 		return true
 	}
 	o.head = atomic.LoadUint64(o.headp)
-	return o.tail-o.head < o.slots
+	return o.tail+need-o.head <= uint64(o.cap)
 }
+
+// room is fits that, before saying no, raises the full flag and looks
+// once more, so that the consumer wakes this side when it frees space
+// (Dekker with inRing.release).
+func (o *outRing) room(l int) bool {
+	if o.fits(l) {
+		return true
+	}
+	atomic.StoreUint32(o.fullp, 1)
+	return o.fits(l)
+}
+
+// terminate makes sure that the seq word where the record of l bytes at
+// the tail will end, the next record's, is 0 when it is published: the
+// consumer, once it has read this record, stops there until that one
+// comes. Usually the word is 0 already (publish zeroes ahead); else this
+// stores the 0, as the record's first store, so that its cache miss
+// overlaps the record's own writes.
+func (o *outRing) terminate(l int) {
+	end := o.tail + uint64(l)
+	if o.zeroed > end {
+		return
+	}
+	next := o.toff + l
+	if next == o.cap {
+		next = 0
+	}
+	*u64(o.data, next+offRecSeq) = 0
+	o.zeroed, o.zoff = end+lineSize, next+lineSize
+	if o.zoff == o.cap {
+		o.zoff = 0
+	}
+}
+
+// publish makes the record of l bytes at the tail, its body written and
+// terminated, visible: its meta word, then its seq word, which the
+// consumer waits for. Then, off the way of this message, it zeroes the
+// first word of the lines up to zeroAhead bytes past the new tail (as far
+// as the consumer has handed space back), so that the records to come
+// find their terminators in place and their lines in this side's cache:
+// stored on the way of every message, the terminator's miss cost 0.06 µs
+// of latency at 8 bytes (measured on the 16-core device host).
+func (o *outRing) publish(l int, meta uint64) {
+	binary.LittleEndian.PutUint64(o.data[o.toff+offRecMeta:], meta)
+	atomic.StoreUint64(u64(o.data, o.toff+offRecSeq), o.tail+1)
+	o.tail += uint64(l)
+	if o.toff += l; o.toff == o.cap {
+		o.toff = 0
+	}
+	for lim := min(o.tail+zeroAhead, o.head+uint64(o.cap)); o.zeroed < lim; o.zeroed += lineSize {
+		*u64(o.data, o.zoff+offRecSeq) = 0
+		if o.zoff += lineSize; o.zoff == o.cap {
+			o.zoff = 0
+		}
+	}
+}
+
+// zeroAhead is how far past its tail the producer keeps lines zeroed:
+// 64 one-line records.
+const zeroAhead = 4096
 
 // push moves queued frames into the ring until it is full and returns the
 // number of frames completed.
@@ -217,28 +350,29 @@ func (o *outRing) push() int {
 	for len(o.queue) > 0 {
 		f := o.queue[0]
 		for {
-			if !o.space() {
-				// Ask the consumer to wake us when it frees a slot, then
-				// look once more (Dekker with inRing.poll).
-				atomic.StoreUint32(o.fullp, 1)
-				if !o.space() {
-					return done
-				}
+			l, hl, n, skip := o.next()
+			if !o.room(l) {
+				return done
 			}
-			s := o.slot(o.tail)
-			var data []byte
+			o.terminate(l)
+			if skip {
+				// The record does not fit before the ring's end: the
+				// rest of this lap stays unused.
+				o.publish(l, recSkip<<metaKindShift)
+				published = true
+				continue
+			}
+			b := o.data[o.toff+offRecBody : o.toff+l]
+			var meta uint64
 			if !o.started {
-				hl := significant(&f.Hdr)
-				binary.LittleEndian.PutUint64(s[offSlotMeta:], uint64(len(f.Payload))|uint64(hl)<<metaHdrShift)
-				copy(s[offSlotHdr:offSlotHdr+hl], f.Hdr[:hl])
-				data = s[offSlotHdr+hl:]
+				meta = recFirst<<metaKindShift | uint64(hl)<<metaHdrShift | uint64(len(f.Payload))
+				copy(b, f.Hdr[:hl])
 				o.started = true
 			} else {
-				data = s[offSlotCont:]
+				meta = recCont<<metaKindShift | uint64(n)
 			}
-			o.off += copy(data, f.Payload[o.off:])
-			o.tail++
-			atomic.StoreUint64(u64(s, offSlotSeq), o.tail)
+			o.off += copy(b[hl:], f.Payload[o.off:o.off+n])
+			o.publish(l, meta)
 			published = true
 			if o.off == len(f.Payload) {
 				break

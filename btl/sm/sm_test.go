@@ -52,7 +52,7 @@ func TestLayout(t *testing.T) {
 		{"magic", offMagic, 8}, {"closed", offClosed, 4}, {"waiters", offWaiters, 4},
 		{"seq", offSeq, 4}, {"nreg", offNReg, 4}, {"opened", offOpened, 4}, {"list[0]", offList, 4},
 		{"head", offHead, 8}, {"prodpid", offProdPID, 4}, {"full", offFull, 4}, {"prodclosed", offProdClosed, 4},
-		{"slot seq", offSlotSeq, 8}, {"bellon", offBellOn, 4},
+		{"record seq", offRecSeq, 8}, {"bellon", offBellOn, 4},
 		{"bell[0] np=2", offBell(2), 8}, {"bell[1] np=100", offBell(100) + 8, 8},
 	}
 	for _, w := range words {
@@ -70,21 +70,17 @@ func TestLayout(t *testing.T) {
 	}
 	for _, g := range [][2]int{{16, 64 << 10}, {2, 4096}, {4, 64}, {8, 192}} {
 		r := newRing(make([]byte, ringBytes(g[0], g[1])), g[0], g[1])
-		for i := range uint64(g[0]) {
-			s := r.slot(i)
-			o := uintptr(unsafe.Pointer(&s[0])) - uintptr(unsafe.Pointer(&r.mem[0]))
-			if o%slotAlign != 0 {
-				t.Errorf("%d slots of %d: slot %d at ring offset %d, not on a line pair", g[0], g[1], i, o)
-			}
-			if len(s) != r.stride || fragCap(r.stride) < g[1] {
-				t.Errorf("%d slots of %d: slot of %d bytes carries %d", g[0], g[1], len(s), fragCap(r.stride))
-			}
+		if r.cap%slotAlign != 0 || r.rec%slotAlign != 0 || r.cap < 2*r.rec || fragCap(r.rec) < g[1] {
+			t.Errorf("%d slots of %d: ring of %d bytes, records up to %d carrying %d", g[0], g[1], r.cap, r.rec, fragCap(r.rec))
+		}
+		if o := uintptr(unsafe.Pointer(&r.data[0])) - uintptr(unsafe.Pointer(&r.mem[0])); o%uintptr(pageSize) != 0 {
+			t.Errorf("%d slots of %d: data area at ring offset %d, not on a page", g[0], g[1], o)
 		}
 	}
 	// A small eager frame (p2p's header has 32 significant bytes) with 16
 	// payload bytes is one line.
-	if offSlotHdr+32+16 > lineSize {
-		t.Error("a 16-byte eager frame does not fit the slot's first line")
+	if recLen(32+16) > lineSize {
+		t.Error("a 16-byte eager frame is not a one-line record")
 	}
 	for _, n := range []int{1, 2, 64, 65, 1000} {
 		if offBell(n) < offList+4*n || offBell(n)%lineSize != 0 || ctlBytes(n) < offBell(n)+8*bellWords(n) {
@@ -178,7 +174,10 @@ func reach(t *testing.T, from, to *module) btl.Endpoint {
 // word only while the receiver counts itself as a waiter, and a consumer
 // that frees a full ring wakes its producer.
 func TestWakeProtocol(t *testing.T) {
+	// A ring of 256 bytes: three one-line records and the terminator's
+	// line fill it.
 	t.Setenv("GORUN_SM_SLOTS", "2")
+	t.Setenv("GORUN_SM_FRAG_SIZE", "64")
 	_, m, h := pair(t)
 	ep := reach(t, m[0], m[1])
 	seq := u32(m[1].own.ctl, offSeq)
@@ -194,12 +193,13 @@ func TestWakeProtocol(t *testing.T) {
 	if atomic.LoadUint32(seq) != 1 {
 		t.Fatalf("futex word %d after a send to a waiting receiver, want 1", atomic.LoadUint32(seq))
 	}
-	// The ring (2 slots) is full: the next frame queues and raises the
-	// producer's flag; rank 1 consuming while rank 0 "sleeps" bumps rank
-	// 0's word.
+	// The ring is full after a third: the next frame queues and raises
+	// the producer's flag; rank 1 consuming while rank 0 "sleeps" bumps
+	// rank 0's word.
 	ep.Send(&btl.Frame{Payload: []byte("c"), Owner: d})
-	if d.n != 2 {
-		t.Fatalf("%d frames done, want 2 (third queued)", d.n)
+	ep.Send(&btl.Frame{Payload: []byte("d"), Owner: d})
+	if d.n != 3 {
+		t.Fatalf("%d frames done, want 3 (fourth queued)", d.n)
 	}
 	if atomic.LoadUint32(m[0].peers[1].out.fullp) != 1 || m[0].ready() {
 		t.Fatal("full ring: the producer's flag is not raised, or Wait would not sleep")
@@ -215,7 +215,7 @@ func TestWakeProtocol(t *testing.T) {
 	}
 	m[0].Progress()
 	m[1].Progress()
-	if d.n != 3 || len(h[1].frames) != 3 || string(h[1].frames[2]) != "c" {
+	if d.n != 4 || len(h[1].frames) != 4 || string(h[1].frames[3]) != "d" {
 		t.Fatalf("done %d, received %q", d.n, h[1].frames)
 	}
 	// Nothing to do: Wait sleeps about its timeout, then returns.
@@ -223,6 +223,59 @@ func TestWakeProtocol(t *testing.T) {
 	m[1].Wait(2 * time.Millisecond)
 	if el := time.Since(t0); el < time.Millisecond {
 		t.Errorf("Wait(2ms) with nothing pending returned after %v", el)
+	}
+}
+
+// TestRingStream streams frames of many sizes through one ring, with the
+// consumer keeping up and then with a backlog that wraps the whole ring:
+// every frame arrives intact and in order, and after every push the lines
+// the producer claims to have zeroed ahead of its tail (publish) are 0.
+func TestRingStream(t *testing.T) {
+	_, m, h := pair(t)
+	ep := reach(t, m[0], m[1])
+	o := m[0].peers[1].out
+	d := &doneCount{}
+	sent, size := 0, func(k int) int { return []int{0, 1, 16, 17, 100, 1000, 5000, 70000}[k%8] + k%5 }
+	send := func() {
+		p := make([]byte, size(sent))
+		for i := range p {
+			p[i] = byte(sent + i)
+		}
+		ep.Send(&btl.Frame{Payload: p, Owner: d})
+		sent++
+		for pos, off := o.tail, o.toff; pos < o.zeroed; pos += lineSize {
+			if w := *u64(o.data, off); w != 0 {
+				t.Fatalf("frame %d: word %#x at stream position %d, below the zeroed mark %d", sent, w, pos, o.zeroed)
+			}
+			if off += lineSize; off == o.cap {
+				off = 0
+			}
+		}
+	}
+	for range 200 {
+		send()
+		m[1].Progress()
+		for len(o.queue) > 0 {
+			m[0].Progress()
+			m[1].Progress()
+		}
+	}
+	for range 400 { // a backlog: the consumer polls only when the ring is full
+		send()
+		for len(o.queue) > 0 {
+			m[1].Progress()
+			m[0].Progress()
+		}
+	}
+	for m[1].Progress() > 0 {
+	}
+	if d.n != sent || d.errs != 0 || len(h[1].frames) != sent {
+		t.Fatalf("%d sent, %d done (%d errors), %d received", sent, d.n, d.errs, len(h[1].frames))
+	}
+	for k, f := range h[1].frames {
+		if len(f) != size(k) || (len(f) > 0 && (f[0] != byte(k) || f[len(f)-1] != byte(k+len(f)-1))) {
+			t.Fatalf("frame %d: %d bytes, damaged or out of order", k, len(f))
+		}
 	}
 }
 

@@ -76,7 +76,7 @@ func (m *module) ready() bool {
 		}
 	}
 	for _, o := range m.busy {
-		if o.err == nil && len(o.queue) > 0 && o.space() {
+		if o.err == nil && len(o.queue) > 0 && o.fits(o.nextLen()) {
 			return true
 		}
 	}
