@@ -93,8 +93,7 @@ func isendMem(op string, c *Comm, m btl.Mem, elem, dest, tag int, sync bool) (*R
 	if err != nil {
 		return nil, err
 	}
-	q := &Request{c: c, op: op, elem: elem}
-	return q.startedOwn(r), nil
+	return newRequest(c, op, elem).startedOwn(r), nil
 }
 
 func irecvMem(op string, c *Comm, m btl.Mem, elem, source, tag int) (*Request, error) {
@@ -102,7 +101,8 @@ func irecvMem(op string, c *Comm, m btl.Mem, elem, source, tag int) (*Request, e
 	if err != nil {
 		return nil, err
 	}
-	q := &Request{c: c, op: op, elem: elem, recv: true}
+	q := newRequest(c, op, elem)
+	q.recv = true
 	return q.startedOwn(r), nil
 }
 

@@ -24,10 +24,10 @@ type Request struct {
 	// completion (not a nonblocking collective's notice receive, which
 	// its call owns).
 	own bool
-	// cmu guards r against a Cancel from another goroutine while the
-	// waiting one gives r back to the engine (which may hand it to
-	// another operation at once); rel carries r from Waitall's first
-	// pass to its batched release.
+	// cmu guards a receive's r against a Cancel from another goroutine
+	// while the waiting one gives r back to the engine (which may hand it
+	// to another operation at once); rel carries r from detach to the
+	// release (Waitall's is batched).
 	cmu  sync.Mutex
 	rel  *p2p.Request
 	c    *Comm
@@ -67,13 +67,24 @@ func (q *Request) startedOwn(r *p2p.Request) *Request {
 func (q *Request) finish() (Status, error) {
 	st, err := q.report()
 	if q.own {
-		q.cmu.Lock()
-		r := q.r
-		q.r, q.own = nil, false
-		q.cmu.Unlock()
-		q.c.rt.eng.Release(r)
+		q.detach()
+		q.c.rt.eng.Release(q.rel)
+		q.rel = nil
 	}
 	return st, err
+}
+
+// detach moves the engine's request of q, once reported, from r to rel:
+// under cmu for a receive, which Cancel may read from another goroutine
+// meanwhile (Cancel leaves sends alone: no lock on their way).
+func (q *Request) detach() {
+	if !q.recv {
+		q.rel, q.r, q.own = q.r, nil, false
+		return
+	}
+	q.cmu.Lock()
+	q.rel, q.r, q.own = q.r, nil, false
+	q.cmu.Unlock()
 }
 
 // report records the outcome of the completed request q once (later calls
@@ -222,14 +233,12 @@ func Waitall(reqs []*Request) ([]Status, error) {
 	}
 	if own {
 		// Every engine request back under one lock, not one per message;
-		// detached first, under each request's cmu (taken before the
+		// detached first (a receive's under its cmu, taken before the
 		// engine's lock, as Cancel does).
 		e := engineOfAny(reqs)
 		for _, q := range reqs {
 			if q != nil && q.own && q.fin {
-				q.cmu.Lock()
-				q.rel, q.r, q.own = q.r, nil, false
-				q.cmu.Unlock()
+				q.detach()
 			}
 		}
 		e.ReleaseN(len(reqs), func(i int) *p2p.Request {
