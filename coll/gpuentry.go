@@ -185,5 +185,8 @@ func GatherGPU(c *Comm, a *Args) error { return gpuCall(collGPUGather, c, a) }
 func ScatterGPU(c *Comm, a *Args) error { return gpuCall(collGPUScatter, c, a) }
 
 // AlltoallGPU sends block r of every rank's a.SendD to rank r, which puts
-// it at block (sender) of its a.RecvD. Not in place.
-func AlltoallGPU(c *Comm, a *Args) error { return gpuCall(collGPUAlltoall, c, a) }
+// it at block (sender) of its a.RecvD. In place (a.SendD zero) through a
+// scratch copy of a.RecvD.
+func AlltoallGPU(c *Comm, a *Args) error {
+	return alltoallDevInPlace(c, a, func(c *Comm, a *Args) error { return gpuCall(collGPUAlltoall, c, a) })
+}

@@ -125,8 +125,11 @@ func ScattervGPU(c *Comm, a *Args) error { return gpuCallAll(collGPUScatterv, c,
 
 // AlltoallvGPU sends a.SendCounts[r] bytes at a.SendDispls[r] of a.SendD
 // to rank r, which puts them at a.Displs[r'] (a.Counts[r'] bytes, r' the
-// sender) of its a.RecvD. Not in place.
-func AlltoallvGPU(c *Comm, a *Args) error { return gpuCallAll(collGPUAlltoallv, c, a) }
+// sender) of its a.RecvD. In place (a.SendD zero; the send layout is the
+// receive layout) through a scratch copy of a.RecvD.
+func AlltoallvGPU(c *Comm, a *Args) error {
+	return alltoallDevInPlace(c, a, func(c *Comm, a *Args) error { return gpuCallAll(collGPUAlltoallv, c, a) })
+}
 
 // ScanGPU leaves x0 op ... op xr (a.SendD, or a.RecvD in place, with
 // a.DOp) in rank r's a.RecvD.

@@ -256,6 +256,56 @@ func reduceScatterBlockGPU(c *Comm, name string, sendbuf, recvbuf gpu.Buffer, op
 	}
 }
 
+// ReduceScatterGPU reduces every rank's sendbuf (the sum of recvcounts
+// elements) with op and leaves block r of the result, recvcounts[r]
+// elements after the blocks of the ranks before r, in rank r's recvbuf
+// (MPI_Reduce_scatter on device memory). In place, recvbuf holds the input
+// and block r is left at its start. It runs as an AllreduceGPU of the
+// whole vector and a copy (about twice the traffic of a reduce-scatter;
+// ReduceScatterBlockGPU has an algorithm of its own).
+func ReduceScatterGPU(c *Comm, sendbuf, recvbuf gpu.Buffer, recvcounts []int, op Op) error {
+	return devCollective(c, "ReduceScatterGPU", coll.ReduceScatterGPU, reduceScatterGPU(c, "ReduceScatterGPU", sendbuf, recvbuf, recvcounts, op))
+}
+
+func reduceScatterGPU(c *Comm, name string, sendbuf, recvbuf gpu.Buffer, recvcounts []int, op Op) devPrep {
+	return func() (coll.Args, error) {
+		o, err := gpuOp(name, op)
+		if err != nil {
+			return coll.Args{}, err
+		}
+		if err := checkDev(name, sendbuf, recvbuf); err != nil {
+			return coll.Args{}, err
+		}
+		n, me, elem := c.Size(), c.Rank(), elemOf(recvbuf, sendbuf)
+		if len(recvcounts) != n {
+			return coll.Args{}, errorf(ErrCount, name, "%d counts for %d ranks", len(recvcounts), n)
+		}
+		total := 0
+		for r, k := range recvcounts {
+			if k < 0 {
+				return coll.Args{}, errorf(ErrCount, name, "negative count %d for rank %d", k, r)
+			}
+			total += k
+		}
+		a := coll.Args{DOp: o, Elem: elem, Counts: make([]int, n)}
+		for r, k := range recvcounts {
+			a.Counts[r] = k * elem
+		}
+		if inPlaceGPU(sendbuf, recvbuf) {
+			if recvbuf.Count() < total {
+				return a, errorf(ErrCount, name, "in place: receive buffer of %d elements for an input of %d", recvbuf.Count(), total)
+			}
+			a.RecvD = recvbuf
+			return a, nil
+		}
+		if sendbuf.Count() < total || recvbuf.Count() < recvcounts[me] {
+			return a, errorf(ErrCount, name, "send buffer of %d elements for %d, receive buffer of %d for %d", sendbuf.Count(), total, recvbuf.Count(), recvcounts[me])
+		}
+		a.SendD, a.RecvD = sendbuf.Slice(0, total), recvbuf
+		return a, nil
+	}
+}
+
 // GatherGPU collects every rank's sendbuf into the root's recvbuf, rank r's
 // at element r*count (MPI_Gather on device memory); recvbuf is read at the
 // root only. In place at the root, its block is already in recvbuf, whose
@@ -315,20 +365,27 @@ func rootedArgs(c *Comm, name string, sendbuf, recvbuf gpu.Buffer, root int, gat
 
 // AlltoallGPU sends block r of every rank's sendbuf (its length divided by
 // the size) to rank r, which puts it at block (sender) of its recvbuf
-// (MPI_Alltoall on device memory). It does not work in place.
+// (MPI_Alltoall on device memory). In place (the zero gpu.Buffer or recvbuf
+// itself as sendbuf) recvbuf holds the blocks to send (its length divided
+// by the size is the block) and receives in their place; the call then
+// copies recvbuf to device scratch first.
 func AlltoallGPU(c *Comm, sendbuf, recvbuf gpu.Buffer) error {
 	return devCollective(c, "AlltoallGPU", coll.AlltoallGPU, alltoallGPU(c, "AlltoallGPU", sendbuf, recvbuf))
 }
 
 func alltoallGPU(c *Comm, name string, sendbuf, recvbuf gpu.Buffer) devPrep {
 	return func() (coll.Args, error) {
-		if inPlaceGPU(sendbuf, recvbuf) {
-			return coll.Args{}, errorf(ErrBuffer, name, "in place is not supported on GPU buffers: pass a separate send buffer")
-		}
 		if err := checkDev(name, sendbuf, recvbuf); err != nil {
 			return coll.Args{}, err
 		}
-		n, elem := c.Size(), elemOf(sendbuf)
+		n, elem := c.Size(), elemOf(recvbuf, sendbuf)
+		if inPlaceGPU(sendbuf, recvbuf) {
+			k := recvbuf.Count() / n
+			if recvbuf.Count() != n*k {
+				return coll.Args{}, errorf(ErrCount, name, "in place: receive buffer of %d elements is not %d equal blocks", recvbuf.Count(), n)
+			}
+			return coll.Args{RecvD: recvbuf, Elem: elem, Counts: blockCounts(n, k, elem)}, nil
+		}
 		k := sendbuf.Count() / n
 		if sendbuf.Count() != n*k {
 			return coll.Args{}, errorf(ErrCount, name, "send buffer of %d elements is not %d equal blocks", sendbuf.Count(), n)

@@ -127,24 +127,28 @@ func rootedvGPU(c *Comm, name string, sendbuf, recvbuf gpu.Buffer, counts, displ
 
 // AlltoallvGPU sends sendcounts[r] elements at sdispls[r] of sendbuf to
 // rank r and receives recvcounts[r] elements from rank r at rdispls[r] of
-// recvbuf (MPI_Alltoallv on device memory). It does not work in place.
+// recvbuf (MPI_Alltoallv on device memory). In place (the zero gpu.Buffer
+// or recvbuf itself as sendbuf) the send counts and displacements are
+// ignored: recvbuf holds the blocks to send at the receive layout, and
+// receives in their place (the call copies it to device scratch first).
 func AlltoallvGPU(c *Comm, sendbuf gpu.Buffer, sendcounts, sdispls []int, recvbuf gpu.Buffer, recvcounts, rdispls []int) error {
 	return devCollective(c, "AlltoallvGPU", coll.AlltoallvGPU, alltoallvGPU(c, "AlltoallvGPU", sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls))
 }
 
 func alltoallvGPU(c *Comm, name string, sendbuf gpu.Buffer, sendcounts, sdispls []int, recvbuf gpu.Buffer, recvcounts, rdispls []int) devPrep {
 	return func() (coll.Args, error) {
-		if inPlaceGPU(sendbuf, recvbuf) {
-			return coll.Args{}, errorf(ErrBuffer, name, "in place is not supported on GPU buffers: pass a separate send buffer")
-		}
 		if err := checkDev(name, sendbuf, recvbuf); err != nil {
 			return coll.Args{}, err
 		}
-		n, me, elem := c.Size(), c.Rank(), elemOf(sendbuf, recvbuf)
+		n, me, elem := c.Size(), c.Rank(), elemOf(recvbuf, sendbuf)
 		a := coll.Args{SendD: sendbuf, RecvD: recvbuf, Elem: elem}
 		var err error
 		if a.Counts, a.Displs, err = layout(name, "receive", n, recvcounts, rdispls, recvbuf.Count(), elem); err != nil {
 			return coll.Args{}, err
+		}
+		if inPlaceGPU(sendbuf, recvbuf) {
+			a.SendD, a.SendCounts, a.SendDispls = gpu.Buffer{}, a.Counts, a.Displs
+			return a, nil
 		}
 		if a.SendCounts, a.SendDispls, err = layout(name, "send", n, sendcounts, sdispls, sendbuf.Count(), elem); err != nil {
 			return coll.Args{}, err

@@ -47,6 +47,11 @@ func IreduceScatterBlockGPU(c *Comm, sendbuf, recvbuf gpu.Buffer, op Op) (*Reque
 	return idevCollective(c, "IreduceScatterBlockGPU", coll.ReduceScatterBlockGPU, reduceScatterBlockGPU(c, "IreduceScatterBlockGPU", sendbuf, recvbuf, op))
 }
 
+// IreduceScatterGPU is the nonblocking ReduceScatterGPU.
+func IreduceScatterGPU(c *Comm, sendbuf, recvbuf gpu.Buffer, recvcounts []int, op Op) (*Request, error) {
+	return idevCollective(c, "IreduceScatterGPU", coll.ReduceScatterGPU, reduceScatterGPU(c, "IreduceScatterGPU", sendbuf, recvbuf, recvcounts, op))
+}
+
 // IgatherGPU is the nonblocking GatherGPU.
 func IgatherGPU(c *Comm, sendbuf, recvbuf gpu.Buffer, root int) (*Request, error) {
 	return idevCollective(c, "IgatherGPU", coll.GatherGPU, rootedGPU(c, "IgatherGPU", sendbuf, recvbuf, root, true))

@@ -526,6 +526,9 @@ func caseGPUV(w *mpi.Comm) error {
 			if err := g.vforms(dt, base); err != nil {
 				return err
 			}
+			if err := g.inPlaceForms(dt, base, base == 1); err != nil {
+				return err
+			}
 		}
 		for _, count := range []int{0, 1, 70001} {
 			if err := g.sendrecv(dt, count); err != nil {
@@ -573,6 +576,9 @@ func gpuVNoGPU(w *mpi.Comm) error {
 		{"AlltoallvGPU", func() error { return mpi.AlltoallvGPU(w, b, counts, displs, o, counts, displs) }},
 		{"ScanGPU", func() error { return mpi.ScanGPU(w, b, o, mpi.Sum) }},
 		{"ExscanGPU", func() error { return mpi.ExscanGPU(w, b, o, mpi.Sum) }},
+		{"ReduceScatterGPU", func() error { return mpi.ReduceScatterGPU(w, b, one, counts, mpi.Sum) }},
+		{"AlltoallGPU in place", func() error { return mpi.AlltoallGPU(w, gpu.Buffer{}, o) }},
+		{"AlltoallvGPU in place", func() error { return mpi.AlltoallvGPU(w, gpu.Buffer{}, nil, nil, o, counts, displs) }},
 	}
 	nb := []struct {
 		name  string
@@ -592,6 +598,7 @@ func gpuVNoGPU(w *mpi.Comm) error {
 		{"IalltoallvGPU", func() (*mpi.Request, error) { return mpi.IalltoallvGPU(w, b, counts, displs, o, counts, displs) }},
 		{"IscanGPU", func() (*mpi.Request, error) { return mpi.IscanGPU(w, b, o, mpi.Sum) }},
 		{"IexscanGPU", func() (*mpi.Request, error) { return mpi.IexscanGPU(w, b, o, mpi.Sum) }},
+		{"IreduceScatterGPU", func() (*mpi.Request, error) { return mpi.IreduceScatterGPU(w, b, one, counts, mpi.Sum) }},
 	}
 	for _, c := range calls {
 		if err := c.run(); !errors.Is(err, mpi.ErrBuffer) {
