@@ -41,6 +41,15 @@ func gpuOp(name string, op Op) (gpu.Op, error) {
 	return 0, errorf(ErrOp, name, "%s has no GPU kernel: GPU buffers take Sum, Prod, Min and Max", op)
 }
 
+// devOp checks a GPU reduction's operation (gpuOp) and buffers (checkDev).
+func devOp(name string, op Op, bufs ...gpu.Buffer) (gpu.Op, error) {
+	o, err := gpuOp(name, op)
+	if err != nil {
+		return 0, err
+	}
+	return o, checkDev(name, bufs...)
+}
+
 // checkDev checks a GPU call's buffers (zero ones are skipped): a GPU in
 // this process, valid element types, one type and one device for all, and
 // no partial overlap between two of them (the same range twice is in
@@ -233,11 +242,8 @@ func ReduceScatterBlockGPU(c *Comm, sendbuf, recvbuf gpu.Buffer, op Op) error {
 
 func reduceScatterBlockGPU(c *Comm, name string, sendbuf, recvbuf gpu.Buffer, op Op) devPrep {
 	return func() (coll.Args, error) {
-		o, err := gpuOp(name, op)
+		o, err := devOp(name, op, sendbuf, recvbuf)
 		if err != nil {
-			return coll.Args{}, err
-		}
-		if err := checkDev(name, sendbuf, recvbuf); err != nil {
 			return coll.Args{}, err
 		}
 		n, elem := c.Size(), elemOf(recvbuf, sendbuf)
@@ -269,11 +275,8 @@ func ReduceScatterGPU(c *Comm, sendbuf, recvbuf gpu.Buffer, recvcounts []int, op
 
 func reduceScatterGPU(c *Comm, name string, sendbuf, recvbuf gpu.Buffer, recvcounts []int, op Op) devPrep {
 	return func() (coll.Args, error) {
-		o, err := gpuOp(name, op)
+		o, err := devOp(name, op, sendbuf, recvbuf)
 		if err != nil {
-			return coll.Args{}, err
-		}
-		if err := checkDev(name, sendbuf, recvbuf); err != nil {
 			return coll.Args{}, err
 		}
 		n, me, elem := c.Size(), c.Rank(), elemOf(recvbuf, sendbuf)
