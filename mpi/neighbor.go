@@ -106,10 +106,13 @@ func neighborArgs(op string, nb *neighborhood, send, recv []byte) (coll.Args, er
 	return coll.Args{Send: send, Recv: recv, Sources: nb.src, Dests: nb.dst, SrcCh: nb.srcCh, DstCh: nb.dstCh}, nil
 }
 
-// runNeighbor begins a call on c, prepares it with prep (given c's
-// neighbourhood) and runs it; a rank whose preparation fails aborts the
-// call for the others.
-func runNeighbor(op string, c *Comm, prep func(nb *neighborhood) (coll.Args, error)) (err error) {
+// nbPrep prepares a neighbourhood collective's arguments, given c's
+// neighbourhood.
+type nbPrep func(nb *neighborhood) (coll.Args, error)
+
+// runNeighbor begins a call on c, prepares it with prep and runs it; a
+// rank whose preparation fails aborts the call for the others.
+func runNeighbor(op string, c *Comm, prep nbPrep) (err error) {
 	defer c.failTo(&err)
 	nb, err := c.neighbors(op)
 	if err != nil {
@@ -129,12 +132,15 @@ func runNeighbor(op string, c *Comm, prep func(nb *neighborhood) (coll.Args, err
 // have a Cartesian or distributed-graph topology; a ProcNull source's
 // block is left as it was.
 func NeighborAllgather[T Element](c *Comm, sendbuf, recvbuf []T) error {
-	const op = "NeighborAllgather"
-	return runNeighbor(op, c, func(nb *neighborhood) (coll.Args, error) {
+	return runNeighbor("NeighborAllgather", c, nbAllgather("NeighborAllgather", sendbuf, recvbuf))
+}
+
+func nbAllgather[T Element](op string, sendbuf, recvbuf []T) nbPrep {
+	return func(nb *neighborhood) (coll.Args, error) {
 		a, err := neighborBlocks(op, nb, sendbuf, recvbuf, len(sendbuf))
 		clear(a.SendDispls) // the same block to every destination
 		return a, err
-	})
+	}
 }
 
 // NeighborAllgatherv is NeighborAllgather with blocks of their own sizes
@@ -142,8 +148,11 @@ func NeighborAllgather[T Element](c *Comm, sendbuf, recvbuf []T) error {
 // displs[i] of recvbuf; len(counts) and len(displs) are the number of
 // sources.
 func NeighborAllgatherv[T Element](c *Comm, sendbuf, recvbuf []T, counts, displs []int) error {
-	const op = "NeighborAllgatherv"
-	return runNeighbor(op, c, func(nb *neighborhood) (coll.Args, error) {
+	return runNeighbor("NeighborAllgatherv", c, nbAllgatherv("NeighborAllgatherv", sendbuf, recvbuf, counts, displs))
+}
+
+func nbAllgatherv[T Element](op string, sendbuf, recvbuf []T, counts, displs []int) nbPrep {
+	return func(nb *neighborhood) (coll.Args, error) {
 		a, err := neighborArgs(op, nb, elemBytes(sendbuf), elemBytes(recvbuf))
 		if err != nil {
 			return a, err
@@ -154,7 +163,7 @@ func NeighborAllgatherv[T Element](c *Comm, sendbuf, recvbuf []T, counts, displs
 		a.SendCounts, a.SendDispls = blocks(len(nb.dst), len(a.Send))
 		clear(a.SendDispls)
 		return a, nil
-	})
+	}
 }
 
 // NeighborAlltoall sends block i of sendbuf to destination i and receives
@@ -162,8 +171,11 @@ func NeighborAllgatherv[T Element](c *Comm, sendbuf, recvbuf []T, counts, displs
 // len(sendbuf)/(number of destinations) elements; with no destination,
 // len(recvbuf)/(number of sources).
 func NeighborAlltoall[T Element](c *Comm, sendbuf, recvbuf []T) error {
-	const op = "NeighborAlltoall"
-	return runNeighbor(op, c, func(nb *neighborhood) (coll.Args, error) {
+	return runNeighbor("NeighborAlltoall", c, nbAlltoall("NeighborAlltoall", sendbuf, recvbuf))
+}
+
+func nbAlltoall[T Element](op string, sendbuf, recvbuf []T) nbPrep {
+	return func(nb *neighborhood) (coll.Args, error) {
 		in, out := len(nb.src), len(nb.dst)
 		var k int
 		switch {
@@ -176,7 +188,7 @@ func NeighborAlltoall[T Element](c *Comm, sendbuf, recvbuf []T) error {
 			k = len(recvbuf) / in
 		}
 		return neighborBlocks(op, nb, sendbuf, recvbuf, k)
-	})
+	}
 }
 
 // neighborBlocks is the arguments of a call whose blocks are all k
@@ -202,8 +214,11 @@ func neighborBlocks[T Element](op string, nb *neighborhood, sendbuf, recvbuf []T
 // sendbuf go to destination i, recvcounts[i] elements from source i land
 // at rdispls[i] of recvbuf.
 func NeighborAlltoallv[T Element](c *Comm, sendbuf []T, sendcounts, sdispls []int, recvbuf []T, recvcounts, rdispls []int) error {
-	const op = "NeighborAlltoallv"
-	return runNeighbor(op, c, func(nb *neighborhood) (coll.Args, error) {
+	return runNeighbor("NeighborAlltoallv", c, nbAlltoallv("NeighborAlltoallv", sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls))
+}
+
+func nbAlltoallv[T Element](op string, sendbuf []T, sendcounts, sdispls []int, recvbuf []T, recvcounts, rdispls []int) nbPrep {
+	return func(nb *neighborhood) (coll.Args, error) {
 		a, err := neighborArgs(op, nb, elemBytes(sendbuf), elemBytes(recvbuf))
 		if err != nil {
 			return a, err
@@ -216,7 +231,7 @@ func NeighborAlltoallv[T Element](c *Comm, sendbuf []T, sendcounts, sdispls []in
 			return a, err
 		}
 		return a, nil
-	})
+	}
 }
 
 // blocks is n consecutive blocks of k bytes: counts and displacements.

@@ -100,8 +100,10 @@ func caseNeighborCart(w *mpi.Comm) error {
 			continue // outside a grid smaller than the world
 		}
 		for _, k := range []int{0, 3, 40000} {
-			if err := checkNeighbor(c, g, k); err != nil {
-				return fmt.Errorf("grid %v periods %v, %d elements: %w", g.dims, g.periods, k, err)
+			for _, mode := range []nbMode{nbBlocking, nbNonblocking, nbPersistent} {
+				if err := checkNeighbor(c, g, k, mode); err != nil {
+					return fmt.Errorf("grid %v periods %v, %d elements, %s: %w", g.dims, g.periods, k, mode, err)
+				}
 			}
 		}
 		if err := c.Free(); err != nil {
@@ -111,7 +113,51 @@ func caseNeighborCart(w *mpi.Comm) error {
 	return nil
 }
 
-func checkNeighbor(c *mpi.Comm, g nbGrid, k int) error {
+// nbMode is how checkNeighbor calls the neighbourhood collectives.
+type nbMode int
+
+const (
+	nbBlocking    nbMode = iota
+	nbNonblocking        // Ineighbor_*, then Wait
+	nbPersistent         // Neighbor_*_init, then Start and Wait twice, then Free
+)
+
+func (m nbMode) String() string { return [...]string{"blocking", "nonblocking", "persistent"}[m] }
+
+// run makes one call in mode m: the blocking form, the nonblocking one
+// or the persistent one. A persistent request runs twice (its buffers
+// hold the same input, so the result must be the same), the receive
+// buffer reset to unset before each run so that the second one shows.
+func (m nbMode) run(recv []int64, blocking func() error, nonblocking, persistent func() (*mpi.Request, error)) error {
+	switch m {
+	case nbNonblocking:
+		q, err := nonblocking()
+		if err == nil {
+			_, err = q.Wait()
+		}
+		return err
+	case nbPersistent:
+		q, err := persistent()
+		if err != nil {
+			return err
+		}
+		for run := range 2 {
+			for i := range recv {
+				recv[i] = unset
+			}
+			if err := q.Start(); err != nil {
+				return fmt.Errorf("run %d: Start: %w", run, err)
+			}
+			if _, err := q.Wait(); err != nil {
+				return fmt.Errorf("run %d: %w", run, err)
+			}
+		}
+		return q.Free()
+	}
+	return blocking()
+}
+
+func checkNeighbor(c *mpi.Comm, g nbGrid, k int, mode nbMode) error {
 	me := c.Rank()
 	nd := len(g.dims)
 	// srcs[i] is the rank whose block lands in block i; from[i] is the
@@ -157,7 +203,9 @@ func checkNeighbor(c *mpi.Comm, g nbGrid, k int) error {
 		send[j] = nbVal(me, 0, j)
 	}
 	recv := fill(2 * nd * k)
-	if err := mpi.NeighborAllgather(c, send, recv); err != nil {
+	if err := mode.run(recv, func() error { return mpi.NeighborAllgather(c, send, recv) },
+		func() (*mpi.Request, error) { return mpi.IneighborAllgather(c, send, recv) },
+		func() (*mpi.Request, error) { return mpi.NeighborAllgatherInit(c, send, recv) }); err != nil {
 		return err
 	}
 	if err := check("NeighborAllgather", recv, func(i int) int { return i * k }, func(int) int { return k },
@@ -173,7 +221,9 @@ func checkNeighbor(c *mpi.Comm, g nbGrid, k int) error {
 		}
 	}
 	recv = fill(2 * nd * k)
-	if err := mpi.NeighborAlltoall(c, send, recv); err != nil {
+	if err := mode.run(recv, func() error { return mpi.NeighborAlltoall(c, send, recv) },
+		func() (*mpi.Request, error) { return mpi.IneighborAlltoall(c, send, recv) },
+		func() (*mpi.Request, error) { return mpi.NeighborAlltoallInit(c, send, recv) }); err != nil {
 		return err
 	}
 	if err := check("NeighborAlltoall", recv, func(i int) int { return i * k }, func(int) int { return k },
@@ -204,7 +254,9 @@ func checkNeighbor(c *mpi.Comm, g nbGrid, k int) error {
 		send[j] = nbVal(me, 0, j)
 	}
 	recv = fill(total)
-	if err := mpi.NeighborAllgatherv(c, send, recv, rc, rd); err != nil {
+	if err := mode.run(recv, func() error { return mpi.NeighborAllgatherv(c, send, recv, rc, rd) },
+		func() (*mpi.Request, error) { return mpi.IneighborAllgatherv(c, send, recv, rc, rd) },
+		func() (*mpi.Request, error) { return mpi.NeighborAllgathervInit(c, send, recv, rc, rd) }); err != nil {
 		return err
 	}
 	if err := check("NeighborAllgatherv", recv, func(i int) int { return rd[i] }, rcount,
@@ -227,7 +279,9 @@ func checkNeighbor(c *mpi.Comm, g nbGrid, k int) error {
 	}
 	rc, rd, total = layout(rcount)
 	recv = fill(total)
-	if err := mpi.NeighborAlltoallv(c, send, sc, sd, recv, rc, rd); err != nil {
+	if err := mode.run(recv, func() error { return mpi.NeighborAlltoallv(c, send, sc, sd, recv, rc, rd) },
+		func() (*mpi.Request, error) { return mpi.IneighborAlltoallv(c, send, sc, sd, recv, rc, rd) },
+		func() (*mpi.Request, error) { return mpi.NeighborAlltoallvInit(c, send, sc, sd, recv, rc, rd) }); err != nil {
 		return err
 	}
 	return check("NeighborAlltoallv", recv, func(i int) int { return rd[i] }, rcount,
@@ -315,6 +369,20 @@ func caseNeighborGraph(w *mpi.Comm) error {
 		}
 		if extra > 0 && recv[len(recv)-1] != unset {
 			return fmt.Errorf("graph NeighborAlltoall wrote past its blocks")
+		}
+		// The nonblocking and persistent forms give what the blocking one did.
+		for _, mode := range []nbMode{nbNonblocking, nbPersistent} {
+			got := make([]int64, len(recv))
+			if err := mode.run(got, nil, func() (*mpi.Request, error) { return mpi.IneighborAlltoall(g, send, got) },
+				func() (*mpi.Request, error) { return mpi.NeighborAlltoallInit(g, send, got) }); err != nil {
+				return fmt.Errorf("graph NeighborAlltoall %s: %w", mode, err)
+			}
+			if extra > 0 {
+				got[len(got)-1] = unset // the blocking call's check above covers it
+			}
+			if !slices.Equal(got, recv) {
+				return fmt.Errorf("graph NeighborAlltoall %s: %v, the blocking call gave %v", mode, got, recv)
+			}
 		}
 		recv = make([]int64, len(sources)*k)
 		if err := mpi.NeighborAllgather(g, send[:0:0], recv[:0]); err != nil {
