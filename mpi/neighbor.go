@@ -52,15 +52,18 @@ type neighborhood struct {
 	srcCh, dstCh []int
 }
 
-// graphTopo is a distributed-graph communicator's adjacency at this rank.
+// graphTopo is a graph communicator's adjacency at this rank: of a
+// distributed graph, or of a graph (GraphCreate) whose whole description
+// every rank holds too.
 type graphTopo struct {
 	sources, dests     []int
-	sweights, dweights []int // nil: unweighted
+	sweights, dweights []int       // nil: unweighted
+	whole              *wholeGraph // nil: a distributed graph
 }
 
 func (t *graphTopo) clone() *graphTopo {
 	return &graphTopo{sources: slices.Clone(t.sources), dests: slices.Clone(t.dests),
-		sweights: slices.Clone(t.sweights), dweights: slices.Clone(t.dweights)}
+		sweights: slices.Clone(t.sweights), dweights: slices.Clone(t.dweights), whole: t.whole}
 }
 
 // cartNeighbors is the neighbourhood of this rank of grid t: for each
@@ -92,7 +95,7 @@ func (c *Comm) neighbors(op string) (*neighborhood, error) {
 		return &neighborhood{src: g.sources, dst: g.dests,
 			srcCh: make([]int, len(g.sources)), dstCh: make([]int, len(g.dests))}, nil
 	}
-	return nil, errorf(ErrTopology, op, "%s has no Cartesian or distributed-graph topology", c.name)
+	return nil, errorf(ErrTopology, op, "%s has no Cartesian, graph or distributed-graph topology", c.name)
 }
 
 // neighborArgs checks that the send and receive buffers do not overlap
@@ -264,6 +267,13 @@ func DistGraphCreateAdjacent(c *Comm, sources, sourceWeights, destinations, dest
 	if err := c.check(op); err != nil {
 		return nil, err
 	}
+	_ = reorder
+	return distGraph(op, c, sources, sourceWeights, destinations, destWeights, nil)
+}
+
+// distGraph makes the graph communicator of DistGraphCreateAdjacent (and
+// of GraphCreate, whose whole graph every rank passes as whole).
+func distGraph(op string, c *Comm, sources, sourceWeights, destinations, destWeights []int, whole *wholeGraph) (*Comm, error) {
 	n := c.Size()
 	local := func() error {
 		if sourceWeights != nil && len(sourceWeights) != len(sources) {
@@ -317,14 +327,13 @@ func DistGraphCreateAdjacent(c *Comm, sources, sourceWeights, destinations, dest
 	g := newComm(c.name+" graph", c.rt, ctx, slices.Clone(c.world), c.rank)
 	g.inherit(c)
 	g.graph = &graphTopo{sources: slices.Clone(sources), dests: slices.Clone(destinations),
-		sweights: slices.Clone(sourceWeights), dweights: slices.Clone(destWeights)}
-	_ = reorder
+		sweights: slices.Clone(sourceWeights), dweights: slices.Clone(destWeights), whole: whole}
 	return g, nil
 }
 
 // IsDistGraph reports whether c has a distributed-graph topology
-// (MPI_Topo_test).
-func (c *Comm) IsDistGraph() bool { return c != nil && c.graph != nil }
+// (MPI_Topo_test's MPI_DIST_GRAPH).
+func (c *Comm) IsDistGraph() bool { return c != nil && c.graph != nil && c.graph.whole == nil }
 
 // DistGraphNeighbors returns this rank's sources and destinations and
 // their weights (nil when unweighted), in the order the neighbourhood
