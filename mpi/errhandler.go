@@ -55,9 +55,8 @@ func NewErrhandler(fn func(c *Comm, err error)) *Errhandler {
 // DistGraphCreateAdjacent, DistGraphNeighbors); the attribute calls; the
 // ULFM calls (Revoke, AckFailed, Agree, Shrink); and windows' calls
 // (WinCreate, WinAllocate, then Put, Get, the accumulates, the
-// synchronisation calls, Sync and Free, through the handler of the
-// window's communicator, which it took from c at WinCreate: windows have
-// no handler of their own, MPI_Win_set_errhandler). Not yet: the GPU
+// synchronisation calls, Sync and Free, through the window's handler,
+// which it took from c at WinCreate: Win.SetErrhandler changes it). Not yet: the GPU
 // forms (SendGPU & co.) and the Group calls, which involve no
 // communicator. An error reaches a handler once: the error of a
 // collective that a call runs inside (a Split's Allgather) reaches it as

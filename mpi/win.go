@@ -302,9 +302,20 @@ func firstErr(a, b error) error {
 	return b
 }
 
-// handle applies the handler of the window's communicator to a failed
-// call's error (defer w.failTo(&err)): the handler its communicator had at
-// WinCreate (windows have no handler of their own yet).
+// SetErrhandler sets the window's error handler
+// (MPI_Win_set_errhandler), applied from now on to the errors of the
+// window's calls (Put, Get, the accumulates, the synchronisation calls,
+// Sync, Free). A window starts with the handler its communicator had at
+// WinCreate; setting the window's leaves the communicator's alone. A
+// handler made by NewErrhandler is called with the window's communicator
+// (Comm), a private duplicate of the one the window was made on.
+func (w *Win[T]) SetErrhandler(h *Errhandler) error { return w.wc.SetErrhandler(h) }
+
+// Errhandler returns the window's error handler (MPI_Win_get_errhandler).
+func (w *Win[T]) Errhandler() *Errhandler { return w.wc.Errhandler() }
+
+// failTo applies the window's handler to a failed call's error (defer
+// w.failTo(&err)): the handler of its private communicator.
 func (w *Win[T]) failTo(err *error) {
 	if *err != nil && w != nil && w.wc != nil {
 		*err = w.wc.fail(*err)

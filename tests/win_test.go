@@ -484,6 +484,34 @@ func caseWinErrors(w *mpi.Comm) error {
 			return err
 		}
 	}
+	// A window's own handler sees its calls' errors; its communicator's
+	// handler (the world's here) does not, and comes back untouched.
+	var winSeen, worldSeen []error
+	worldH := mpi.NewErrhandler(func(_ *mpi.Comm, err error) { worldSeen = append(worldSeen, err) })
+	if err := w.SetErrhandler(worldH); err != nil {
+		return err
+	}
+	if win.Errhandler() != mpi.ErrorsReturn {
+		return fmt.Errorf("window handler %v before SetErrhandler, want its communicator's at WinAllocate (ErrorsReturn)", win.Errhandler())
+	}
+	winH := mpi.NewErrhandler(func(c *mpi.Comm, err error) {
+		if c == win.Comm() {
+			winSeen = append(winSeen, err)
+		}
+	})
+	if err := win.SetErrhandler(winH); err != nil {
+		return err
+	}
+	perr := win.Put(x, right, 0) // outside an epoch
+	if err := w.SetErrhandler(mpi.ErrorsReturn); err != nil {
+		return err
+	}
+	if win.Errhandler() != winH || len(winSeen) != 1 || !errors.Is(winSeen[0], mpi.ErrRMASync) || perr != winSeen[0] || len(worldSeen) != 0 {
+		return fmt.Errorf("window handler: saw %v (Put returned %v), the world's saw %v", winSeen, perr, worldSeen)
+	}
+	if err := win.SetErrhandler(mpi.ErrorsReturn); err != nil {
+		return err
+	}
 	if err := win.Lock(mpi.LockShared, right); err != nil {
 		return err
 	}
