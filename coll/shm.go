@@ -146,6 +146,7 @@ type shmSeg struct {
 	pub    uint64 // the ready word this rank published last
 	seen   uint64 // every rank is known to have entered call seen
 	busy   atomic.Bool
+	call   shmCall // the call in progress (busy)
 }
 
 func (g *shmSeg) rank(r int) int { return line + r*g.stride }
@@ -453,9 +454,15 @@ func (k *shmCall) wait(r, want int) ([]byte, error) {
 		return nil, k.skipped(r)
 	}
 	if want >= 0 && size != want {
-		return nil, fmt.Errorf("rank %d passed %d bytes where this rank passed %d (%w)", r, size, want, ErrCount)
+		return nil, sizeMismatch(r, size, want)
 	}
 	return b, nil
+}
+
+// sizeMismatch is the error of a rank r that published size bytes where this
+// rank has want.
+func sizeMismatch(r, size, want int) error {
+	return fmt.Errorf("rank %d passed %d bytes where this rank passed %d (%w)", r, size, want, ErrCount)
 }
 
 // skipped is the error of a call that rank r went past without running it
@@ -485,7 +492,12 @@ func (c *Comm) shmRun(a *Args, f func(k *shmCall) error, fallback func(*Comm, *A
 		return fallback(c, a)
 	}
 	defer g.end()
-	k := &shmCall{c: c, g: g, s: uint64(c.seq), b: g.next}
+	// The segment's own shmCall (calls on it run one at a time: busy):
+	// one allocated per call (it escapes into f) was the only allocation
+	// of a small collective, and the garbage collections it caused
+	// delayed one call in a few thousand by 100 µs or more at np=32.
+	k := &g.call
+	*k = shmCall{c: c, g: g, s: uint64(c.seq), b: g.next}
 	// No rank starts a call before every rank has entered this rank's
 	// previous one: see "Reuse of a buffer".
 	if err = k.enteredAll(g.prev); err == nil {
@@ -627,6 +639,13 @@ func (c *Comm) shmReduction(a *Args, root int, fallback func(*Comm, *Args) error
 	return c.shmRun(a, func(k *shmCall) error {
 		want := root < 0 || c.Me == root
 		own := a.own()
+		if useTree(k.g.n, len(own)) {
+			res, err := k.reduceTree(a, own, want)
+			if err == nil && want {
+				copy(a.Recv, res)
+			}
+			return err
+		}
 		if k.g.n <= shmAllReadRanks && len(own)*k.g.n <= shmAllRead() {
 			return k.reduceLocal(a, own, want)
 		}

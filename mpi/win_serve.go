@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"time"
 
 	"github.com/gorun/gorun/internal/nap"
 	"github.com/gorun/gorun/internal/params"
 	"github.com/gorun/gorun/p2p"
-	"golang.org/x/sys/unix"
 )
 
 // The window's wire protocol, on the window's private context (its
@@ -402,7 +402,10 @@ func (w *Win[T]) await(cond func() bool) {
 			start = time.Now()
 		}
 		if time.Since(start) < 2*time.Millisecond {
-			unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+			nap.Yield()
+			if i&1023 == 0 {
+				runtime.Gosched() // the yield keeps the P
+			}
 			continue
 		}
 		nap.Sleep(50 * time.Microsecond)

@@ -6,7 +6,6 @@ import (
 
 	"github.com/gorun/gorun/internal/nap"
 	"github.com/gorun/gorun/internal/params"
-	"golang.org/x/sys/unix"
 )
 
 var (
@@ -96,7 +95,15 @@ func (w *waiter) pass() bool {
 		w.phase = 1
 		fallthrough
 	case 1:
-		unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+		nap.Yield()
+		if w.iter&1023 == 0 {
+			// The yield keeps the P (nap.Yield): let the process's
+			// other goroutines (the failure detector's) have it now and
+			// then. Not on every yield: Gosched wakes the other P's
+			// thread, which on a rank bound to one CPU then competes
+			// with this one (100k context switches a second per rank).
+			runtime.Gosched()
+		}
 		if w.iter&15 != 0 || time.Since(w.start) < p.spin+p.yield {
 			return false
 		}
@@ -116,7 +123,7 @@ func (w *waiter) idle() {
 	if w.e.busy() {
 		// Work is pending that only polling completes (GPU copies).
 		w.e.mu.Unlock()
-		unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+		nap.Yield()
 		return
 	}
 	if w.e.waiter != nil && !w.e.closed {

@@ -1022,6 +1022,17 @@ func TestCollAlgorithms(t *testing.T) {
 			t.Log(strings.TrimSpace(r.stdout))
 		})
 	}
+	// The shared-memory fan-in tree (coll/shmtree.go) at every size,
+	// with small radixes so that its groups are uneven and it is three
+	// levels deep at np=5.
+	for _, tc := range []struct{ np, radix int }{{5, 2}, {4, 3}} {
+		t.Run(fmt.Sprintf("shmtree/np=%d/radix=%d", tc.np, tc.radix), func(t *testing.T) {
+			env := []string{"GORUN_COLL_SEGSIZE=4096", "GORUN_COLL_SHM_TREE=2",
+				fmt.Sprint("GORUN_COLL_SHM_RADIX=", tc.radix), "GORUN_COLL_SHM_TREE_MAX=1000000"}
+			r := job{np: tc.np, cas: "coll-algorithms", env: env}.ok(t)
+			t.Log(strings.TrimSpace(r.stdout))
+		})
+	}
 	for _, np := range []int{3, 4} {
 		t.Run(fmt.Sprint("tcp/np=", np), func(t *testing.T) {
 			r := job{np: np, cas: "coll-algorithms", env: append(collEnv(np), "GORUN_BTL=tcp,self")}.ok(t)

@@ -21,6 +21,20 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// Yield gives this thread's CPU to another thread that is ready to run
+// on it, if there is one (sched_yield), and returns at once otherwise.
+//
+// It is a raw system call: the calling goroutine keeps its P. Through
+// the runtime's system-call path (unix.Syscall), a yield that let another
+// thread run for more than 20 µs left the P in a system call long enough
+// for the runtime's monitor thread (sysmon) to take it away, hand it to
+// another thread, and poll every 20 µs for the next millisecond. On ranks
+// bound to one CPU each (np = cores) those polls preempted every rank
+// about 2000 times a second, the goroutine moved between four threads,
+// and one collective call in four at np=32 was delayed by some rank's
+// preemption (allreduce of 8 B: median 3.8 µs, 90th percentile 12 µs).
+func Yield() { unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
+
 // Sleep sleeps for d; from a millisecond on it is time.Sleep.
 func Sleep(d time.Duration) {
 	if d <= 0 {

@@ -45,6 +45,11 @@ func MemberConfig(name, bindAddr string, key []byte, size int) *memberlist.Confi
 	c.SuspicionMult, c.SuspicionMaxTimeoutMult = suspicionMult(pSuspicion(), c.ProbeInterval, size+1), 1
 	c.GossipInterval = 50 * time.Millisecond
 	c.TCPTimeout = 2 * time.Second
+	// Gossip between ranks is a few small packets on a LAN: compressing
+	// them (LZW) only cost a 20 KB writer per message, the garbage that
+	// the ranks' collections then spent time on while they wait in
+	// microsecond-scale collectives.
+	c.EnableCompression = false
 	c.DeadNodeReclaimTime = time.Second
 	if pDebug() == 1 {
 		c.Logger = log.New(os.Stderr, "gorun: "+name+": ", log.Lmicroseconds)

@@ -1,0 +1,78 @@
+// Colldist prints the distribution of single-call latencies of small
+// collectives, where the OSU benchmarks print a mean: the tail (a rank
+// preempted, a garbage collection) shows apart from the typical call.
+// Three loops of -i calls each, after 500 untimed: allreduce of -s bytes
+// of float32 with a barrier before each call (as OSU times it), the same
+// back to back, and barrier back to back. Every rank times each call
+// alone; rank 0 prints, for each percentile and the mean, the largest
+// over ranks, and the loop's wall time per call. tests/openmpi/colldist.c
+// is the same program for Open MPI (built by its Makefile).
+//
+//	gorun -np 32 ./colldist -i 200000
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log"
+	"slices"
+	"time"
+
+	"github.com/gorun/gorun/mpi"
+)
+
+func main() {
+	iters := flag.Int("i", 20000, "timed calls per loop")
+	size := flag.Int("s", 8, "allreduce size in bytes (float32)")
+	flag.Parse()
+	if err := mpi.Init(); err != nil {
+		log.Fatal(err)
+	}
+	defer mpi.Finalize()
+	w := mpi.World()
+	s, r := make([]float32, max(*size/4, 1)), make([]float32, max(*size/4, 1))
+	d := make([]float64, max(*iters, 1))
+	run := func(name string, sep bool, f func() error) {
+		for range 500 {
+			if err := f(); err != nil {
+				log.Fatal(err)
+			}
+		}
+		if err := mpi.Barrier(w); err != nil {
+			log.Fatal(err)
+		}
+		start := time.Now()
+		for i := range d {
+			if sep {
+				if err := mpi.Barrier(w); err != nil {
+					log.Fatal(err)
+				}
+			}
+			t := time.Now()
+			if err := f(); err != nil {
+				log.Fatal(err)
+			}
+			d[i] = float64(time.Since(t).Nanoseconds()) / 1e3
+		}
+		wall := float64(time.Since(start).Nanoseconds()) / 1e3 / float64(len(d))
+		mean := 0.0
+		for _, x := range d {
+			mean += x
+		}
+		mean /= float64(len(d))
+		slices.Sort(d)
+		p := func(q float64) float64 { return d[int(q*float64(len(d)-1))] }
+		st := []float64{p(0.1), p(0.5), p(0.9), p(0.99), p(0.999), mean, wall}
+		mx := make([]float64, len(st))
+		if err := mpi.Reduce(w, st, mx, mpi.Max, 0); err != nil {
+			log.Fatal(err)
+		}
+		if w.Rank() == 0 {
+			fmt.Printf("%-22s np=%d  maxrank: p10 %.2f p50 %.2f p90 %.2f p99 %.2f p999 %.2f mean %.2f per-iter-wall %.2f\n",
+				name, w.Size(), mx[0], mx[1], mx[2], mx[3], mx[4], mx[5], mx[6])
+		}
+	}
+	run("allreduce+barrier", true, func() error { return mpi.Allreduce(w, s, r, mpi.Sum) })
+	run("allreduce b2b", false, func() error { return mpi.Allreduce(w, s, r, mpi.Sum) })
+	run("barrier b2b", false, func() error { return mpi.Barrier(w) })
+}

@@ -1,0 +1,66 @@
+/* colldist: bench/colldist/main.go for Open MPI, the same loops and figures
+ * (allreduce of 8 B of float with a barrier before each call, back to back,
+ * and barrier back to back; every call timed alone; percentiles per rank,
+ * the largest over ranks). mpirun -np 32 colldist -i 200000 */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int cmp(const void *a, const void *b) {
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static void call(int barrier, float *s, float *r) {
+	if (barrier)
+		MPI_Barrier(MPI_COMM_WORLD);
+	else
+		MPI_Allreduce(s, r, 2, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+}
+
+static void run(const char *name, int sep, int barrier, int iters) {
+	int rank, size;
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	float s[2] = {1, 2}, r[2];
+	double *d = malloc(sizeof(double) * iters);
+	for (int i = 0; i < 500; i++)
+		call(barrier, s, r);
+	MPI_Barrier(MPI_COMM_WORLD);
+	double start = MPI_Wtime();
+	for (int i = 0; i < iters; i++) {
+		if (sep)
+			MPI_Barrier(MPI_COMM_WORLD);
+		double t = MPI_Wtime();
+		call(barrier, s, r);
+		d[i] = (MPI_Wtime() - t) * 1e6;
+	}
+	double wall = (MPI_Wtime() - start) * 1e6 / iters, mean = 0;
+	for (int i = 0; i < iters; i++)
+		mean += d[i];
+	mean /= iters;
+	qsort(d, iters, sizeof(double), cmp);
+#define P(q) d[(int)((q) * (iters - 1))]
+	double st[7] = {P(0.1), P(0.5), P(0.9), P(0.99), P(0.999), mean, wall}, mx[7];
+	MPI_Reduce(st, mx, 7, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+	if (rank == 0)
+		printf("%-22s np=%d  maxrank: p10 %.2f p50 %.2f p90 %.2f p99 %.2f p999 %.2f mean %.2f per-iter-wall %.2f\n",
+		       name, size, mx[0], mx[1], mx[2], mx[3], mx[4], mx[5], mx[6]);
+	free(d);
+}
+
+int main(int argc, char **argv) {
+	MPI_Init(&argc, &argv);
+	int iters = 20000;
+	for (int i = 1; i + 1 < argc; i++)
+		if (!strcmp(argv[i], "-i"))
+			iters = atoi(argv[i + 1]);
+	if (iters < 1)
+		iters = 1;
+	run("allreduce+barrier", 1, 0, iters);
+	run("allreduce b2b", 0, 0, iters);
+	run("barrier b2b", 0, 1, iters);
+	MPI_Finalize();
+	return 0;
+}
