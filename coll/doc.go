@@ -38,7 +38,8 @@
 // GPU collectives (gpu.go, gpualg.go, gpuipc.go, gpuentry.go) take device
 // buffers in Args.SendD and RecvD and are registered as collectives of
 // their own (gpu_allreduce, ...): ipc (per-communicator CUDA IPC regions:
-// one copy-engine push and two empty host messages per call), oneshot
+// one copy-engine push and two empty host messages per call), push (the
+// allreduce on those regions in one kernel: push, flags, fold), oneshot
 // (device point-to-point, pipelined pieces reduced on arrival), ring, and
 // plain movements for bcast, allgather, gather, scatter and alltoall. They
 // move bytes through p2p's device path and reduce with package gpu's

@@ -1,10 +1,14 @@
 package coll
 
 import (
+	"encoding/binary"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/gorun/gorun/gpu"
+	"github.com/gorun/gorun/gpu/cuda"
+	"github.com/gorun/gorun/gpu/kernels"
 )
 
 // The "ipc" GPU algorithms, for small and medium buffers on one host: each
@@ -50,7 +54,20 @@ type ipcState struct {
 	slot  int
 	own   gpu.Buffer   // this rank's region
 	peers []gpu.Buffer // rank r's region, mapped here (r != me)
+	// push: every rank can run the allreduce push kernel on the regions
+	// (a second vote, after ok's): the kernels are loaded, the table of
+	// region addresses is on the device and the error word is mapped.
+	push    bool
+	table   gpu.Buffer    // rank r's region address (u64) at 8r
+	errWord *cuda.HostMem // the push kernel's error word (u32)
 }
+
+// ipcFlags is the byte offset of a region's flag area (after its two sets
+// of n slots), and ipcFlagBytes its size: the push kernel's flags, one u64
+// per (source rank, block).
+func ipcFlags(n, slot int) int   { return 2 * n * slot }
+func ipcFlagBytes(n int) int     { return 8 * n * kernels.AllreducePushMaxBlocks }
+func (st *ipcState) region() int { return ipcFlags(st.n, st.slot) + ipcFlagBytes(st.n) }
 
 // at returns m bytes of slot r of the set call c uses in region.
 func (st *ipcState) at(c *Comm, region gpu.Buffer, r, m int) gpu.Buffer {
@@ -112,12 +129,16 @@ func (c *Comm) ipcSetup(d *devCall) (*ipcState, error) {
 	n, me := c.Size(), c.Rank()
 	st := &ipcState{n: n, dev: d.dev, slot: ipcSlot(n), peers: make([]gpu.Buffer, n)}
 	msg := make([]byte, 1+gpu.IPCHandleSize) // ok flag, handle
-	if own, err := gpu.Alloc(d.dev, gpu.Uint8, 2*n*st.slot); err == nil {
+	if own, err := gpu.Alloc(d.dev, gpu.Uint8, st.region()); err == nil {
 		st.own = own
-		if h, err := own.ExportIPC(); err == nil {
-			if b, err := h.MarshalBinary(); err == nil {
-				msg[0] = 1
-				copy(msg[1:], b)
+		// The push kernel's flags start at zero (its calls' sequence
+		// numbers start at 1); set before any peer can map the region.
+		if st.zeroFlags() == nil {
+			if h, err := own.ExportIPC(); err == nil {
+				if b, err := h.MarshalBinary(); err == nil {
+					msg[0] = 1
+					copy(msg[1:], b)
+				}
 			}
 		}
 	}
@@ -146,8 +167,61 @@ func (c *Comm) ipcSetup(d *devCall) (*ipcState, error) {
 	if !st.ok {
 		// This rank's region stays allocated: a peer may have mapped it.
 		st.unmap()
+		return st, nil
+	}
+	if st.push, err = c.allAgree(st.pushSetup(me)); err != nil {
+		return st, err
+	}
+	if !st.push {
+		st.freePush()
 	}
 	return st, nil
+}
+
+// zeroFlags zeroes the flag area of this rank's region.
+func (st *ipcState) zeroFlags() error {
+	ctx, err := gpu.DeviceContext(st.dev)
+	if err != nil {
+		return err
+	}
+	return ctx.Memset(cuda.DevicePtr(st.own.Ptr()+uintptr(ipcFlags(st.n, st.slot))), 0, ipcFlagBytes(st.n))
+}
+
+// pushSetup readies this rank for the allreduce push kernel and reports
+// whether it could: the kernel is loaded, the regions' addresses are on
+// the device, the error word is mapped.
+func (st *ipcState) pushSetup(me int) bool {
+	if !gpu.HasAllreducePush(st.dev) {
+		return false
+	}
+	ctx, err := gpu.DeviceContext(st.dev)
+	if err != nil {
+		return false
+	}
+	addrs := make([]byte, 8*st.n)
+	for r := range st.n {
+		b := st.own
+		if r != me {
+			b = st.peers[r]
+		}
+		binary.LittleEndian.PutUint64(addrs[8*r:], uint64(b.Ptr()))
+	}
+	table, err := gpu.Alloc(st.dev, gpu.Uint8, len(addrs))
+	if err != nil {
+		return false
+	}
+	if err := table.CopyFromHost(addrs); err != nil {
+		_ = table.Free()
+		return false
+	}
+	w, err := ctx.HostAlloc(4, cuda.HostDeviceMap)
+	if err != nil {
+		_ = table.Free()
+		return false
+	}
+	clear(w.Bytes())
+	st.table, st.errWord = table, w
+	return true
 }
 
 // unmap unmaps the peers' regions and marks the state unusable. This
@@ -160,7 +234,22 @@ func (st *ipcState) unmap() {
 		}
 		st.peers[i] = gpu.Buffer{}
 	}
+	st.freePush()
 	st.ok = false
+}
+
+// freePush frees what pushSetup allocated (the table and the error word
+// are this rank's own: no peer maps them).
+func (st *ipcState) freePush() {
+	if st.table.Len() > 0 {
+		_ = st.table.Free()
+		st.table = gpu.Buffer{}
+	}
+	if st.errWord != nil {
+		_ = st.errWord.Free()
+		st.errWord = nil
+	}
+	st.push = false
 }
 
 // close releases a communicator's GPU state (Comm.Close): it unmaps the
@@ -257,6 +346,60 @@ func gpuAllreduceIPC(c *Comm, a *Args, d *devCall) error {
 		}
 	}
 	return d.ipcReduce(c, st, func(int) gpu.Buffer { return d.own }, own, d.rcv)
+}
+
+// pushTimeout bounds the push kernel's wait for a peer's flags. The ranks
+// meet at a host barrier just before they queue the kernel, so a live
+// peer's flags come within microseconds; a peer that failed between the
+// barrier and its launch must not hold the GPU forever.
+const pushTimeout = 10 * time.Second
+
+// gpuAllreducePush: the one-shot allreduce of gpuAllreduceIPC in one
+// kernel (gpu.AllreducePush): after the host barrier that says every rank
+// has finished its earlier calls, each rank's kernel pushes its input into
+// its slot of every peer's region, raises a flag in each peer's region,
+// waits for every peer's flag in its own and folds the contributions there
+// in rank order. One launch and one synchronization, where gpuAllreduceIPC
+// pays a copy, a synchronization, a second host barrier, n-1 reduce
+// launches and a second synchronization. Where a rank cannot run the
+// kernel, every rank runs gpuAllreduceIPC (the set-up's second vote).
+func gpuAllreducePush(c *Comm, a *Args, d *devCall) error {
+	st, err := c.ipcRegions(d, d.rcv.Len())
+	if err != nil {
+		return err
+	}
+	if st == nil || !st.push {
+		return gpuAllreduceIPC(c, a, d)
+	}
+	s := d.s
+	if st.dev != d.dev {
+		// This call's buffers are on another device than the region (the
+		// rank switched devices after the communicator's first GPU call):
+		// the kernel runs on the region's device, which addresses the
+		// peers' regions, and reaches the buffers by peer access.
+		if err := gpu.EnablePeerAccess(st.dev, d.dev); err != nil {
+			return fmt.Errorf("GPU allreduce: device %d reaching device %d: %w", st.dev, d.dev, err)
+		}
+		if s, err = devStream(st.dev); err != nil {
+			return err
+		}
+	}
+	if err := barrierFlat(c); err != nil {
+		return err
+	}
+	reg := gpu.PushRegion{Table: st.table.DevicePtr(), Ranks: st.n, Rank: c.Rank(), Slot: st.slot,
+		Flags: ipcFlags(st.n, st.slot), Err: st.errWord.Ptr(), Timeout: pushTimeout}
+	if err := gpu.AllreducePush(s, d.op, reg, uint64(c.seq), typed(d.own, d.dt, 0, d.own.Len()), typed(d.rcv, d.dt, 0, d.rcv.Len())); err != nil {
+		return err
+	}
+	if err := s.Synchronize(); err != nil {
+		return fmt.Errorf("GPU allreduce: %w", err)
+	}
+	if w := st.errWord.Bytes(); w[0] != 0 {
+		clear(w)
+		return fmt.Errorf("GPU allreduce: a peer's data did not come within %v (the peer failed)", pushTimeout)
+	}
+	return nil
 }
 
 // gpuReduceScatterIPC: block r of every input is pushed to rank r, which

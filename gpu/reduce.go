@@ -3,7 +3,9 @@ package gpu
 import (
 	"fmt"
 	"os"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/gorun/gorun/gpu/cuda"
 	"github.com/gorun/gorun/gpu/kernels"
@@ -17,6 +19,7 @@ const reduceThreads = 512
 type kernelSet struct {
 	mod       *cuda.Module
 	fns       map[[2]uint8]*cuda.Function // by (Op, DType)
+	push      map[[2]uint8]*cuda.Function // allreduce push kernels; empty for an older PTX
 	maxBlocks int                         // one wave of resident blocks
 }
 
@@ -53,7 +56,8 @@ func kernelsFor(c *cuda.Context) (*kernelSet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gpu: load kernels (%s): %w", src, err)
 	}
-	ks := &kernelSet{mod: mod, fns: map[[2]uint8]*cuda.Function{}}
+	ks := &kernelSet{mod: mod, fns: map[[2]uint8]*cuda.Function{}, push: map[[2]uint8]*cuda.Function{}}
+	entries := kernels.Entries(ptx)
 	for _, op := range Ops {
 		for _, dt := range DTypes {
 			f, err := mod.Function(kernels.ReduceName(op.String(), dt.kernelName()))
@@ -62,6 +66,18 @@ func kernelsFor(c *cuda.Context) (*kernelSet, error) {
 				return nil, fmt.Errorf("gpu: load kernels (%s): %w", src, err)
 			}
 			ks.fns[[2]uint8{uint8(op), uint8(dt)}] = f
+			// The push kernels are optional: a PTX from GORUN_GPU_PTX
+			// that predates them loads, and the allreduce that would use
+			// them runs another algorithm.
+			name := kernels.AllreducePushName(op.String(), dt.kernelName())
+			if !slices.Contains(entries, name) {
+				continue
+			}
+			if f, err = mod.Function(name); err != nil {
+				_ = mod.Unload()
+				return nil, fmt.Errorf("gpu: load kernels (%s): %w", src, err)
+			}
+			ks.push[[2]uint8{uint8(op), uint8(dt)}] = f
 		}
 	}
 	d := c.Device()
@@ -128,4 +144,70 @@ func LoadKernels(dev int) error {
 	}
 	_, err = kernelsFor(c)
 	return err
+}
+
+// HasAllreducePush reports whether device dev's kernels include the
+// one-kernel allreduce over IPC regions (AllreducePush).
+func HasAllreducePush(dev int) bool {
+	c, err := DeviceContext(dev)
+	if err != nil {
+		return false
+	}
+	ks, err := kernelsFor(c)
+	return err == nil && len(ks.push) == len(Ops)*len(DTypes)
+}
+
+// PushRegion describes the IPC regions of an AllreducePush: Table is a
+// device array of one u64 per rank, rank r's region as this device
+// addresses it; a region holds two sets of Ranks slots of Slot bytes and,
+// at byte offset Flags, kernels.AllreducePushMaxBlocks u64 flags per rank
+// (zeroed before first use). Err is a u32 in host memory mapped for the
+// device, zero before the call, which the kernel sets to 1 when a peer's
+// flag did not come within Timeout.
+type PushRegion struct {
+	Table       cuda.DevicePtr
+	Ranks, Rank int
+	Slot, Flags int
+	Err         cuda.DevicePtr
+	Timeout     time.Duration
+}
+
+// AllreducePushBlocks is the number of blocks an AllreducePush of n bytes
+// runs with: one per 8 KiB, at most kernels.AllreducePushMaxBlocks.
+func AllreducePushBlocks(n int) int {
+	return min(kernels.AllreducePushMaxBlocks, max(1, (n+8<<10-1)>>13))
+}
+
+// AllreducePush queues, on stream s, the whole of one allreduce of in into
+// out (in may be out) among the ranks of reg: this rank's elements pushed
+// into slot reg.Rank of set (seq&1) of every peer's region, flags raised,
+// the peers' flags awaited and the contributions folded in rank order. Every
+// rank must queue it with the same seq, length, op and type; seq must grow
+// from call to call. A slot must hold in.
+func AllreducePush(s *cuda.Stream, op Op, reg PushRegion, seq uint64, in, out Buffer) error {
+	dt := out.dt
+	if !op.Valid() || !dt.Valid() || in.dt != dt || in.bytes != out.bytes {
+		return fmt.Errorf("gpu: allreduce push: %v of %v (%d bytes) into %v (%d bytes): mismatched or invalid", op, in.dt, in.bytes, dt, out.bytes)
+	}
+	if out.bytes > reg.Slot {
+		return fmt.Errorf("gpu: allreduce push: %d bytes, slots of %d", out.bytes, reg.Slot)
+	}
+	if out.bytes == 0 {
+		return nil
+	}
+	ks, err := kernelsFor(s.Context())
+	if err != nil {
+		return err
+	}
+	f := ks.push[[2]uint8{uint8(op), uint8(dt)}]
+	if f == nil {
+		return fmt.Errorf("gpu: allreduce push: the loaded kernels have no %s", kernels.AllreducePushName(op.String(), dt.kernelName()))
+	}
+	set := uint64(seq&1) * uint64(reg.Ranks) * uint64(reg.Slot)
+	if err := s.Launch(f, cuda.D1(AllreducePushBlocks(out.bytes)), cuda.D1(reduceThreads), 0,
+		reg.Table, in.DevicePtr(), out.DevicePtr(), uint64(out.Count()), uint32(reg.Ranks), uint32(reg.Rank),
+		seq, set, uint64(reg.Slot), uint64(reg.Flags), uint64(reg.Timeout.Nanoseconds()), reg.Err); err != nil {
+		return fmt.Errorf("gpu: allreduce push %v %v: %w", op, dt, err)
+	}
+	return nil
 }

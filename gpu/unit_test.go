@@ -38,6 +38,7 @@ func TestDTypes(t *testing.T) {
 }
 
 // TestEmbeddedPTX checks that the embedded PTX defines every reduce kernel
+// and every allreduce push kernel
 // and targets a PTX ISA the H200 driver JIT-compiles (GPU tests load it).
 func TestEmbeddedPTX(t *testing.T) {
 	entries := kernels.Entries(kernels.ReducePTX)
@@ -45,6 +46,9 @@ func TestEmbeddedPTX(t *testing.T) {
 		for _, dt := range DTypes {
 			name := kernels.ReduceName(op.String(), dt.kernelName())
 			if !slices.Contains(entries, name) {
+				t.Errorf("embedded reduce.ptx lacks %s; regenerate it (docs/gpu.md)", name)
+			}
+			if name := kernels.AllreducePushName(op.String(), dt.kernelName()); !slices.Contains(entries, name) {
 				t.Errorf("embedded reduce.ptx lacks %s; regenerate it (docs/gpu.md)", name)
 			}
 		}

@@ -47,6 +47,17 @@ const (
 	ReduceUnroll = 4
 )
 
+// AllreducePushName returns the name of the one-kernel allreduce over IPC
+// regions (reduce.cu, gorun_arpush_*) for elements of type typ with op.
+// Its parameters are (const u64 *regions, const T *in, T *out, u64 n,
+// unsigned nranks, unsigned rank, u64 seq, u64 set, u64 slot, u64 flags,
+// u64 timeout_ns, unsigned *err).
+func AllreducePushName(op, typ string) string { return "gorun_arpush_" + op + "_" + typ }
+
+// AllreducePushMaxBlocks is the most blocks an allreduce push kernel runs
+// with: its flag area holds that many u64 flags per rank.
+const AllreducePushMaxBlocks = 128
+
 var entryRE = regexp.MustCompile(`(?m)^\s*\.(?:visible\s+)?\.entry\s+([A-Za-z_][A-Za-z0-9_$]*)`)
 
 // Entries lists the kernel names defined in a PTX image.

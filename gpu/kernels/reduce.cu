@@ -165,3 +165,135 @@ KERNELS(bf16, BF16)
 KERNELS(i32, I32)
 KERNELS(i64, I64)
 KERNELS(u8, U8)
+
+// gorun_arpush_<op>_<type>: the whole of a one-shot allreduce over CUDA IPC
+// regions, in one kernel (coll/gpuipc.go, algorithm "push"):
+//
+//   (const u64 *regions, const T *in, T *out, u64 n, unsigned nranks,
+//    unsigned rank, u64 seq, u64 set, u64 slot, u64 flags, u64 timeout_ns,
+//    unsigned *err)
+//
+// regions[r] is rank r's region as this device addresses it (its own, or a
+// peer's mapped by CUDA IPC). A region holds two sets of nranks slots of
+// slot bytes (the call uses the one at byte offset set) and, at byte
+// offset flags, a u64 flag per (source rank, block): ARPUSH_MAXB per rank.
+// Block b owns a chunk of the elements (a multiple of 16 bytes long). It
+// stores its chunk of in into slot rank of every peer's set, fences, and
+// sets its flag in every peer's region to seq; then it waits until every
+// peer has set block b's flag in this rank's region to seq or more, and
+// folds the nranks contributions of its chunk in rank order (the same
+// order, hence the same bits, at every rank) into out. in may be out: each
+// element is read before it is written, by the same thread.
+//
+// Nothing here waits forever: a peer whose flag has not come after
+// timeout_ns (a failed peer) makes the block set *err (mapped host memory)
+// to 1 and return without writing out; the host reports the error.
+#define ARPUSH_MAXB 128
+
+DEV u64 globaltimer() {
+  u64 t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// copychunk copies elements [lo, hi) of src to dst, 16 bytes at a time when
+// both are 16-byte aligned (lo is a multiple of 16 bytes).
+template <class S>
+DEV void copychunk(S *dst, const S *src, u64 lo, u64 hi, bool vec) {
+  const int V = 16 / sizeof(S);
+  u64 i = lo + (u64)threadIdx.x * (vec ? V : 1);
+  if (vec) {
+    for (; i + V <= hi; i += (u64)blockDim.x * V)
+      *reinterpret_cast<uint4 *>(dst + i) = *reinterpret_cast<const uint4 *>(src + i);
+    // the tail of fewer than V elements: thread 0
+    if (threadIdx.x == 0)
+      for (u64 j = lo + (hi - lo) / V * V; j < hi; j++) dst[j] = src[j];
+    return;
+  }
+  for (; i < hi; i += blockDim.x) dst[i] = src[i];
+}
+
+template <class T, int OP>
+DEV void arpush(const u64 *regions, const typename T::S *in, typename T::S *out, u64 n,
+                unsigned nranks, unsigned rank, u64 seq, u64 set, u64 slot, u64 flags,
+                u64 timeout, unsigned *err) {
+  typedef typename T::S S;
+  const int V = 16 / sizeof(S);
+  __shared__ int failed;
+  if (threadIdx.x == 0) failed = 0;
+  u64 per = (n + gridDim.x - 1) / gridDim.x;
+  per = (per + V - 1) / V * V;
+  const u64 lo = (u64)blockIdx.x * per;
+  const u64 hi = lo + per < n ? lo + per : n;
+  char *own = (char *)regions[rank];
+  const bool vec = (((u64)in | (u64)out | set | slot) & 15) == 0;
+  for (unsigned p = 0; p < nranks; p++) {
+    if (p == rank) continue;
+    S *dst = (S *)((char *)regions[p] + set + (u64)rank * slot);
+    if (lo < hi) copychunk<S>(dst, in, lo, hi, vec);
+  }
+  __threadfence_system();
+  __syncthreads();
+  const unsigned t = threadIdx.x;
+  if (t < nranks && t != rank) {
+    volatile u64 *f = (volatile u64 *)((char *)regions[t] + flags) + (u64)rank * ARPUSH_MAXB + blockIdx.x;
+    *f = seq;
+    volatile u64 *g = (volatile u64 *)(own + flags) + (u64)t * ARPUSH_MAXB + blockIdx.x;
+    const u64 start = globaltimer();
+    while (*g < seq) {
+      if (globaltimer() - start > timeout) {
+        failed = 1;
+        *(volatile unsigned *)err = 1;
+        break;
+      }
+    }
+    __threadfence_system();
+  }
+  __syncthreads();
+  if (failed || lo >= hi) return;
+  u64 done = lo;
+  if (vec) {
+    // 16 bytes at a time; the chunk starts on a 16-byte boundary.
+    const u64 vlo = lo / V, vhi = vlo + (hi - lo) / V;
+    for (u64 i = vlo + t; i < vhi; i += blockDim.x) {
+      uint4 acc = rank == 0 ? reinterpret_cast<const uint4 *>(in)[i]
+                            : reinterpret_cast<const uint4 *>(own + set)[i];
+      for (unsigned r = 1; r < nranks; r++) {
+        const uint4 x = r == rank ? reinterpret_cast<const uint4 *>(in)[i]
+                                  : reinterpret_cast<const uint4 *>(own + set + (u64)r * slot)[i];
+        acc = vapply<T, OP>(acc, x);
+      }
+      reinterpret_cast<uint4 *>(out)[i] = acc;
+    }
+    done = vhi * V;
+  }
+  for (u64 i = done + t; i < hi; i += blockDim.x) {
+    S acc = rank == 0 ? in[i] : ((const S *)(own + set))[i];
+    for (unsigned r = 1; r < nranks; r++) {
+      const S x = r == rank ? in[i] : ((const S *)(own + set + (u64)r * slot))[i];
+      acc = apply<T, OP>(acc, x);
+    }
+    out[i] = acc;
+  }
+}
+
+#define ARPUSH(opname, OP, tname, T)                                                          \
+  extern "C" __global__ void gorun_arpush_##opname##_##tname(                                \
+      const u64 *regions, const T::S *in, T::S *out, u64 n, unsigned nranks, unsigned rank,    \
+      u64 seq, u64 set, u64 slot, u64 flags, u64 timeout, unsigned *err) {                     \
+    arpush<T, OP>(regions, in, out, n, nranks, rank, seq, set, slot, flags, timeout, err);     \
+  }
+
+#define ARPUSHES(tname, T)          \
+  ARPUSH(sum, OP_SUM, tname, T)     \
+  ARPUSH(prod, OP_PROD, tname, T)   \
+  ARPUSH(min, OP_MIN, tname, T)     \
+  ARPUSH(max, OP_MAX, tname, T)
+
+ARPUSHES(f32, F32)
+ARPUSHES(f64, F64)
+ARPUSHES(f16, F16)
+ARPUSHES(bf16, BF16)
+ARPUSHES(i32, I32)
+ARPUSHES(i64, I64)
+ARPUSHES(u8, U8)
