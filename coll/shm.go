@@ -13,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/gorun/gorun/internal/params"
+	"github.com/gorun/gorun/internal/shmseg"
 	"golang.org/x/sys/unix"
 )
 
@@ -122,6 +123,9 @@ var jobID string
 // SetJob tells the package the job's id, which names its shared-memory
 // segments (gorun removes /dev/shm/gorun-<job>-* when the job ends).
 func SetJob(id string) { jobID = id }
+
+// Job returns the job's id as SetJob set it.
+func Job() string { return jobID }
 
 const line = 64
 
@@ -292,7 +296,7 @@ func (c *Comm) shmSetup() (*shmSeg, error) {
 	var mem []byte
 	ok := byte(0)
 	if me == 0 {
-		if b, err := shmCreate(path, size); err == nil {
+		if b, err := shmseg.Create(path, size); err == nil {
 			mem, ok = b, 1
 		} else if os.Getenv("GORUN_DEBUG") != "" {
 			fmt.Fprintf(os.Stderr, "gorun: coll: %v\n", err)
@@ -307,7 +311,7 @@ func (c *Comm) shmSetup() (*shmSeg, error) {
 		return nil, err
 	}
 	if me != 0 && flag[0] == 1 {
-		if b, err := shmOpen(path, size); err == nil {
+		if b, err := shmseg.Open(path, size); err == nil {
 			mem, ok = b, 1
 		}
 	}
@@ -337,39 +341,6 @@ func (c *Comm) allAgree(ok bool) (bool, error) {
 		return false, err
 	}
 	return !slices.Contains(votes, 0), nil
-}
-
-func shmCreate(path string, size int) ([]byte, error) {
-	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("create %s: %w", path, err)
-	}
-	defer unix.Close(fd)
-	// Backed now, so that a full /dev/shm is an error here and not a
-	// SIGBUS at first touch.
-	if err := unix.Fallocate(fd, 0, 0, int64(size)); err != nil {
-		unix.Unlink(path)
-		return nil, fmt.Errorf("allocate %s: %w", path, err)
-	}
-	b, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		unix.Unlink(path)
-		return nil, fmt.Errorf("map %s: %w", path, err)
-	}
-	return b, nil
-}
-
-func shmOpen(path string, size int) ([]byte, error) {
-	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
-	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil || st.Size != int64(size) {
-		return nil, fmt.Errorf("open %s: size %d, want %d (%v)", path, st.Size, size, err)
-	}
-	return unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 }
 
 // shmWait waits until ok(r) holds for every r in [lo, hi), polling the

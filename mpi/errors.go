@@ -34,6 +34,7 @@ const (
 	ErrIntern     Class = 17
 	ErrKeyval     Class = 36
 	ErrLockType   Class = 37
+	ErrNoMem      Class = 39
 	ErrRMASync    Class = 47
 	ErrWin        Class = 53
 	ErrRMARange   Class = 68
@@ -49,7 +50,7 @@ var classNames = map[Class]string{
 	ErrArg: "invalid argument", ErrUnknown: "unknown error",
 	ErrTruncate: "message truncated", ErrOther: "other error", ErrIntern: "internal error", ErrKeyval: "invalid attribute key",
 	ErrNotInit: "mpi not initialized", ErrProcFailed: "process failed",
-	ErrLockType: "invalid lock type", ErrRMASync: "wrong synchronization of RMA calls",
+	ErrLockType: "invalid lock type", ErrNoMem: "out of memory", ErrRMASync: "wrong synchronization of RMA calls",
 	ErrWin: "invalid window", ErrRMARange: "target memory outside the window",
 }
 

@@ -33,3 +33,25 @@ func ExampleWinCreate() {
 	win.Free()
 	// Output: [7 9 1 100] 0
 }
+
+func ExampleWinAllocateShared() {
+	w := mpi.World()
+	// Ranks that share a host (all of them here: split the world with
+	// SplitType(SplitShared) where the job spans hosts) allocate their parts
+	// of one shared segment, then address each other's parts directly.
+	node, _ := w.SplitType(mpi.SplitShared, 0)
+	win, _ := mpi.WinAllocateShared[float64](node, 3)
+	mine := win.Local()
+	for i := range mine {
+		mine[i] = float64(10*node.Rank() + i)
+	}
+	// Stores, then the window's synchronization and a barrier.
+	win.Sync()
+	mpi.Barrier(node)
+	win.Sync()
+	first, _ := win.SharedQuery(0)
+	fmt.Println(first)
+	win.Free()
+	node.Free()
+	// Output: [0 1 2]
+}

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/gorun/gorun/p2p"
+	"golang.org/x/sys/unix"
 )
 
 // One-sided communication (MPI-3 §11, RMA windows).
@@ -101,6 +102,10 @@ type Win[T Element] struct {
 	es    int     // element size
 	sizes []int64 // every rank's window length, in elements
 	freed atomic.Bool
+	// shared: every rank's part of a WinAllocateShared window, in shm
+	// (mapped here until Free); nil for other windows.
+	shared [][]T
+	shm    []byte
 
 	// mu serializes this rank's calls on the window (the origin side).
 	mu       sync.Mutex
@@ -291,6 +296,14 @@ func (w *Win[T]) Free() (err error) {
 	w.srv.mu.Unlock()
 	if ferr := w.wc.Free(); ferr != nil {
 		err = firstErr(err, reop(op, ferr))
+	}
+	if w.shm != nil {
+		// Every rank has called Free (the barrier above): no operation on
+		// this rank's mapping is under way; the others' mappings stay
+		// until their own Free.
+		w.buf, w.mem, w.shared = nil, nil, nil
+		unix.Munmap(w.shm)
+		w.shm = nil
 	}
 	return err
 }
