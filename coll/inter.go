@@ -164,3 +164,116 @@ func InterAllgather(c *Comm, a *Args, split int) error {
 	}
 	return bcastFlat(c.group(lo, hi, chInterOut), &Args{Recv: a.Recv[:got]})
 }
+
+// InterReduce reduces with a.Op the a.Send of every rank of the group
+// that is not the root's (in that group's rank order) into a.Recv at the
+// root. a.Root is as InterBcast's: the root's rank in c at the root and at
+// the other group's ranks, -1 at the root's group's other ranks (they
+// take no part). The reduction runs within the other group, whose leader
+// sends it to the root.
+func InterReduce(c *Comm, a *Args, split int) error {
+	if err := c.Poll(); err != nil {
+		return err
+	}
+	lo, hi, rlo, _ := c.sides(split)
+	switch {
+	case a.Root < 0:
+		return nil
+	case a.Root == c.Me:
+		return c.leaders(rlo).recv(a.Recv, 1)
+	}
+	var mine []byte
+	if c.Me == lo {
+		mine = make([]byte, len(a.Send))
+	}
+	ra := *a
+	ra.Recv, ra.Root = mine, 0
+	if err := reduceFlat(c.group(lo, hi, chInterIn), &ra); err != nil {
+		return err
+	}
+	if c.Me != lo {
+		return nil
+	}
+	return c.sub([]int{c.Me, a.Root}, chInterLeaders).send(mine, 1)
+}
+
+// InterGather gathers the a.Send of every rank of the group that is not
+// the root's, in that group's rank order, into a.Recv at the root (a.Root
+// as InterReduce's). The group gathers at its leader, which sends the
+// whole to the root.
+func InterGather(c *Comm, a *Args, split int) error {
+	if err := c.Poll(); err != nil {
+		return err
+	}
+	lo, hi, rlo, _ := c.sides(split)
+	switch {
+	case a.Root < 0:
+		return nil
+	case a.Root == c.Me:
+		return c.leaders(rlo).recv(a.Recv, 1)
+	}
+	var mine []byte
+	if c.Me == lo {
+		mine = make([]byte, (hi-lo)*len(a.Send))
+	}
+	if err := collGather.runFlat(c.group(lo, hi, chInterIn), &Args{Send: a.Send, Recv: mine}, func() {
+		copy(mine, a.Send)
+	}); err != nil {
+		return err
+	}
+	if c.Me != lo {
+		return nil
+	}
+	return c.sub([]int{c.Me, a.Root}, chInterLeaders).send(mine, 1)
+}
+
+// InterScatter sends block r of the root's a.Send (its length over the
+// other group's size) to rank r of the group that is not the root's, into
+// a.Recv (a.Root as InterReduce's). The root sends the whole to that
+// group's leader, which scatters it.
+func InterScatter(c *Comm, a *Args, split int) error {
+	if err := c.Poll(); err != nil {
+		return err
+	}
+	lo, hi, rlo, _ := c.sides(split)
+	switch {
+	case a.Root < 0:
+		return nil
+	case a.Root == c.Me:
+		return c.leaders(rlo).send(a.Send, 1)
+	}
+	var all []byte
+	if c.Me == lo {
+		all = make([]byte, (hi-lo)*len(a.Recv))
+		if err := c.sub([]int{c.Me, a.Root}, chInterLeaders).recv(all, 1); err != nil {
+			return err
+		}
+	}
+	return collScatter.runFlat(c.group(lo, hi, chInterOut), &Args{Send: all, Recv: a.Recv, Root: 0}, func() {
+		copy(a.Recv, all)
+	})
+}
+
+// InterAlltoall sends block j of a.Send (its length over the other group's
+// size) to rank j of the other group and receives that rank's block for
+// this one into block j of a.Recv: every exchange posted at once.
+func InterAlltoall(c *Comm, a *Args, split int) error {
+	if err := c.Poll(); err != nil {
+		return err
+	}
+	_, _, rlo, rhi := c.sides(split)
+	m := rhi - rlo
+	sb, rb := len(a.Send)/m, len(a.Recv)/m
+	var p pending
+	for j := range m {
+		if err := p.recv(c, a.Recv[j*rb:(j+1)*rb], rlo+j); err != nil {
+			return err
+		}
+	}
+	for j := range m {
+		if err := p.send(c, a.Send[j*sb:(j+1)*sb], rlo+j); err != nil {
+			return err
+		}
+	}
+	return p.wait(c)
+}

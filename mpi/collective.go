@@ -205,8 +205,15 @@ func bcastCall[T Element](op string, c *Comm, buf []T, root int) (call, error) {
 
 // Reduce combines sendbuf of every rank with op into recvbuf at root.
 // recvbuf matters at root only (other ranks may pass nil). At root,
-// sendbuf may be recvbuf itself (in place).
+// sendbuf may be recvbuf itself (in place). On an intercommunicator the
+// root passes Root and receives in recvbuf the reduction of the other
+// group's sendbufs (len(recvbuf) elements each); the other processes of
+// its group pass ProcNull, those of the other group the root's rank in
+// its group.
 func Reduce[T Element](c *Comm, sendbuf, recvbuf []T, op Op, root int) error {
+	if c.IsInter() {
+		return c.fail(interReduce(c, sendbuf, recvbuf, op, root))
+	}
 	v, err := c.begin("Reduce")
 	if err != nil {
 		return err
@@ -302,7 +309,12 @@ func Exscan[T Element](c *Comm, sendbuf, recvbuf []T, op Op) error {
 // Gather collects every rank's sendbuf (all of the same length k) into
 // recvbuf at root, rank r's at recvbuf[r*k:(r+1)*k]. recvbuf matters at
 // root only. In place: root passes its own block of recvbuf as sendbuf.
+// On an intercommunicator the root (Root) receives the other group's
+// sendbufs in its rank order; roots are passed as for Reduce.
 func Gather[T Element](c *Comm, sendbuf, recvbuf []T, root int) error {
+	if c.IsInter() {
+		return c.fail(interGather(c, sendbuf, recvbuf, root))
+	}
 	v, err := c.begin("Gather")
 	if err != nil {
 		return err
@@ -374,8 +386,13 @@ func gathervCall[T Element](name string, c *Comm, sendbuf, recvbuf []T, counts, 
 
 // Scatter sends block r of root's sendbuf (recvbuf's length k each) to
 // rank r's recvbuf. sendbuf matters at root only. In place: root passes
-// its own block of sendbuf as recvbuf.
+// its own block of sendbuf as recvbuf. On an intercommunicator the root
+// (Root) sends block j to process j of the other group; roots are passed
+// as for Reduce.
 func Scatter[T Element](c *Comm, sendbuf, recvbuf []T, root int) error {
+	if c.IsInter() {
+		return c.fail(interScatter(c, sendbuf, recvbuf, root))
+	}
 	v, err := c.begin("Scatter")
 	if err != nil {
 		return err
@@ -510,8 +527,13 @@ func allgathervCall[T Element](name string, c *Comm, sendbuf, recvbuf []T, count
 
 // Alltoall sends block r of every rank's sendbuf to rank r, which stores
 // it at block (sender) of its recvbuf; blocks are len(sendbuf)/size
-// elements. In place: pass recvbuf as sendbuf.
+// elements. In place: pass recvbuf as sendbuf. On an intercommunicator
+// block j goes to process j of the other group, and the buffers hold
+// RemoteSize blocks (no in-place form).
 func Alltoall[T Element](c *Comm, sendbuf, recvbuf []T) error {
+	if c.IsInter() {
+		return c.fail(interAlltoall(c, sendbuf, recvbuf))
+	}
 	v, err := c.begin("Alltoall")
 	if err != nil {
 		return err

@@ -3,7 +3,8 @@ package mpi
 import "github.com/gorun/gorun/coll"
 
 // The collectives of an intercommunicator (intercomm.go): Barrier, Bcast,
-// Allreduce and Allgather send here; coll/inter.go runs them.
+// Reduce, Allreduce, Gather, Scatter, Allgather and Alltoall send here;
+// coll/inter.go runs them.
 
 // interRun runs fn on the union of the intercommunicator c's groups as one
 // call; prepErr, a failed preparation, aborts the call instead, so that
@@ -36,17 +37,75 @@ func interBarrier(c *Comm) error {
 func interBcast[T Element](c *Comm, buf []T, root int) error {
 	a := coll.Args{Recv: elemBytes(buf)}
 	var err error
+	a.Root, err = c.interRoot("Bcast", root)
+	return c.interRun("Bcast", coll.InterBcast, a, err)
+}
+
+// interRoot is the root of a rooted intercommunicator collective in the
+// union (coll's a.Root): this process at the root (Root), -1 at the other
+// processes of its group (ProcNull), the root's union rank in the other
+// group (its rank in the remote group).
+func (c *Comm) interRoot(op string, root int) (int, error) {
 	switch {
 	case root == Root:
-		a.Root = c.cc.Me
+		return c.cc.Me, nil
 	case root == ProcNull:
-		a.Root = -1
+		return -1, nil
 	case root >= 0 && root < c.RemoteSize():
-		a.Root = c.unionRemote(root)
-	default:
-		err = errorf(ErrRoot, "Bcast", "root %d on intercommunicator %s: Root, ProcNull or a rank of the remote group (size %d)", root, c.name, c.RemoteSize())
+		return c.unionRemote(root), nil
 	}
-	return c.interRun("Bcast", coll.InterBcast, a, err)
+	return -1, errorf(ErrRoot, op, "root %d on intercommunicator %s: Root, ProcNull or a rank of the remote group (size %d)", root, c.name, c.RemoteSize())
+}
+
+// interReduce: the root (Root) receives in recvbuf the reduction of the
+// remote group's sendbufs, which have len(recvbuf) elements; the processes
+// of the other group pass their sendbuf, those of the root's group
+// ProcNull and nothing.
+func interReduce[T Element](c *Comm, sendbuf, recvbuf []T, op Op, root int) error {
+	const name = "Reduce"
+	r, err := c.interRoot(name, root)
+	o, berr := bind[T](name, op)
+	a := coll.Args{Send: elemBytes(sendbuf), Recv: elemBytes(recvbuf), Op: o, Elem: elemSize[T](), Root: r}
+	return c.interRun(name, coll.InterReduce, a, firstErr(err, berr))
+}
+
+// interGather: the root (Root) receives the remote group's sendbufs, in
+// its rank order, in recvbuf (RemoteSize blocks of the senders' length).
+func interGather[T Element](c *Comm, sendbuf, recvbuf []T, root int) error {
+	const name = "Gather"
+	r, err := c.interRoot(name, root)
+	if err == nil && root == Root && len(recvbuf)%c.RemoteSize() != 0 {
+		err = errorf(ErrCount, name, "receive buffer of %d elements for %d processes", len(recvbuf), c.RemoteSize())
+	}
+	a := coll.Args{Send: elemBytes(sendbuf), Recv: elemBytes(recvbuf), Root: r}
+	return c.interRun(name, coll.InterGather, a, err)
+}
+
+// interScatter: the root (Root) sends block j of sendbuf (RemoteSize
+// blocks) to remote process j, which receives it in recvbuf.
+func interScatter[T Element](c *Comm, sendbuf, recvbuf []T, root int) error {
+	const name = "Scatter"
+	r, err := c.interRoot(name, root)
+	if err == nil && root == Root && len(sendbuf)%c.RemoteSize() != 0 {
+		err = errorf(ErrCount, name, "send buffer of %d elements for %d processes", len(sendbuf), c.RemoteSize())
+	}
+	a := coll.Args{Send: elemBytes(sendbuf), Recv: elemBytes(recvbuf), Root: r}
+	return c.interRun(name, coll.InterScatter, a, err)
+}
+
+// interAlltoall: every process sends block j of sendbuf to remote process
+// j and receives that process's block in block j of recvbuf (both of
+// RemoteSize blocks).
+func interAlltoall[T Element](c *Comm, sendbuf, recvbuf []T) error {
+	const name = "Alltoall"
+	var err error
+	if m := c.RemoteSize(); len(sendbuf)%m != 0 || len(recvbuf)%m != 0 {
+		err = errorf(ErrCount, name, "buffers of %d and %d elements for %d remote processes", len(sendbuf), len(recvbuf), m)
+	} else if aliasing(elemBytes(sendbuf), elemBytes(recvbuf)) != disjoint {
+		err = errorf(ErrBuffer, name, "send and receive buffers overlap (no in-place form on an intercommunicator)")
+	}
+	a := coll.Args{Send: elemBytes(sendbuf), Recv: elemBytes(recvbuf)}
+	return c.interRun(name, coll.InterAlltoall, a, err)
 }
 
 // interAllreduce: every process receives the reduction of the remote
