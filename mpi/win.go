@@ -113,7 +113,9 @@ type Win[T Element] struct {
 	fenceOps []int64          // requests sent to each rank in this fence epoch
 	locks    map[int]LockType // passive-target locks this rank holds
 	lockAll  bool
-	pend     []pending // sent and posted operations not known complete
+	started  map[int]bool // targets of the access epoch Start opened; nil: none
+	posted   []int        // origins of the exposure epoch Post opened; nil: none
+	pend     []pending    // sent and posted operations not known complete
 	seq      uint32
 
 	srv winServer
@@ -268,6 +270,9 @@ func (w *Win[T]) Free() (err error) {
 	defer w.mu.Unlock()
 	if len(w.locks) > 0 || w.lockAll {
 		return errorf(ErrRMASync, op, "%s: this rank still holds locks (Unlock or UnlockAll first)", w.name)
+	}
+	if w.started != nil || w.posted != nil {
+		return errorf(ErrRMASync, op, "%s: this rank has a Start or Post epoch open (Complete or Wait first)", w.name)
 	}
 	if !w.freed.CompareAndSwap(false, true) {
 		return errorf(ErrWin, op, "%s was freed", w.name)

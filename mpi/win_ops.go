@@ -175,10 +175,11 @@ func (w *Win[T]) epoch(name string, target int) (fence bool, err error) {
 	if _, ok := w.locks[target]; ok || w.lockAll {
 		return false, nil
 	}
-	if w.fence {
+	if w.fence || w.started[target] {
+		// A Start epoch's operations are counted as a fence epoch's.
 		return true, nil
 	}
-	return false, errorf(ErrRMASync, name, "rank %d of %s is outside any access epoch: call Fence, Lock(%d) or LockAll first", target, w.name, target)
+	return false, errorf(ErrRMASync, name, "rank %d of %s is outside any access epoch: call Fence, Start, Lock(%d) or LockAll first", target, w.name, target)
 }
 
 // completeAll waits for this rank's pending operations with target (every

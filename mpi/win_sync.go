@@ -22,6 +22,9 @@ func (w *Win[T]) Fence() (err error) {
 	if len(w.locks) > 0 || w.lockAll {
 		return errorf(ErrRMASync, name, "this rank holds passive-target locks on %s: Unlock them first", w.name)
 	}
+	if w.started != nil || w.posted != nil {
+		return errorf(ErrRMASync, name, "this rank has a Start or Post epoch open on %s: Complete or Wait first", w.name)
+	}
 	err = w.completeAll(name, -1)
 	expect := []int64{0}
 	q, cerr := IreduceScatterBlock(w.wc, w.fenceOps, expect, Sum)
@@ -84,6 +87,9 @@ func (w *Win[T]) Lock(typ LockType, target int) (err error) {
 	if _, ok := w.locks[target]; ok || w.lockAll {
 		return errorf(ErrRMASync, name, "this rank holds a lock on rank %d of %s already", target, w.name)
 	}
+	if w.started != nil {
+		return errorf(ErrRMASync, name, "this rank has a Start epoch open on %s: Complete first", w.name)
+	}
 	if err := w.endFence(name); err != nil {
 		return err
 	}
@@ -127,6 +133,9 @@ func (w *Win[T]) LockAll() (err error) {
 	defer w.mu.Unlock()
 	if len(w.locks) > 0 || w.lockAll {
 		return errorf(ErrRMASync, name, "this rank holds locks on %s already", w.name)
+	}
+	if w.started != nil {
+		return errorf(ErrRMASync, name, "this rank has a Start epoch open on %s: Complete first", w.name)
 	}
 	if err := w.endFence(name); err != nil {
 		return err
