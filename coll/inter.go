@@ -172,29 +172,11 @@ func InterAllgather(c *Comm, a *Args, split int) error {
 // take no part). The reduction runs within the other group, whose leader
 // sends it to the root.
 func InterReduce(c *Comm, a *Args, split int) error {
-	if err := c.Poll(); err != nil {
-		return err
-	}
-	lo, hi, rlo, _ := c.sides(split)
-	switch {
-	case a.Root < 0:
-		return nil
-	case a.Root == c.Me:
-		return c.leaders(rlo).recv(a.Recv, 1)
-	}
-	var mine []byte
-	if c.Me == lo {
-		mine = make([]byte, len(a.Send))
-	}
-	ra := *a
-	ra.Recv, ra.Root = mine, 0
-	if err := reduceFlat(c.group(lo, hi, chInterIn), &ra); err != nil {
-		return err
-	}
-	if c.Me != lo {
-		return nil
-	}
-	return c.sub([]int{c.Me, a.Root}, chInterLeaders).send(mine, 1)
+	return c.interToRoot(a, split, false, func(g *Comm, mine []byte) error {
+		ra := *a
+		ra.Recv, ra.Root = mine, 0
+		return reduceFlat(g, &ra)
+	})
 }
 
 // InterGather gathers the a.Send of every rank of the group that is not
@@ -202,6 +184,16 @@ func InterReduce(c *Comm, a *Args, split int) error {
 // as InterReduce's). The group gathers at its leader, which sends the
 // whole to the root.
 func InterGather(c *Comm, a *Args, split int) error {
+	return c.interToRoot(a, split, true, func(g *Comm, mine []byte) error {
+		return collGather.runFlat(g, &Args{Send: a.Send, Recv: mine}, func() { copy(mine, a.Send) })
+	})
+}
+
+// interToRoot runs the rooted collectives whose root receives from the
+// other group: collect combines that group's a.Send into mine at its
+// leader (mine holds one a.Send, or one per rank of the group when
+// perRank), which sends it to the root.
+func (c *Comm) interToRoot(a *Args, split int, perRank bool, collect func(g *Comm, mine []byte) error) error {
 	if err := c.Poll(); err != nil {
 		return err
 	}
@@ -214,11 +206,13 @@ func InterGather(c *Comm, a *Args, split int) error {
 	}
 	var mine []byte
 	if c.Me == lo {
-		mine = make([]byte, (hi-lo)*len(a.Send))
+		n := 1
+		if perRank {
+			n = hi - lo
+		}
+		mine = make([]byte, n*len(a.Send))
 	}
-	if err := collGather.runFlat(c.group(lo, hi, chInterIn), &Args{Send: a.Send, Recv: mine}, func() {
-		copy(mine, a.Send)
-	}); err != nil {
+	if err := collect(c.group(lo, hi, chInterIn), mine); err != nil {
 		return err
 	}
 	if c.Me != lo {
