@@ -151,6 +151,7 @@ type shmSeg struct {
 	seen   uint64 // every rank is known to have entered call seen
 	busy   atomic.Bool
 	call   shmCall // the call in progress (busy)
+	radix  int     // the reduction tree's (shmtree.go)
 }
 
 func (g *shmSeg) rank(r int) int { return line + r*g.stride }
@@ -288,34 +289,50 @@ func (g *shmSeg) end() { g.busy.Store(false) }
 // is a set-up view. The vote decides for every rank alike; an error is a
 // failure of the set-up's messages.
 func (c *Comm) shmSetup() (*shmSeg, error) {
-	n, me := c.Size(), c.Rank()
+	n := c.Size()
 	slot := shmSlot(n)
 	stride := 2*line + 2*slot
-	size := line + n*stride
-	path := filepath.Join("/dev/shm", "gorun-"+jobID+"-coll-"+strconv.FormatUint(uint64(c.Ctx), 10)+"-"+strconv.Itoa(c.World[0]))
-	var mem []byte
-	ok := byte(0)
+	path := segPath("coll", c.Ctx, uint64(c.World[0]))
+	mem, why, err := c.sharedSegment(path, line+n*stride)
+	if mem == nil {
+		if why != nil && os.Getenv("GORUN_DEBUG") != "" {
+			fmt.Fprintf(os.Stderr, "gorun: coll: %v\n", why)
+		}
+		return nil, err
+	}
+	return &shmSeg{mem: mem, n: n, slot: slot, stride: stride, radix: treeRadix(n)}, nil
+}
+
+// segPath is the path of a segment of this job: kind, then two numbers
+// that make it unique (gorun's reaper removes /dev/shm/gorun-<job>-*).
+func segPath(kind string, a uint32, b uint64) string {
+	return filepath.Join("/dev/shm", "gorun-"+jobID+"-"+kind+"-"+strconv.FormatUint(uint64(a), 10)+"-"+strconv.FormatUint(b, 10))
+}
+
+// sharedSegment makes a zeroed segment of size bytes that every rank of c
+// maps: rank 0 creates path, the others map it, every rank learns whether
+// all could, and rank 0 unlinks the file. mem is nil at every rank alike
+// when some rank could not; why is then this rank's reason (nil if another
+// rank failed). err is a failure of the set-up's messages.
+func (c *Comm) sharedSegment(path string, size int) (mem []byte, why, err error) {
+	me := c.Rank()
+	flag := []byte{0}
 	if me == 0 {
-		if b, err := shmseg.Create(path, size); err == nil {
-			mem, ok = b, 1
-		} else if os.Getenv("GORUN_DEBUG") != "" {
-			fmt.Fprintf(os.Stderr, "gorun: coll: %v\n", err)
+		if mem, why = shmseg.Create(path, size); why == nil {
+			flag[0] = 1
 		}
 	}
-	flag := []byte{ok}
 	if err := collBcast.runFlat(c, &Args{Recv: flag, Root: 0}, nil); err != nil {
 		if mem != nil {
 			unix.Munmap(mem)
 			unix.Unlink(path)
 		}
-		return nil, err
+		return nil, why, err
 	}
 	if me != 0 && flag[0] == 1 {
-		if b, err := shmseg.Open(path, size); err == nil {
-			mem, ok = b, 1
-		}
+		mem, why = shmseg.Open(path, size)
 	}
-	all, err := c.allAgree(ok == 1)
+	all, err := c.allAgree(mem != nil)
 	if me == 0 && mem != nil {
 		unix.Unlink(path)
 	}
@@ -323,9 +340,30 @@ func (c *Comm) shmSetup() (*shmSeg, error) {
 		if mem != nil {
 			unix.Munmap(mem)
 		}
-		return nil, err
+		return nil, why, err
 	}
-	return &shmSeg{mem: mem, n: n, slot: slot, stride: stride}, nil
+	return mem, nil, nil
+}
+
+// ErrNoShared is the error of MapShared when some rank could not create or
+// map the segment.
+var ErrNoShared = errors.New("a rank could not create or map a shared-memory segment")
+
+// MapShared is a collective of its own, run through a view begun for a
+// call at every rank of a communicator within one host: it returns a
+// zeroed segment of size bytes that every rank maps (package mpi's shared
+// windows), named after the view's context and call. It fails with
+// ErrNoShared (and this rank's reason, if it had one) at every rank alike
+// when some rank could not make or map it. The caller unmaps it.
+func (c *Comm) MapShared(kind string, size int) ([]byte, error) {
+	mem, why, err := c.sharedSegment(segPath(kind, c.Ctx, uint64(c.seq)), size)
+	if err != nil || mem != nil {
+		return mem, err
+	}
+	if why != nil {
+		return nil, fmt.Errorf("%w (%d bytes): %v", ErrNoShared, size, why)
+	}
+	return nil, fmt.Errorf("%w (%d bytes)", ErrNoShared, size)
 }
 
 // allAgree tells every rank whether this one could set up its share of
@@ -591,7 +629,14 @@ func (k *shmCall) reduce(a *Args, own []byte, wantResult bool) ([]byte, error) {
 		return nil, err
 	}
 	g.seen = max(g.seen, s) // the owners waited for every rank to enter
-	res, _, ok := g.data(n-1, s)
+	return k.result(m)
+}
+
+// result is the m bytes of a reduction's result, in rank n-1's buffer for
+// the call once the reduction is done.
+func (k *shmCall) result(m int) ([]byte, error) {
+	n := k.g.n
+	res, _, ok := k.g.data(n-1, k.s)
 	if !ok {
 		return nil, k.skipped(n - 1)
 	}
@@ -610,17 +655,14 @@ func (c *Comm) shmReduction(a *Args, root int, fallback func(*Comm, *Args) error
 	return c.shmRun(a, func(k *shmCall) error {
 		want := root < 0 || c.Me == root
 		own := a.own()
-		if useTree(k.g.n, len(own)) {
-			res, err := k.reduceTree(a, own, want)
-			if err == nil && want {
-				copy(a.Recv, res)
-			}
-			return err
-		}
-		if k.g.n <= shmAllReadRanks && len(own)*k.g.n <= shmAllRead() {
+		reduce := k.reduce
+		switch {
+		case useTree(k.g.n, len(own)):
+			reduce = k.reduceTree
+		case k.g.n <= shmAllReadRanks && len(own)*k.g.n <= shmAllRead():
 			return k.reduceLocal(a, own, want)
 		}
-		res, err := k.reduce(a, own, want)
+		res, err := reduce(a, own, want)
 		if err == nil && want {
 			copy(a.Recv, res)
 		}

@@ -65,8 +65,9 @@ func useTree(n, m int) bool {
 	return p.from > 0 && n >= p.from && m <= p.most
 }
 
-// treeRadix is the radix for n ranks: the parameter, raised where the tree
-// would be deeper than a done line has words.
+// treeRadix is the radix for n ranks (shmSeg.radix, set once per
+// segment): the parameter, raised where the tree would be deeper than a
+// done line has words.
 func treeRadix(n int) int {
 	k := shmTree().radix
 	for span := pow(k, treeLevels); span < n; span = pow(k, treeLevels) {
@@ -98,7 +99,7 @@ func (g *shmSeg) release() *uint64 { return (*uint64)(unsafe.Pointer(&g.mem[0]))
 func (k *shmCall) fanIn(a *Args, m int) error {
 	c, g, s := k.c, k.g, k.s
 	n, me := g.n, c.Me
-	radix := treeRadix(n)
+	radix := g.radix
 	span := 1 // the ranks each member of this level stands for
 	l := 1
 	for ; span < n && me%(span*radix) == 0; l, span = l+1, span*radix {
@@ -169,9 +170,5 @@ func (k *shmCall) reduceTree(a *Args, own []byte, want bool) ([]byte, error) {
 	if err := k.released(); err != nil {
 		return nil, err
 	}
-	res, _, ok := k.g.data(k.g.n-1, k.s)
-	if !ok {
-		return nil, k.skipped(k.g.n - 1)
-	}
-	return res[:m], nil
+	return k.result(m)
 }

@@ -1,14 +1,10 @@
 package mpi
 
 import (
-	"fmt"
-	"os"
-	"path/filepath"
-	"sync/atomic"
+	"errors"
 	"unsafe"
 
 	"github.com/gorun/gorun/coll"
-	"github.com/gorun/gorun/internal/shmseg"
 	"golang.org/x/sys/unix"
 )
 
@@ -25,14 +21,10 @@ import (
 // Sync together with a Barrier or another message), as for any memory
 // shared between processes.
 //
-// Set-up: rank 0 creates /dev/shm/gorun-<job>-win-<pid>-<n> (removed by
-// gorun's reaper whatever happens), broadcasts its name, every rank maps
-// it, every rank learns whether all could, and rank 0 unlinks the file;
-// the mapping goes away at Free.
-
-// winSegments numbers the shared windows this process creates (their
-// segments' names).
-var winSegments atomic.Uint64
+// Set-up: coll's MapShared (rank 0 creates /dev/shm/gorun-<job>-win-...,
+// removed by gorun's reaper whatever happens, every rank maps it, every
+// rank learns whether all could, rank 0 unlinks it); the mapping goes away
+// at Free.
 
 // WinAllocateShared makes a window of n zeroed elements at this rank in
 // memory that every rank of c can address directly (MPI_Win_allocate_shared):
@@ -87,69 +79,27 @@ func WinAllocateShared[T Element](c *Comm, n int) (_ *Win[T], err error) {
 	return w, nil
 }
 
-// mapShared creates (rank 0) and maps (every rank) a zeroed segment of
-// size bytes shared by c's ranks; every rank fails alike if any could not.
+// mapShared maps a zeroed segment of size bytes shared by c's ranks
+// (coll's MapShared, as a collective call of its own): every rank fails
+// alike, with ErrNoMem if some rank could not make or map it.
 func mapShared(c *Comm, op string, size int) ([]byte, error) {
-	// ok byte, then the segment's path
-	msg := make([]byte, 1+128)
-	var mem []byte
-	var path string
-	if c.rank == 0 {
-		path = filepath.Join("/dev/shm", fmt.Sprintf("gorun-%s-win-%d-%d", coll.Job(), os.Getpid(), winSegments.Add(1)))
-		if b, err := shmseg.Create(path, size); err == nil {
-			mem = b
-			msg[0] = 1
-			copy(msg[1:], path)
-		}
-	}
-	if err := Bcast(c, msg, 0); err != nil {
-		if mem != nil {
-			unix.Munmap(mem)
-			unix.Unlink(path)
-		}
-		return nil, reop(op, err)
-	}
-	var why error
-	if c.rank != 0 && msg[0] == 1 {
-		p := string(msg[1 : 1+clen(msg[1:])])
-		if b, err := shmseg.Open(p, size); err == nil {
-			mem = b
-		} else {
-			why = err
-		}
-	}
-	ok := []int32{0}
-	if mem != nil {
-		ok[0] = 1
-	}
-	all := []int32{0}
-	err := Allreduce(c, ok, all, Min)
-	if c.rank == 0 && mem != nil {
-		unix.Unlink(path)
-	}
-	if err == nil && all[0] == 1 {
-		return mem, nil
-	}
-	if mem != nil {
-		unix.Munmap(mem)
-	}
+	v, err := c.begin(op)
 	if err != nil {
-		return nil, reop(op, err)
+		return nil, err
 	}
-	if why == nil {
-		why = fmt.Errorf("a rank could not create or map the segment (%d bytes under /dev/shm)", size)
-	}
-	return nil, errorf(ErrNoMem, op, "shared memory for the window: %w", why)
-}
-
-// clen is the length of the NUL-terminated string at the start of b.
-func clen(b []byte) int {
-	for i, c := range b {
-		if c == 0 {
-			return i
+	var mem []byte
+	cl := call{fn: func(v *coll.Comm, _ *coll.Args) error {
+		var err error
+		mem, err = v.MapShared("win", size)
+		return err
+	}}
+	if err := finish(op, &v, &cl, nil); err != nil {
+		if errors.Is(err, coll.ErrNoShared) {
+			return nil, errorf(ErrNoMem, op, "shared memory for the window: %w", err)
 		}
+		return nil, err
 	}
-	return len(b)
+	return mem, nil
 }
 
 // SharedQuery returns rank's part of a shared window (MPI_Win_shared_query):
