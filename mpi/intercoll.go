@@ -72,25 +72,23 @@ func interReduce[T Element](c *Comm, sendbuf, recvbuf []T, op Op, root int) erro
 // interGather: the root (Root) receives the remote group's sendbufs, in
 // its rank order, in recvbuf (RemoteSize blocks of the senders' length).
 func interGather[T Element](c *Comm, sendbuf, recvbuf []T, root int) error {
-	const name = "Gather"
-	r, err := c.interRoot(name, root)
-	if err == nil && root == Root && len(recvbuf)%c.RemoteSize() != 0 {
-		err = errorf(ErrCount, name, "receive buffer of %d elements for %d processes", len(recvbuf), c.RemoteSize())
-	}
-	a := coll.Args{Send: elemBytes(sendbuf), Recv: elemBytes(recvbuf), Root: r}
-	return c.interRun(name, coll.InterGather, a, err)
+	return interRooted(c, "Gather", coll.InterGather, sendbuf, recvbuf, recvbuf, "receive", root)
 }
 
 // interScatter: the root (Root) sends block j of sendbuf (RemoteSize
 // blocks) to remote process j, which receives it in recvbuf.
 func interScatter[T Element](c *Comm, sendbuf, recvbuf []T, root int) error {
-	const name = "Scatter"
+	return interRooted(c, "Scatter", coll.InterScatter, sendbuf, recvbuf, sendbuf, "send", root)
+}
+
+// interRooted runs the intercommunicator Gather or Scatter, whose root's
+// buffer rootBuf (its what buffer) holds one block per remote process.
+func interRooted[T Element](c *Comm, name string, fn func(*coll.Comm, *coll.Args, int) error, sendbuf, recvbuf, rootBuf []T, what string, root int) error {
 	r, err := c.interRoot(name, root)
-	if err == nil && root == Root && len(sendbuf)%c.RemoteSize() != 0 {
-		err = errorf(ErrCount, name, "send buffer of %d elements for %d processes", len(sendbuf), c.RemoteSize())
+	if err == nil && root == Root && len(rootBuf)%c.RemoteSize() != 0 {
+		err = errorf(ErrCount, name, "%s buffer of %d elements for %d processes", what, len(rootBuf), c.RemoteSize())
 	}
-	a := coll.Args{Send: elemBytes(sendbuf), Recv: elemBytes(recvbuf), Root: r}
-	return c.interRun(name, coll.InterScatter, a, err)
+	return c.interRun(name, fn, coll.Args{Send: elemBytes(sendbuf), Recv: elemBytes(recvbuf), Root: r}, err)
 }
 
 // interAlltoall: every process sends block j of sendbuf to remote process

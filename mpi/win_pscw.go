@@ -62,11 +62,9 @@ func (w *Win[T]) Post(g *Group) (err error) {
 		return err
 	}
 	for _, r := range ranks {
-		q, err := w.eng.Isend(w.wc.ctx, w.wc.world[r], winTagPost, nil, false)
-		if err != nil {
-			return wrap(name, err)
+		if err := w.sendCtl(name, r, winTagPost, nil); err != nil {
+			return err
 		}
-		w.pend = append(w.pend, pending{target: r, r: q})
 	}
 	w.posted = ranks
 	return nil
@@ -96,15 +94,8 @@ func (w *Win[T]) Start(g *Group) (err error) {
 		return err
 	}
 	for _, r := range ranks {
-		q, err := w.eng.Irecv(w.wc.ctx, w.wc.world[r], winTagPost, nil)
-		if err != nil {
-			return wrap(name, err)
-		}
-		w.await(q.Done)
-		_, err = q.Result()
-		w.eng.Release(q)
-		if err != nil {
-			return wrap(name, err)
+		if err := w.recvCtl(name, r, winTagPost, nil); err != nil {
+			return err
 		}
 	}
 	w.started = map[int]bool{}
@@ -133,15 +124,9 @@ func (w *Win[T]) Complete() (err error) {
 		err = firstErr(err, w.completeAll(name, r))
 	}
 	for r := range w.started {
-		b := make([]byte, 8)
-		binary.LittleEndian.PutUint64(b, uint64(w.fenceOps[r]))
+		b := binary.LittleEndian.AppendUint64(nil, uint64(w.fenceOps[r]))
 		w.fenceOps[r] = 0
-		q, serr := w.eng.Isend(w.wc.ctx, w.wc.world[r], winTagComplete, b, false)
-		if serr != nil {
-			err = firstErr(err, wrap(name, serr))
-			continue
-		}
-		w.pend = append(w.pend, pending{target: r, r: q, keep: b})
+		err = firstErr(err, w.sendCtl(name, r, winTagComplete, b))
 	}
 	w.started = nil
 	return err
@@ -162,32 +147,37 @@ func (w *Win[T]) Wait() (err error) {
 		return errorf(ErrRMASync, name, "%s has no exposure epoch posted (Post first)", w.name)
 	}
 	var expect int64
+	b := make([]byte, 8)
 	for _, r := range w.posted {
-		b := make([]byte, 8)
-		q, rerr := w.eng.Irecv(w.wc.ctx, w.wc.world[r], winTagComplete, b)
-		if rerr != nil {
-			return wrap(name, rerr)
-		}
-		w.await(q.Done)
-		_, rerr = q.Result()
-		w.eng.Release(q)
-		if rerr != nil {
-			return wrap(name, rerr)
+		if err := w.recvCtl(name, r, winTagComplete, b); err != nil {
+			return err
 		}
 		expect += int64(binary.LittleEndian.Uint64(b))
 	}
 	w.posted = nil
-	w.await(func() bool {
-		w.srv.mu.Lock()
-		defer w.srv.mu.Unlock()
-		return w.srv.fenceDone >= expect || w.srv.dead != nil
-	})
-	w.srv.mu.Lock()
-	w.srv.fenceDone -= expect
-	dead := w.srv.dead
-	w.srv.mu.Unlock()
-	if dead != nil {
-		return wrap(name, dead)
+	return w.served(name, expect)
+}
+
+// sendCtl starts sending a PSCW message (b, nil for none) to rank r; the
+// send completes among the window's pending operations. w.mu is held.
+func (w *Win[T]) sendCtl(name string, r, tag int, b []byte) error {
+	q, err := w.eng.Isend(w.wc.ctx, w.wc.world[r], tag, b, false)
+	if err != nil {
+		return wrap(name, err)
 	}
+	w.pend = append(w.pend, pending{target: r, r: q, keep: b})
 	return nil
+}
+
+// recvCtl receives a PSCW message from rank r into b (nil for none),
+// serving the window's requests meanwhile. w.mu is held.
+func (w *Win[T]) recvCtl(name string, r, tag int, b []byte) error {
+	q, err := w.eng.Irecv(w.wc.ctx, w.wc.world[r], tag, b)
+	if err != nil {
+		return wrap(name, err)
+	}
+	w.await(q.Done)
+	_, err = q.Result()
+	w.eng.Release(q)
+	return wrap(name, err)
 }

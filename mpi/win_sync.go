@@ -36,17 +36,8 @@ func (w *Win[T]) Fence() (err error) {
 		return reop(name, cerr)
 	}
 	clear(w.fenceOps)
-	w.await(func() bool {
-		w.srv.mu.Lock()
-		defer w.srv.mu.Unlock()
-		return w.srv.fenceDone >= expect[0] || w.srv.dead != nil
-	})
-	w.srv.mu.Lock()
-	w.srv.fenceDone -= expect[0]
-	dead := w.srv.dead
-	w.srv.mu.Unlock()
-	if dead != nil {
-		return wrap(name, dead)
+	if err := w.served(name, expect[0]); err != nil {
+		return err
 	}
 	q, cerr = Ibarrier(w.wc)
 	if cerr != nil {
@@ -206,6 +197,25 @@ func (w *Win[T]) FlushAll() (err error) {
 		err = firstErr(err, w.send(name, t, &h, nil, nil))
 	}
 	return firstErr(err, w.completeAll(name, -1))
+}
+
+// served serves requests until this rank has handled expect requests of
+// the fence or PSCW epoch just ended (and counts them off), or the
+// window's service has stopped. w.mu is held.
+func (w *Win[T]) served(name string, expect int64) error {
+	w.await(func() bool {
+		w.srv.mu.Lock()
+		defer w.srv.mu.Unlock()
+		return w.srv.fenceDone >= expect || w.srv.dead != nil
+	})
+	w.srv.mu.Lock()
+	w.srv.fenceDone -= expect
+	dead := w.srv.dead
+	w.srv.mu.Unlock()
+	if dead != nil {
+		return wrap(name, dead)
+	}
+	return nil
 }
 
 // endFence ends an open fence epoch before a passive-target one; it fails
