@@ -611,18 +611,10 @@ func reduceScatterCall[T Element](name string, c *Comm, sendbuf, recvbuf []T, re
 	if err != nil {
 		return call{}, err
 	}
-	n, es := c.Size(), elemSize[T]()
-	if len(recvcounts) != n {
-		return call{}, errorf(ErrCount, name, "%d counts for %d ranks", len(recvcounts), n)
-	}
-	total := 0
-	counts := make([]int, n)
-	for r, k := range recvcounts {
-		if k < 0 {
-			return call{}, errorf(ErrCount, name, "negative count for rank %d", r)
-		}
-		total += k
-		counts[r] = k * es
+	es := elemSize[T]()
+	counts, total, err := scatterCounts(name, c.Size(), recvcounts, es)
+	if err != nil {
+		return call{}, err
 	}
 	if len(sendbuf) < total {
 		return call{}, errorf(ErrCount, name, "send buffer of %d elements for %d", len(sendbuf), total)
@@ -638,6 +630,24 @@ func reduceScatterCall[T Element](name string, c *Comm, sendbuf, recvbuf []T, re
 		return call{}, errorf(ErrCount, name, "receive buffer of %d elements for %d", len(recvbuf), recvcounts[c.rank])
 	}
 	return call{fn: coll.ReduceScatter, args: a}, nil
+}
+
+// scatterCounts checks Reduce_scatter's recvcounts (one per rank of n, none
+// negative) and returns them in bytes of es-byte elements, with their
+// total in elements.
+func scatterCounts(name string, n int, recvcounts []int, es int) (counts []int, total int, err error) {
+	if len(recvcounts) != n {
+		return nil, 0, errorf(ErrCount, name, "%d counts for %d ranks", len(recvcounts), n)
+	}
+	counts = make([]int, n)
+	for r, k := range recvcounts {
+		if k < 0 {
+			return nil, 0, errorf(ErrCount, name, "negative count %d for rank %d", k, r)
+		}
+		total += k
+		counts[r] = k * es
+	}
+	return counts, total, nil
 }
 
 // ReduceScatterBlock reduces every rank's sendbuf (size blocks of

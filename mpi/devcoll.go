@@ -279,21 +279,12 @@ func reduceScatterGPU(c *Comm, name string, sendbuf, recvbuf gpu.Buffer, recvcou
 		if err != nil {
 			return coll.Args{}, err
 		}
-		n, me, elem := c.Size(), c.Rank(), elemOf(recvbuf, sendbuf)
-		if len(recvcounts) != n {
-			return coll.Args{}, errorf(ErrCount, name, "%d counts for %d ranks", len(recvcounts), n)
+		me, elem := c.Rank(), elemOf(recvbuf, sendbuf)
+		counts, total, err := scatterCounts(name, c.Size(), recvcounts, elem)
+		if err != nil {
+			return coll.Args{}, err
 		}
-		total := 0
-		for r, k := range recvcounts {
-			if k < 0 {
-				return coll.Args{}, errorf(ErrCount, name, "negative count %d for rank %d", k, r)
-			}
-			total += k
-		}
-		a := coll.Args{DOp: o, Elem: elem, Counts: make([]int, n)}
-		for r, k := range recvcounts {
-			a.Counts[r] = k * elem
-		}
+		a := coll.Args{DOp: o, Elem: elem, Counts: counts}
 		if inPlaceGPU(sendbuf, recvbuf) {
 			if recvbuf.Count() < total {
 				return a, errorf(ErrCount, name, "in place: receive buffer of %d elements for an input of %d", recvbuf.Count(), total)
