@@ -58,8 +58,9 @@ type ipcState struct {
 	// (a second vote, after ok's): the kernels are loaded, the table of
 	// region addresses is on the device and the error word is mapped.
 	push    bool
-	table   gpu.Buffer    // rank r's region address (u64) at 8r
-	errWord *cuda.HostMem // the push kernel's error word (u32)
+	table   gpu.Buffer     // rank r's region address (u64) at 8r
+	errWord *cuda.HostMem  // the push kernel's error word (u32)
+	reg     gpu.PushRegion // the push kernel's view of the regions
 }
 
 // ipcFlags is the byte offset of a region's flag area (after its two sets
@@ -221,6 +222,8 @@ func (st *ipcState) pushSetup(me int) bool {
 	}
 	clear(w.Bytes())
 	st.table, st.errWord = table, w
+	st.reg = gpu.PushRegion{Table: table.DevicePtr(), Ranks: st.n, Rank: me, Slot: st.slot,
+		Flags: ipcFlags(st.n, st.slot), Err: w.Ptr(), Timeout: pushTimeout}
 	return true
 }
 
@@ -387,9 +390,7 @@ func gpuAllreducePush(c *Comm, a *Args, d *devCall) error {
 	if err := barrierFlat(c); err != nil {
 		return err
 	}
-	reg := gpu.PushRegion{Table: st.table.DevicePtr(), Ranks: st.n, Rank: c.Rank(), Slot: st.slot,
-		Flags: ipcFlags(st.n, st.slot), Err: st.errWord.Ptr(), Timeout: pushTimeout}
-	if err := gpu.AllreducePush(s, d.op, reg, uint64(c.seq), typed(d.own, d.dt, 0, d.own.Len()), typed(d.rcv, d.dt, 0, d.rcv.Len())); err != nil {
+	if err := gpu.AllreducePush(s, d.op, st.reg, uint64(c.seq), typed(d.own, d.dt, 0, d.own.Len()), typed(d.rcv, d.dt, 0, d.rcv.Len())); err != nil {
 		return err
 	}
 	if err := s.Synchronize(); err != nil {
