@@ -47,6 +47,7 @@ func Init() error {
 	if err != nil {
 		return wrap("Init", err)
 	}
+	holdGCFloor()
 	list := btl.Enabled()
 	if env.Size == 1 {
 		list = "self"
