@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 
 	"github.com/gorun/gorun/btl"
-	"github.com/gorun/gorun/internal/release"
 )
 
 // ring is one single-producer single-consumer ring as mapped by either
@@ -320,10 +319,7 @@ func (o *outRing) terminate(l int) {
 // of latency at 8 bytes (measured on the 16-core device host).
 func (o *outRing) publish(l int, meta uint64) {
 	binary.LittleEndian.PutUint64(o.data[o.toff+offRecMeta:], meta)
-	// A release store: the record's writes and the terminator's are
-	// ordered before it, and the producer need not wait for the line
-	// the consumer polls (package release).
-	release.Store64(u64(o.data, o.toff+offRecSeq), o.tail+1)
+	atomic.StoreUint64(u64(o.data, o.toff+offRecSeq), o.tail+1)
 	o.tail += uint64(l)
 	if o.toff += l; o.toff == o.cap {
 		o.toff = 0
