@@ -25,10 +25,25 @@ const gpuOneshotMax = 256 << 10
 // from 4 B to 128 KiB, 21.4 against 24.7 at 1 MiB, 31.6 against 32.9 at 4
 // MiB (MEASUREMENTS.md, GPU collectives).
 func tableGPUAllreduce(n, size int, commutative bool) string {
-	if alg := tableGPUReduction(n, size, commutative); alg != "ipc" {
-		return alg
+	return pushForIPC(tableGPUReduction(n, size, commutative))
+}
+
+// tableGPUReduceScatter and tableGPUAllgather take the push kernels where
+// ipc served, as the allreduce does (MEASUREMENTS.md, GPU collectives).
+func tableGPUReduceScatter(n, size int, commutative bool) string {
+	return pushForIPC(tableGPUReduction(n, size, commutative))
+}
+
+func tableGPUAllgather(n, size int, commutative bool) string {
+	return pushForIPC(tableGPUAllgatherBase(n, size, commutative))
+}
+
+// pushForIPC is the push kernel where a table chose ipc.
+func pushForIPC(alg string) string {
+	if alg == "ipc" {
+		return "push"
 	}
-	return "push"
+	return alg
 }
 
 func tableGPUReduction(n, size int, _ bool) string {
@@ -48,7 +63,7 @@ func tableGPUReduce(n, size int, _ bool) string {
 	return "ring"
 }
 
-func tableGPUAllgather(n, size int, _ bool) string {
+func tableGPUAllgatherBase(n, size int, _ bool) string {
 	switch {
 	case size <= ipcSlot(n):
 		return "ipc"
@@ -99,12 +114,14 @@ func init() {
 		{name: "direct", run: gpuAlg(gpuAllgatherDirect)},
 		{name: "ring", run: gpuAlg(gpuAllgatherRing)},
 		{name: "ipc", run: gpuAlg(gpuAllgatherIPC)},
+		{name: "push", run: gpuAlg(gpuAllgatherPush)},
 	}, table: tableGPUAllgather, size: gpuBlock})
 	collGPUReduceScatterBlock = register(&collective{name: "gpu_reduce_scatter_block", algs: []algorithm{
 		{name: "oneshot", run: gpuAlg(gpuReduceScatterOneshot)},
 		{name: "ring", run: gpuAlg(gpuReduceScatterRing)},
 		{name: "ipc", run: gpuAlg(gpuReduceScatterIPC)},
-	}, table: tableGPUReduction, size: gpuBlock})
+		{name: "push", run: gpuAlg(gpuReduceScatterPush)},
+	}, table: tableGPUReduceScatter, size: gpuBlock})
 	collGPUGather = register(&collective{name: "gpu_gather", algs: []algorithm{
 		{name: "linear", run: gpuAlg(gpuGatherLinear)},
 	}, table: linear, size: gpuBlock})

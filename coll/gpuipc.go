@@ -188,11 +188,11 @@ func (st *ipcState) zeroFlags() error {
 	return ctx.Memset(cuda.DevicePtr(st.own.Ptr()+uintptr(ipcFlags(st.n, st.slot))), 0, ipcFlagBytes(st.n))
 }
 
-// pushSetup readies this rank for the allreduce push kernel and reports
-// whether it could: the kernel is loaded, the regions' addresses are on
+// pushSetup readies this rank for the push kernels and reports whether
+// it could: the kernels are loaded, the regions' addresses are on
 // the device, the error word is mapped.
 func (st *ipcState) pushSetup(me int) bool {
-	if !gpu.HasAllreducePush(st.dev) {
+	if !gpu.HasPushKernels(st.dev) {
 		return false
 	}
 	ctx, err := gpu.DeviceContext(st.dev)
@@ -367,12 +367,48 @@ const pushTimeout = 10 * time.Second
 // launches and a second synchronization. Where a rank cannot run the
 // kernel, every rank runs gpuAllreduceIPC (the set-up's second vote).
 func gpuAllreducePush(c *Comm, a *Args, d *devCall) error {
-	st, err := c.ipcRegions(d, d.rcv.Len())
+	return d.push(c, a, "allreduce", d.rcv.Len(), gpuAllreduceIPC, func(s *cuda.Stream, st *ipcState) error {
+		return gpu.AllreducePush(s, d.op, st.reg, uint64(c.seq), typed(d.own, d.dt, 0, d.own.Len()), typed(d.rcv, d.dt, 0, d.rcv.Len()))
+	})
+}
+
+// gpuReduceScatterPush is gpuReduceScatterIPC in one kernel
+// (gpu.ReduceScatterPush), as gpuAllreducePush is gpuAllreduceIPC: block r
+// of every input goes to rank r's region alone.
+func gpuReduceScatterPush(c *Comm, a *Args, d *devCall) error {
+	m := a.Counts[c.Rank()]
+	return d.push(c, a, "reduce-scatter", m, gpuReduceScatterIPC, func(s *cuda.Stream, st *ipcState) error {
+		return gpu.ReduceScatterPush(s, d.op, st.reg, uint64(c.seq), typed(d.own, d.dt, 0, c.Size()*m), typed(d.rcv, d.dt, 0, m))
+	})
+}
+
+// gpuAllgatherPush is gpuAllgatherIPC in one kernel (gpu.AllgatherPush):
+// the pushed blocks are copied into place by the kernel that pushed this
+// rank's, once the peers' flags have come.
+func gpuAllgatherPush(c *Comm, a *Args, d *devCall) error {
+	me, m := c.Rank(), a.Counts[c.Rank()]
+	return d.push(c, a, "allgather", m, gpuAllgatherIPC, func(s *cuda.Stream, st *ipcState) error {
+		in := d.own
+		if d.in {
+			in = bytesOf(d.rcv, me*m, m)
+		}
+		return gpu.AllgatherPush(s, st.reg, uint64(c.seq), bytesOf(in, 0, m), bytesOf(d.rcv, 0, c.Size()*m))
+	})
+}
+
+// push runs one push kernel (launch) for a call of size bytes per slot:
+// every rank runs fallback instead where the regions or the kernels do not
+// serve. After the host barrier (every rank has finished its earlier
+// calls, so nothing still reads the slots this call writes), the kernel is
+// queued on the stream of the regions' device and waited for; a peer that
+// failed shows as the kernel's error word.
+func (d *devCall) push(c *Comm, a *Args, what string, size int, fallback func(*Comm, *Args, *devCall) error, launch func(*cuda.Stream, *ipcState) error) error {
+	st, err := c.ipcRegions(d, size)
 	if err != nil {
 		return err
 	}
 	if st == nil || !st.push {
-		return gpuAllreduceIPC(c, a, d)
+		return fallback(c, a, d)
 	}
 	s := d.s
 	if st.dev != d.dev {
@@ -381,7 +417,7 @@ func gpuAllreducePush(c *Comm, a *Args, d *devCall) error {
 		// the kernel runs on the region's device, which addresses the
 		// peers' regions, and reaches the buffers by peer access.
 		if err := gpu.EnablePeerAccess(st.dev, d.dev); err != nil {
-			return fmt.Errorf("GPU allreduce: device %d reaching device %d: %w", st.dev, d.dev, err)
+			return fmt.Errorf("GPU %s: device %d reaching device %d: %w", what, st.dev, d.dev, err)
 		}
 		if s, err = devStream(st.dev); err != nil {
 			return err
@@ -390,15 +426,15 @@ func gpuAllreducePush(c *Comm, a *Args, d *devCall) error {
 	if err := barrierFlat(c); err != nil {
 		return err
 	}
-	if err := gpu.AllreducePush(s, d.op, st.reg, uint64(c.seq), typed(d.own, d.dt, 0, d.own.Len()), typed(d.rcv, d.dt, 0, d.rcv.Len())); err != nil {
+	if err := launch(s, st); err != nil {
 		return err
 	}
 	if err := s.Synchronize(); err != nil {
-		return fmt.Errorf("GPU allreduce: %w", err)
+		return fmt.Errorf("GPU %s: %w", what, err)
 	}
 	if w := st.errWord.Bytes(); w[0] != 0 {
 		clear(w)
-		return fmt.Errorf("GPU allreduce: a peer's data did not come within %v (the peer failed)", pushTimeout)
+		return fmt.Errorf("GPU %s: a peer's data did not come within %v (the peer failed)", what, pushTimeout)
 	}
 	return nil
 }

@@ -20,6 +20,8 @@ type kernelSet struct {
 	mod       *cuda.Module
 	fns       map[[2]uint8]*cuda.Function // by (Op, DType)
 	push      map[[2]uint8]*cuda.Function // allreduce push kernels; empty for an older PTX
+	rspush    map[[2]uint8]*cuda.Function // reduce-scatter push kernels; likewise
+	agpush    *cuda.Function              // the allgather push kernel; likewise
 	maxBlocks int                         // one wave of resident blocks
 }
 
@@ -56,7 +58,7 @@ func kernelsFor(c *cuda.Context) (*kernelSet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gpu: load kernels (%s): %w", src, err)
 	}
-	ks := &kernelSet{mod: mod, fns: map[[2]uint8]*cuda.Function{}, push: map[[2]uint8]*cuda.Function{}}
+	ks := &kernelSet{mod: mod, fns: map[[2]uint8]*cuda.Function{}, push: map[[2]uint8]*cuda.Function{}, rspush: map[[2]uint8]*cuda.Function{}}
 	entries := kernels.Entries(ptx)
 	for _, op := range Ops {
 		for _, dt := range DTypes {
@@ -67,18 +69,28 @@ func kernelsFor(c *cuda.Context) (*kernelSet, error) {
 			}
 			ks.fns[[2]uint8{uint8(op), uint8(dt)}] = f
 			// The push kernels are optional: a PTX from GORUN_GPU_PTX
-			// that predates them loads, and the allreduce that would use
-			// them runs another algorithm.
-			name := kernels.AllreducePushName(op.String(), dt.kernelName())
-			if !slices.Contains(entries, name) {
-				continue
+			// that predates them loads, and the collectives that would
+			// use them run another algorithm.
+			for _, k := range []struct {
+				name string
+				into map[[2]uint8]*cuda.Function
+			}{
+				{kernels.AllreducePushName(op.String(), dt.kernelName()), ks.push},
+				{kernels.ReduceScatterPushName(op.String(), dt.kernelName()), ks.rspush},
+			} {
+				if f, err = optionalFunction(mod, entries, k.name); err != nil {
+					_ = mod.Unload()
+					return nil, fmt.Errorf("gpu: load kernels (%s): %w", src, err)
+				}
+				if f != nil {
+					k.into[[2]uint8{uint8(op), uint8(dt)}] = f
+				}
 			}
-			if f, err = mod.Function(name); err != nil {
-				_ = mod.Unload()
-				return nil, fmt.Errorf("gpu: load kernels (%s): %w", src, err)
-			}
-			ks.push[[2]uint8{uint8(op), uint8(dt)}] = f
 		}
+	}
+	if ks.agpush, err = optionalFunction(mod, entries, kernels.AllgatherPushName); err != nil {
+		_ = mod.Unload()
+		return nil, fmt.Errorf("gpu: load kernels (%s): %w", src, err)
 	}
 	d := c.Device()
 	sms, err := d.Attribute(cuda.AttrMultiprocessorCount)
@@ -94,6 +106,15 @@ func kernelsFor(c *cuda.Context) (*kernelSet, error) {
 	ks.maxBlocks = max(1, sms*max(1, perSM/reduceThreads))
 	kernelSets[d] = ks
 	return ks, nil
+}
+
+// optionalFunction returns the kernel name of mod, or nil when the PTX
+// (whose entries are listed) does not define it.
+func optionalFunction(mod *cuda.Module, entries []string, name string) (*cuda.Function, error) {
+	if !slices.Contains(entries, name) {
+		return nil, nil
+	}
+	return mod.Function(name)
 }
 
 // Reduce queues dst[i] = a[i] op b[i] for every element on stream s and
@@ -146,15 +167,18 @@ func LoadKernels(dev int) error {
 	return err
 }
 
-// HasAllreducePush reports whether device dev's kernels include the
-// one-kernel allreduce over IPC regions (AllreducePush).
-func HasAllreducePush(dev int) bool {
+// HasPushKernels reports whether device dev's kernels include every
+// one-kernel collective over IPC regions: AllreducePush,
+// ReduceScatterPush and AllgatherPush (a PTX from GORUN_GPU_PTX may
+// predate them).
+func HasPushKernels(dev int) bool {
 	c, err := DeviceContext(dev)
 	if err != nil {
 		return false
 	}
 	ks, err := kernelsFor(c)
-	return err == nil && len(ks.push) == len(Ops)*len(DTypes)
+	all := len(Ops) * len(DTypes)
+	return err == nil && len(ks.push) == all && len(ks.rspush) == all && ks.agpush != nil
 }
 
 // PushRegion describes the IPC regions of an AllreducePush: Table is a
@@ -185,12 +209,32 @@ func AllreducePushBlocks(n int) int {
 // rank must queue it with the same seq, length, op and type; seq must grow
 // from call to call. A slot must hold in.
 func AllreducePush(s *cuda.Stream, op Op, reg PushRegion, seq uint64, in, out Buffer) error {
+	if in.bytes != out.bytes {
+		return fmt.Errorf("gpu: allreduce push: %d bytes into %d", in.bytes, out.bytes)
+	}
+	return reducePush(s, "allreduce", op, reg, seq, in, out, 0)
+}
+
+// ReduceScatterPush is AllreducePush for a reduce-scatter of equal blocks:
+// in holds reg.Ranks blocks of out's length; block p goes to rank p alone,
+// and out receives the fold, in rank order, of every rank's block
+// reg.Rank. In place, out is in's first block.
+func ReduceScatterPush(s *cuda.Stream, op Op, reg PushRegion, seq uint64, in, out Buffer) error {
+	if in.bytes != reg.Ranks*out.bytes {
+		return fmt.Errorf("gpu: reduce-scatter push: %d bytes in, %d out among %d ranks", in.bytes, out.bytes, reg.Ranks)
+	}
+	return reducePush(s, "reduce-scatter", op, reg, seq, in, out, uint64(out.Count()))
+}
+
+// reducePush launches the allreduce (stride 0) or reduce-scatter (stride:
+// out's length in elements) push kernel.
+func reducePush(s *cuda.Stream, what string, op Op, reg PushRegion, seq uint64, in, out Buffer, stride uint64) error {
 	dt := out.dt
-	if !op.Valid() || !dt.Valid() || in.dt != dt || in.bytes != out.bytes {
-		return fmt.Errorf("gpu: allreduce push: %v of %v (%d bytes) into %v (%d bytes): mismatched or invalid", op, in.dt, in.bytes, dt, out.bytes)
+	if !op.Valid() || !dt.Valid() || in.dt != dt {
+		return fmt.Errorf("gpu: %s push: %v of %v into %v: mismatched or invalid", what, op, in.dt, dt)
 	}
 	if out.bytes > reg.Slot {
-		return fmt.Errorf("gpu: allreduce push: %d bytes, slots of %d", out.bytes, reg.Slot)
+		return fmt.Errorf("gpu: %s push: %d bytes, slots of %d", what, out.bytes, reg.Slot)
 	}
 	if out.bytes == 0 {
 		return nil
@@ -199,15 +243,50 @@ func AllreducePush(s *cuda.Stream, op Op, reg PushRegion, seq uint64, in, out Bu
 	if err != nil {
 		return err
 	}
-	f := ks.push[[2]uint8{uint8(op), uint8(dt)}]
+	fs, name := ks.push, kernels.AllreducePushName(op.String(), dt.kernelName())
+	if stride != 0 {
+		fs, name = ks.rspush, kernels.ReduceScatterPushName(op.String(), dt.kernelName())
+	}
+	f := fs[[2]uint8{uint8(op), uint8(dt)}]
 	if f == nil {
-		return fmt.Errorf("gpu: allreduce push: the loaded kernels have no %s", kernels.AllreducePushName(op.String(), dt.kernelName()))
+		return fmt.Errorf("gpu: %s push: the loaded kernels have no %s", what, name)
 	}
 	set := uint64(seq&1) * uint64(reg.Ranks) * uint64(reg.Slot)
-	if err := s.Launch(f, cuda.D1(AllreducePushBlocks(out.bytes)), cuda.D1(reduceThreads), 0,
-		reg.Table, in.DevicePtr(), out.DevicePtr(), uint64(out.Count()), uint32(reg.Ranks), uint32(reg.Rank),
+	args := []any{reg.Table, in.DevicePtr(), out.DevicePtr(), uint64(out.Count())}
+	if stride != 0 {
+		args = append(args, stride)
+	}
+	args = append(args, uint32(reg.Ranks), uint32(reg.Rank), seq, set, uint64(reg.Slot), uint64(reg.Flags), uint64(reg.Timeout.Nanoseconds()), reg.Err)
+	if err := s.Launch(f, cuda.D1(AllreducePushBlocks(out.bytes)), cuda.D1(reduceThreads), 0, args...); err != nil {
+		return fmt.Errorf("gpu: %s push %v %v: %w", what, op, dt, err)
+	}
+	return nil
+}
+
+// AllgatherPush queues, on stream s, one allgather among the ranks of
+// reg: in (any element type) pushed into slot reg.Rank of every peer's
+// region and copied to block reg.Rank of out (unless it is that block:
+// in place), flags raised and awaited, and every peer's slot copied to its
+// block of out. out holds reg.Ranks blocks of in's length.
+func AllgatherPush(s *cuda.Stream, reg PushRegion, seq uint64, in, out Buffer) error {
+	if out.bytes != reg.Ranks*in.bytes || in.bytes > reg.Slot {
+		return fmt.Errorf("gpu: allgather push: %d bytes per rank into %d among %d ranks, slots of %d", in.bytes, out.bytes, reg.Ranks, reg.Slot)
+	}
+	if in.bytes == 0 {
+		return nil
+	}
+	ks, err := kernelsFor(s.Context())
+	if err != nil {
+		return err
+	}
+	if ks.agpush == nil {
+		return fmt.Errorf("gpu: allgather push: the loaded kernels have no %s", kernels.AllgatherPushName)
+	}
+	set := uint64(seq&1) * uint64(reg.Ranks) * uint64(reg.Slot)
+	if err := s.Launch(ks.agpush, cuda.D1(AllreducePushBlocks(in.bytes)), cuda.D1(reduceThreads), 0,
+		reg.Table, in.DevicePtr(), out.DevicePtr(), uint64(in.bytes), uint32(reg.Ranks), uint32(reg.Rank),
 		seq, set, uint64(reg.Slot), uint64(reg.Flags), uint64(reg.Timeout.Nanoseconds()), reg.Err); err != nil {
-		return fmt.Errorf("gpu: allreduce push %v %v: %w", op, dt, err)
+		return fmt.Errorf("gpu: allgather push: %w", err)
 	}
 	return nil
 }

@@ -487,11 +487,16 @@ func TestGPUCollectives(t *testing.T) {
 	t.Run("np2-ring", func(t *testing.T) { job{np: 2, cas: "gpu-coll", env: ring}.ok(t) })
 	// Two pretend hosts: the IPC algorithms fall back to p2p.
 	t.Run("np2-two-nodes", func(t *testing.T) { job{np: 2, cas: "gpu-coll", env: []string{"GORUN_COLL_FAKE_NODES=2"}}.ok(t) })
-	// The allreduce push kernel (one launch: push, flags, fold), on two
-	// GPUs and with ranks sharing one.
-	push := []string{"GORUN_COLL_GPU_ALLREDUCE=push"}
+	// The push kernels (one launch: push, flags, fold or copy out), on two
+	// GPUs and with ranks sharing one, and the copy-engine ipc algorithms
+	// they replaced in the table (their fallback where a rank cannot run
+	// the kernels).
+	push := force("push", "push", "ipc")
+	ipc := force("ipc", "ipc", "ipc")
 	t.Run("np2-push", func(t *testing.T) { job{np: 2, cas: "gpu-coll", env: push}.ok(t) })
 	t.Run("np3-push", func(t *testing.T) { job{np: 3, cas: "gpu-coll", env: push}.ok(t) })
+	t.Run("np2-ipc", func(t *testing.T) { job{np: 2, cas: "gpu-coll", env: ipc}.ok(t) })
+	t.Run("np3-ipc", func(t *testing.T) { job{np: 3, cas: "gpu-coll", env: ipc}.ok(t) })
 	t.Run("np3", func(t *testing.T) { job{np: 3, cas: "gpu-coll"}.ok(t) })
 	t.Run("np4", func(t *testing.T) { job{np: 4, cas: "gpu-coll"}.ok(t) })
 	t.Run("np4-ring", func(t *testing.T) { job{np: 4, cas: "gpu-coll", env: ring}.ok(t) })

@@ -54,6 +54,15 @@ const (
 // u64 timeout_ns, unsigned *err).
 func AllreducePushName(op, typ string) string { return "gorun_arpush_" + op + "_" + typ }
 
+// ReduceScatterPushName returns the name of the one-kernel reduce-scatter
+// of equal blocks over IPC regions (gorun_rspush_*): AllreducePushName's
+// parameters with u64 stride (the block length in elements) after n.
+func ReduceScatterPushName(op, typ string) string { return "gorun_rspush_" + op + "_" + typ }
+
+// AllgatherPushName is the one-kernel allgather over IPC regions, of any
+// element type: AllreducePushName's parameters, with n in bytes.
+const AllgatherPushName = "gorun_agpush"
+
 // AllreducePushMaxBlocks is the most blocks an allreduce push kernel runs
 // with: its flag area holds that many u64 flags per rank.
 const AllreducePushMaxBlocks = 128

@@ -185,6 +185,18 @@ KERNELS(u8, U8)
 // order, hence the same bits, at every rank) into out. in may be out: each
 // element is read before it is written, by the same thread.
 //
+// gorun_rspush_<op>_<type>: the reduce-scatter of equal blocks of n
+// elements the same way, with one more parameter after n, stride = n: rank
+// r's block of in starts at in + r*stride; block p goes to peer p alone,
+// and out receives the fold of block rank. (The allreduce is stride 0.) In
+// place, out is block 0 of in: block b's threads push that chunk before
+// they write out's.
+//
+// gorun_agpush: the allgather of n bytes per rank (same parameters as
+// arpush, n in bytes): in is pushed into slot rank of every peer, copied to
+// out + rank*n (unless it is there already), and, once every peer's flag
+// has come, every peer's slot is copied to out + p*n.
+//
 // Nothing here waits forever: a peer whose flag has not come after
 // timeout_ns (a failed peer) makes the block set *err (mapped host memory)
 // to 1 and return without writing out; the host reports the error.
@@ -213,32 +225,32 @@ DEV void copychunk(S *dst, const S *src, u64 lo, u64 hi, bool vec) {
   for (; i < hi; i += blockDim.x) dst[i] = src[i];
 }
 
-template <class T, int OP>
-DEV void arpush(const u64 *regions, const typename T::S *in, typename T::S *out, u64 n,
-                unsigned nranks, unsigned rank, u64 seq, u64 set, u64 slot, u64 flags,
-                u64 timeout, unsigned *err) {
-  typedef typename T::S S;
+// chunkOf sets [lo, hi): block blockIdx.x's chunk of n elements of S,
+// a multiple of 16 bytes long.
+template <class S>
+DEV void chunkOf(u64 n, u64 &lo, u64 &hi) {
   const int V = 16 / sizeof(S);
-  __shared__ int failed;
-  if (threadIdx.x == 0) failed = 0;
   u64 per = (n + gridDim.x - 1) / gridDim.x;
   per = (per + V - 1) / V * V;
-  const u64 lo = (u64)blockIdx.x * per;
-  const u64 hi = lo + per < n ? lo + per : n;
-  char *own = (char *)regions[rank];
-  const bool vec = (((u64)in | (u64)out | set | slot) & 15) == 0;
-  for (unsigned p = 0; p < nranks; p++) {
-    if (p == rank) continue;
-    S *dst = (S *)((char *)regions[p] + set + (u64)rank * slot);
-    if (lo < hi) copychunk<S>(dst, in, lo, hi, vec);
-  }
+  lo = (u64)blockIdx.x * per;
+  hi = lo + per < n ? lo + per : n;
+}
+
+// signalwait: after this block's stores into the peers' slots, fence, set
+// its flag in every peer's region to seq and wait until every peer has set
+// its flag for this block in this rank's region (or the timeout passed:
+// *err and false). Every thread of the block calls it.
+DEV bool signalwait(const u64 *regions, unsigned nranks, unsigned rank, u64 seq, u64 flags,
+                    u64 timeout, unsigned *err) {
+  __shared__ int failed;
+  if (threadIdx.x == 0) failed = 0;
   __threadfence_system();
   __syncthreads();
   const unsigned t = threadIdx.x;
   if (t < nranks && t != rank) {
     volatile u64 *f = (volatile u64 *)((char *)regions[t] + flags) + (u64)rank * ARPUSH_MAXB + blockIdx.x;
     *f = seq;
-    volatile u64 *g = (volatile u64 *)(own + flags) + (u64)t * ARPUSH_MAXB + blockIdx.x;
+    volatile u64 *g = (volatile u64 *)((char *)regions[rank] + flags) + (u64)t * ARPUSH_MAXB + blockIdx.x;
     const u64 start = globaltimer();
     while (*g < seq) {
       if (globaltimer() - start > timeout) {
@@ -250,7 +262,27 @@ DEV void arpush(const u64 *regions, const typename T::S *in, typename T::S *out,
     __threadfence_system();
   }
   __syncthreads();
-  if (failed || lo >= hi) return;
+  return !failed;
+}
+
+template <class T, int OP>
+DEV void arpush(const u64 *regions, const typename T::S *in, typename T::S *out, u64 n,
+                u64 stride, unsigned nranks, unsigned rank, u64 seq, u64 set, u64 slot,
+                u64 flags, u64 timeout, unsigned *err) {
+  typedef typename T::S S;
+  const int V = 16 / sizeof(S);
+  u64 lo, hi;
+  chunkOf<S>(n, lo, hi);
+  char *own = (char *)regions[rank];
+  const bool vec = (((u64)in | (u64)out | set | slot | stride * sizeof(S)) & 15) == 0;
+  for (unsigned p = 0; p < nranks; p++) {
+    if (p == rank) continue;
+    S *dst = (S *)((char *)regions[p] + set + (u64)rank * slot);
+    if (lo < hi) copychunk<S>(dst, in + p * stride, lo, hi, vec);
+  }
+  if (!signalwait(regions, nranks, rank, seq, flags, timeout, err) || lo >= hi) return;
+  in += rank * stride;  // this rank's own contribution
+  const unsigned t = threadIdx.x;
   u64 done = lo;
   if (vec) {
     // 16 bytes at a time; the chunk starts on a 16-byte boundary.
@@ -281,7 +313,13 @@ DEV void arpush(const u64 *regions, const typename T::S *in, typename T::S *out,
   extern "C" __global__ void gorun_arpush_##opname##_##tname(                                \
       const u64 *regions, const T::S *in, T::S *out, u64 n, unsigned nranks, unsigned rank,    \
       u64 seq, u64 set, u64 slot, u64 flags, u64 timeout, unsigned *err) {                     \
-    arpush<T, OP>(regions, in, out, n, nranks, rank, seq, set, slot, flags, timeout, err);     \
+    arpush<T, OP>(regions, in, out, n, 0, nranks, rank, seq, set, slot, flags, timeout, err);  \
+  }                                                                                            \
+  extern "C" __global__ void gorun_rspush_##opname##_##tname(                                \
+      const u64 *regions, const T::S *in, T::S *out, u64 n, u64 stride, unsigned nranks,       \
+      unsigned rank, u64 seq, u64 set, u64 slot, u64 flags, u64 timeout, unsigned *err) {      \
+    arpush<T, OP>(regions, in, out, n, stride, nranks, rank, seq, set, slot, flags, timeout,   \
+                  err);                                                                        \
   }
 
 #define ARPUSHES(tname, T)          \
@@ -297,3 +335,25 @@ ARPUSHES(bf16, BF16)
 ARPUSHES(i32, I32)
 ARPUSHES(i64, I64)
 ARPUSHES(u8, U8)
+
+extern "C" __global__ void gorun_agpush(const u64 *regions, const unsigned char *in,
+                                        unsigned char *out, u64 n, unsigned nranks,
+                                        unsigned rank, u64 seq, u64 set, u64 slot, u64 flags,
+                                        u64 timeout, unsigned *err) {
+  typedef unsigned char S;
+  u64 lo, hi;
+  chunkOf<S>(n, lo, hi);
+  const bool vec = (((u64)in | (u64)out | set | slot | n) & 15) == 0;
+  for (unsigned p = 0; p < nranks; p++) {
+    if (lo >= hi) break;
+    S *dst = p == rank ? out + (u64)rank * n : (S *)((char *)regions[p] + set + (u64)rank * slot);
+    if (dst != in) copychunk<S>(dst, in, lo, hi, vec);
+  }
+  if (!signalwait(regions, nranks, rank, seq, flags, timeout, err) || lo >= hi) return;
+  const char *own = (const char *)regions[rank] + set;
+  for (unsigned p = 0; p < nranks; p++) {
+    if (p == rank) continue;
+    // copychunk copies [lo, hi) of src to the same offsets of dst.
+    copychunk<S>(out + (u64)p * n, (const S *)(own + (u64)p * slot), lo, hi, vec);
+  }
+}
