@@ -108,7 +108,7 @@ func kernelsFor(c *cuda.Context) (*kernelSet, error) {
 	return ks, nil
 }
 
-// optionalFunction returns the kernel name of mod, or nil when the PTX
+// optionalFunction returns mod's kernel called name, or nil when the PTX
 // (whose entries are listed) does not define it.
 func optionalFunction(mod *cuda.Module, entries []string, name string) (*cuda.Function, error) {
 	if !slices.Contains(entries, name) {
