@@ -71,23 +71,41 @@ func InterBarrier(c *Comm, a *Args) error {
 // group's ranks and at the root; the root's group's other ranks pass -1
 // and take no part (MPI_PROC_NULL).
 func InterBcast(c *Comm, a *Args, split int) error {
-	if err := c.Poll(); err != nil {
+	lo, hi, done, err := c.rooted(a, split, func(x *Comm) error { return x.send(a.Recv, 1) })
+	if done {
 		return err
 	}
-	lo, hi, rlo, _ := c.sides(split)
-	switch {
-	case a.Root < 0:
-		return nil
-	case a.Root == c.Me:
-		return c.leaders(rlo).send(a.Recv, 1)
-	}
 	if c.Me == lo {
-		x := c.sub([]int{c.Me, a.Root}, chInterLeaders)
-		if err := x.recv(a.Recv, 1); err != nil {
+		if err := c.toRoot(a).recv(a.Recv, 1); err != nil {
 			return err
 		}
 	}
 	return bcastFlat(c.group(lo, hi, chInterOut), &Args{Recv: a.Recv})
+}
+
+// rooted starts a rooted collective (a.Root as InterBcast's): done is true
+// when this rank's part is over: at the root's group's other ranks (none),
+// and at the root, after atRoot, its one exchange with the other group's
+// leader (x). Elsewhere lo, hi is this rank's group, whose leader (lo)
+// exchanges with the root through toRoot.
+func (c *Comm) rooted(a *Args, split int, atRoot func(x *Comm) error) (lo, hi int, done bool, err error) {
+	if err := c.Poll(); err != nil {
+		return 0, 0, true, err
+	}
+	lo, hi, rlo, _ := c.sides(split)
+	switch {
+	case a.Root < 0:
+		return lo, hi, true, nil
+	case a.Root == c.Me:
+		return lo, hi, true, atRoot(c.leaders(rlo))
+	}
+	return lo, hi, false, nil
+}
+
+// toRoot is the view of this group's leader (0) and the root (1) of a
+// rooted collective; only the leader uses it.
+func (c *Comm) toRoot(a *Args) *Comm {
+	return c.sub([]int{c.Me, a.Root}, chInterLeaders)
 }
 
 // InterAllreduce gives every rank of each group the reduction with a.Op of
@@ -194,15 +212,9 @@ func InterGather(c *Comm, a *Args, split int) error {
 // leader (mine holds one a.Send, or one per rank of the group when
 // perRank), which sends it to the root.
 func (c *Comm) interToRoot(a *Args, split int, perRank bool, collect func(g *Comm, mine []byte) error) error {
-	if err := c.Poll(); err != nil {
+	lo, hi, done, err := c.rooted(a, split, func(x *Comm) error { return x.recv(a.Recv, 1) })
+	if done {
 		return err
-	}
-	lo, hi, rlo, _ := c.sides(split)
-	switch {
-	case a.Root < 0:
-		return nil
-	case a.Root == c.Me:
-		return c.leaders(rlo).recv(a.Recv, 1)
 	}
 	var mine []byte
 	if c.Me == lo {
@@ -218,7 +230,7 @@ func (c *Comm) interToRoot(a *Args, split int, perRank bool, collect func(g *Com
 	if c.Me != lo {
 		return nil
 	}
-	return c.sub([]int{c.Me, a.Root}, chInterLeaders).send(mine, 1)
+	return c.toRoot(a).send(mine, 1)
 }
 
 // InterScatter sends block r of the root's a.Send (its length over the
@@ -226,20 +238,14 @@ func (c *Comm) interToRoot(a *Args, split int, perRank bool, collect func(g *Com
 // a.Recv (a.Root as InterReduce's). The root sends the whole to that
 // group's leader, which scatters it.
 func InterScatter(c *Comm, a *Args, split int) error {
-	if err := c.Poll(); err != nil {
+	lo, hi, done, err := c.rooted(a, split, func(x *Comm) error { return x.send(a.Send, 1) })
+	if done {
 		return err
-	}
-	lo, hi, rlo, _ := c.sides(split)
-	switch {
-	case a.Root < 0:
-		return nil
-	case a.Root == c.Me:
-		return c.leaders(rlo).send(a.Send, 1)
 	}
 	var all []byte
 	if c.Me == lo {
 		all = make([]byte, (hi-lo)*len(a.Recv))
-		if err := c.sub([]int{c.Me, a.Root}, chInterLeaders).recv(all, 1); err != nil {
+		if err := c.toRoot(a).recv(all, 1); err != nil {
 			return err
 		}
 	}
