@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"time"
 
 	"github.com/gorun/gorun/internal/nap"
@@ -402,10 +401,7 @@ func (w *Win[T]) await(cond func() bool) {
 			start = time.Now()
 		}
 		if time.Since(start) < 2*time.Millisecond {
-			nap.Yield()
-			if i&1023 == 0 {
-				runtime.Gosched() // the yield keeps the P
-			}
+			nap.Pass(i)
 			continue
 		}
 		nap.Sleep(50 * time.Microsecond)

@@ -95,15 +95,7 @@ func (w *waiter) pass() bool {
 		w.phase = 1
 		fallthrough
 	case 1:
-		nap.Yield()
-		if w.iter&1023 == 0 {
-			// The yield keeps the P (nap.Yield): let the process's
-			// other goroutines (the failure detector's) have it now and
-			// then. Not on every yield: Gosched wakes the other P's
-			// thread, which on a rank bound to one CPU then competes
-			// with this one (100k context switches a second per rank).
-			runtime.Gosched()
-		}
+		nap.Pass(w.iter)
 		if w.iter&15 != 0 || time.Since(w.start) < p.spin+p.yield {
 			return false
 		}

@@ -16,6 +16,7 @@
 package nap
 
 import (
+	"runtime"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -34,6 +35,20 @@ import (
 // and one collective call in four at np=32 was delayed by some rank's
 // preemption (allreduce of 8 B: median 3.8 µs, 90th percentile 12 µs).
 func Yield() { unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
+
+// Pass is one turn of a wait loop's yielding phase, turn i of the wait:
+// Yield, and on every 1024th turn also runtime.Gosched. The yield keeps
+// the P, so the process's other goroutines (the failure detector's, a
+// window's service) get it only through the Gosched; not on every turn:
+// Gosched wakes the other P's thread, which on a rank bound to one CPU
+// then competes with this one (100k context switches a second per rank
+// when it came every 16 turns).
+func Pass(i int) {
+	Yield()
+	if i&1023 == 0 {
+		runtime.Gosched()
+	}
+}
 
 // Sleep sleeps for d; from a millisecond on it is time.Sleep.
 func Sleep(d time.Duration) {
