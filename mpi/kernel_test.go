@@ -56,3 +56,23 @@ func checkSum[T int | int16 | int32 | int64 | uint32 | float32 | float64](t *tes
 		}
 	}
 }
+
+// TestBindAllocsNothing: finding a predefined operation's kernel allocates
+// nothing once bound, also when two types of one kind (int32 and a named
+// int32) take turns in bind's first-level cache.
+func TestBindAllocsNothing(t *testing.T) {
+	type celsius int32
+	for _, err := range []error{second(bind[int32]("test", Sum)), second(bind[celsius]("test", Sum))} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		bind[int32]("test", Sum)
+		bind[celsius]("test", Sum)
+	}); n != 0 {
+		t.Errorf("bind of int32 and a named int32 in turn: %v allocations a round, want 0", n)
+	}
+}
+
+func second[A, B any](_ A, b B) B { return b }
