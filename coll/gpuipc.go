@@ -54,8 +54,8 @@ type ipcState struct {
 	slot  int
 	own   gpu.Buffer   // this rank's region
 	peers []gpu.Buffer // rank r's region, mapped here (r != me)
-	// push: every rank can run the allreduce push kernel on the regions
-	// (a second vote, after ok's): the kernels are loaded, the table of
+	// push: every rank can run the push kernels on the regions (a
+	// second vote, after ok's): the kernels are loaded, the table of
 	// region addresses is on the device and the error word is mapped.
 	push    bool
 	table   gpu.Buffer     // rank r's region address (u64) at 8r

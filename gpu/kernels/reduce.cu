@@ -152,19 +152,25 @@ DEV void reduce(typename T::S *dst, const typename T::S *a, const typename T::S 
     reduce<T, OP>(dst, a, b, n);                                                  \
   }
 
-#define KERNELS(tname, T)          \
-  KERNEL(sum, OP_SUM, tname, T)    \
-  KERNEL(prod, OP_PROD, tname, T)  \
-  KERNEL(min, OP_MIN, tname, T)    \
-  KERNEL(max, OP_MAX, tname, T)
+// EACH_OP(M, tname, T) instantiates M for every operation on type T, and
+// EACH_TYPE(M) EACH_OP(M, ...) for every element type: the reduce kernels
+// here, the push kernels below.
+#define EACH_OP(M, tname, T) \
+  M(sum, OP_SUM, tname, T)   \
+  M(prod, OP_PROD, tname, T) \
+  M(min, OP_MIN, tname, T)   \
+  M(max, OP_MAX, tname, T)
 
-KERNELS(f32, F32)
-KERNELS(f64, F64)
-KERNELS(f16, F16)
-KERNELS(bf16, BF16)
-KERNELS(i32, I32)
-KERNELS(i64, I64)
-KERNELS(u8, U8)
+#define EACH_TYPE(M)       \
+  EACH_OP(M, f32, F32)     \
+  EACH_OP(M, f64, F64)     \
+  EACH_OP(M, f16, F16)     \
+  EACH_OP(M, bf16, BF16)   \
+  EACH_OP(M, i32, I32)     \
+  EACH_OP(M, i64, I64)     \
+  EACH_OP(M, u8, U8)
+
+EACH_TYPE(KERNEL)
 
 // gorun_arpush_<op>_<type>: the whole of a one-shot allreduce over CUDA IPC
 // regions, in one kernel (coll/gpuipc.go, algorithm "push"):
@@ -322,19 +328,7 @@ DEV void arpush(const u64 *regions, const typename T::S *in, typename T::S *out,
                   err);                                                                        \
   }
 
-#define ARPUSHES(tname, T)          \
-  ARPUSH(sum, OP_SUM, tname, T)     \
-  ARPUSH(prod, OP_PROD, tname, T)   \
-  ARPUSH(min, OP_MIN, tname, T)     \
-  ARPUSH(max, OP_MAX, tname, T)
-
-ARPUSHES(f32, F32)
-ARPUSHES(f64, F64)
-ARPUSHES(f16, F16)
-ARPUSHES(bf16, BF16)
-ARPUSHES(i32, I32)
-ARPUSHES(i64, I64)
-ARPUSHES(u8, U8)
+EACH_TYPE(ARPUSH)
 
 extern "C" __global__ void gorun_agpush(const u64 *regions, const unsigned char *in,
                                         unsigned char *out, u64 n, unsigned nranks,
