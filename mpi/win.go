@@ -115,6 +115,7 @@ type Win[T Element] struct {
 	lockAll  bool
 	started  map[int]bool // targets of the access epoch Start opened; nil: none
 	posted   []int        // origins of the exposure epoch Post opened; nil: none
+	exp      *exposure    // its end under way (Test, Wait); nil: not yet
 	pend     []pending    // sent and posted operations not known complete
 	seq      uint32
 
@@ -126,6 +127,10 @@ type pending struct {
 	target int
 	r      *p2p.Request
 	keep   []byte // memory the request uses until it completes
+	// share: r is also the Request of a request-based operation (Rput,
+	// Rget...), released once both that Request and the window are done
+	// with it.
+	share *rmaShare
 }
 
 // winServer is the target side of a window: the request receive it keeps

@@ -2,6 +2,8 @@ package mpi
 
 import (
 	"unsafe"
+
+	"github.com/gorun/gorun/p2p"
 )
 
 // Put starts copying origin into target's part of the window, starting at
@@ -106,40 +108,69 @@ func (w *Win[T]) checkOp(name string, op Op, get bool) error {
 // the data (when data is not nil) and the receive of the reply (into
 // reply, when not nil).
 func (w *Win[T]) start(name string, k winKind, op opKind, data, reply []byte, target, disp, count int) error {
+	_, err := w.issue(name, k, op, data, reply, target, disp, count, false)
+	return err
+}
+
+// issue is start, and with user set (the request-based Rput, Rget and
+// the rest) it also returns a Request that completes with the operation
+// at the origin. w.mu is taken.
+func (w *Win[T]) issue(name string, k winKind, op opKind, data, reply []byte, target, disp, count int, user bool) (*Request, error) {
 	if err := w.live(name); err != nil {
-		return err
+		return nil, err
+	}
+	done := func() (*Request, error) {
+		if !user {
+			return nil, nil
+		}
+		return (&Request{c: w.wc, op: name, elem: 1}).started(nil), nil
 	}
 	if target == ProcNull {
-		return nil
+		return done()
 	}
 	if target < 0 || target >= len(w.sizes) {
-		return errorf(ErrRank, name, "target rank %d is not in %s (size %d)", target, w.name, len(w.sizes))
+		return nil, errorf(ErrRank, name, "target rank %d is not in %s (size %d)", target, w.name, len(w.sizes))
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	fence, err := w.epoch(name, target)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	if user && fence {
+		return nil, errorf(ErrRMASync, name, "request-based operations are for passive-target epochs (Lock or LockAll of rank %d of %s), not Fence or Start epochs", target, w.name)
 	}
 	if disp < 0 || int64(disp) > w.sizes[target] || int64(count) > w.sizes[target]-int64(disp) {
-		return errorf(ErrRMARange, name, "%d elements at %d: rank %d's part of %s has %d", count, disp, target, w.name, w.sizes[target])
+		return nil, errorf(ErrRMARange, name, "%d elements at %d: rank %d's part of %s has %d", count, disp, target, w.name, w.sizes[target])
 	}
 	if count == 0 {
-		return nil
+		return done()
 	}
 	h := winHdr{kind: k, op: op, disp: int64(disp), count: int64(count)}
 	if fence {
 		h.flags |= fFence
 		w.fenceOps[target]++
 	}
-	return w.send(name, target, &h, data, reply)
+	var share *rmaShare
+	if user {
+		share = new(rmaShare)
+	}
+	r, err := w.send(name, target, &h, data, reply, share)
+	if err != nil || !user {
+		return nil, err
+	}
+	return share.request(w.wc, w.eng, r, name), nil
 }
 
 // send sends the request h (and data) to target and, when reply is not
 // nil (or h expects an empty one: replyWanted), posts the receive of the
-// reply first. w.mu is held.
-func (w *Win[T]) send(name string, target int, h *winHdr, data, reply []byte) error {
+// reply first. It returns the p2p request whose completion completes the
+// operation at the origin (the reply's receive, else the data's send,
+// else the request's), which share, when not nil, co-owns with the
+// window. w.mu is held.
+func (w *Win[T]) send(name string, target int, h *winHdr, data, reply []byte, share *rmaShare) (*p2p.Request, error) {
 	wt := w.wc.world[target]
+	var last *p2p.Request
 	if reply != nil || h.kind >= wkLock {
 		w.seq++
 		h.tag = winTagReply + int(w.seq%winTagSpan)
@@ -148,25 +179,34 @@ func (w *Win[T]) send(name string, target int, h *winHdr, data, reply []byte) er
 		}
 		r, err := w.eng.Irecv(w.wc.ctx, wt, h.tag, reply)
 		if err != nil {
-			return wrap(name, err)
+			return nil, wrap(name, err)
 		}
-		w.pend = append(w.pend, pending{target: target, r: r})
+		w.pend = append(w.pend, pending{target: target, r: r, share: share})
+		last, share = r, nil
 	}
 	hb := make([]byte, winHdrLen)
 	h.encode(hb)
 	r, err := w.eng.Isend(w.wc.ctx, wt, winTagReq, hb, false)
 	if err != nil {
-		return wrap(name, err)
+		return nil, wrap(name, err)
 	}
-	w.pend = append(w.pend, pending{target: target, r: r, keep: hb})
+	p := pending{target: target, r: r, keep: hb}
+	if data == nil && last == nil {
+		p.share, last = share, r
+	}
+	w.pend = append(w.pend, p)
 	if data != nil {
 		r, err := w.eng.Isend(w.wc.ctx, wt, winTagData, data, false)
 		if err != nil {
-			return wrap(name, err)
+			return nil, wrap(name, err)
 		}
-		w.pend = append(w.pend, pending{target: target, r: r, keep: data})
+		p := pending{target: target, r: r, keep: data}
+		if last == nil {
+			p.share, last = share, r
+		}
+		w.pend = append(w.pend, p)
 	}
-	return nil
+	return last, nil
 }
 
 // epoch checks that an operation to target is inside an access epoch and
@@ -196,7 +236,9 @@ func (w *Win[T]) completeAll(name string, target int) error {
 		if _, e := p.r.Result(); e != nil && err == nil {
 			err = wrap(name, e)
 		}
-		w.eng.Release(p.r)
+		if p.share == nil || p.share.drop(true) {
+			w.eng.Release(p.r)
+		}
 	}
 	clear(w.pend[len(keep):])
 	w.pend = keep

@@ -3,6 +3,8 @@ package mpi
 import (
 	"encoding/binary"
 	"slices"
+
+	"github.com/gorun/gorun/p2p"
 )
 
 // Generalized active-target synchronization (MPI-3 §11.5.2: Post, Start,
@@ -146,16 +148,125 @@ func (w *Win[T]) Wait() (err error) {
 	if w.posted == nil {
 		return errorf(ErrRMASync, name, "%s has no exposure epoch posted (Post first)", w.name)
 	}
-	var expect int64
-	b := make([]byte, 8)
-	for _, r := range w.posted {
-		if err := w.recvCtl(name, r, winTagComplete, b); err != nil {
-			return err
-		}
-		expect += int64(binary.LittleEndian.Uint64(b))
+	if err := w.postWaits(name); err != nil {
+		return err
 	}
-	w.posted = nil
-	return w.served(name, expect)
+	w.await(w.waitsDone)
+	w.await(w.epochServed)
+	return w.endExposure(name)
+}
+
+// Test is Wait that does not block (MPI_Win_test): it reports whether the
+// exposure epoch that Post opened is over, ending it when it is (as Wait
+// does; a later Test or Wait then fails with ErrRMASync), and serves the
+// window's requests once meanwhile.
+func (w *Win[T]) Test() (done bool, err error) {
+	defer w.failTo(&err)
+	const name = "Win.Test"
+	if err := w.live(name); err != nil {
+		return false, err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.posted == nil {
+		return false, errorf(ErrRMASync, name, "%s has no exposure epoch posted (Post first)", w.name)
+	}
+	if err := w.postWaits(name); err != nil {
+		return false, err
+	}
+	w.serve()
+	w.eng.Progress()
+	if !w.waitsDone() || !w.epochServed() {
+		return false, nil
+	}
+	return true, w.endExposure(name)
+}
+
+// exposure is the end of an exposure epoch under way: the receives of the
+// origins' "complete" counts, posted by the first Wait or Test.
+type exposure struct {
+	reqs    []*p2p.Request
+	buf     []byte
+	expect  int64 // their sum, once all arrived (counted)
+	counted bool
+	err     error
+}
+
+// postWaits posts the receives of the post group's "complete" counts,
+// once an epoch. w.mu is held.
+func (w *Win[T]) postWaits(name string) error {
+	if w.exp != nil {
+		return nil
+	}
+	x := &exposure{reqs: make([]*p2p.Request, len(w.posted)), buf: make([]byte, 8*len(w.posted))}
+	for i, r := range w.posted {
+		q, err := w.eng.Irecv(w.wc.ctx, w.wc.world[r], winTagComplete, x.buf[8*i:8*i+8])
+		if err != nil {
+			// A failed origin: the epoch ends with its error.
+			x.err = firstErr(x.err, wrap(name, err))
+			continue
+		}
+		x.reqs[i] = q
+	}
+	w.exp = x
+	return nil
+}
+
+// waitsDone reports whether every "complete" count has arrived and, the
+// first time, adds them up. w.mu is held.
+func (w *Win[T]) waitsDone() bool {
+	x := w.exp
+	if x.counted {
+		return true
+	}
+	for _, q := range x.reqs {
+		if q != nil && !q.Done() {
+			return false
+		}
+	}
+	for i, q := range x.reqs {
+		if q == nil {
+			continue
+		}
+		if _, err := q.Result(); err != nil {
+			x.err = firstErr(x.err, err)
+		} else {
+			x.expect += int64(binary.LittleEndian.Uint64(x.buf[8*i:]))
+		}
+		w.eng.Release(q)
+		x.reqs[i] = nil
+	}
+	x.counted = true
+	return true
+}
+
+// epochServed reports whether this rank has handled every request the
+// origins counted (or the window's service stopped). w.mu is held.
+func (w *Win[T]) epochServed() bool {
+	w.srv.mu.Lock()
+	defer w.srv.mu.Unlock()
+	return w.exp.err != nil || w.srv.fenceDone >= w.exp.expect || w.srv.dead != nil
+}
+
+// endExposure ends the exposure epoch once its counts are in and served:
+// the handled requests are counted off, and the first error is returned.
+// w.mu is held.
+func (w *Win[T]) endExposure(name string) error {
+	x := w.exp
+	w.exp, w.posted = nil, nil
+	if x.err != nil {
+		return wrap(name, x.err)
+	}
+	w.srv.mu.Lock()
+	dead := w.srv.dead
+	if dead == nil {
+		w.srv.fenceDone -= x.expect
+	}
+	w.srv.mu.Unlock()
+	if dead != nil {
+		return wrap(name, dead)
+	}
+	return nil
 }
 
 // sendCtl starts sending a PSCW message (b, nil for none) to rank r; the

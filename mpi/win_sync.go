@@ -194,7 +194,8 @@ func (w *Win[T]) FlushAll() (err error) {
 	}
 	for t := range w.locks {
 		h := winHdr{kind: wkFlush}
-		err = firstErr(err, w.send(name, t, &h, nil, nil))
+		_, e := w.send(name, t, &h, nil, nil, nil)
+		err = firstErr(err, e)
 	}
 	return firstErr(err, w.completeAll(name, -1))
 }
@@ -244,7 +245,8 @@ func (w *Win[T]) ctl(name string, k winKind, typ LockType, target int) error {
 		err = w.completeAll(name, target)
 	}
 	h := winHdr{kind: k, lock: typ}
-	err = firstErr(err, w.send(name, target, &h, nil, nil))
+	_, e := w.send(name, target, &h, nil, nil, nil)
+	err = firstErr(err, e)
 	return firstErr(err, w.completeAll(name, target))
 }
 
@@ -256,7 +258,8 @@ func (w *Win[T]) ctlAll(name string, k winKind, typ LockType) error {
 	}
 	for t := range w.sizes {
 		h := winHdr{kind: k, lock: typ}
-		err = firstErr(err, w.send(name, t, &h, nil, nil))
+		_, e := w.send(name, t, &h, nil, nil, nil)
+		err = firstErr(err, e)
 	}
 	return firstErr(err, w.completeAll(name, -1))
 }

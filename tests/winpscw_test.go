@@ -91,7 +91,24 @@ func caseWinPSCW(w *mpi.Comm) error {
 	}
 	for round := range 3 {
 		if me == 0 {
-			if err := firstError(acc.Post(others), acc.Wait()); err != nil {
+			if err := acc.Post(others); err != nil {
+				return err
+			}
+			if round == 1 {
+				// Win.Test instead of Wait: poll until the epoch ends.
+				for {
+					done, err := acc.Test()
+					if err != nil {
+						return fmt.Errorf("round %d at rank 0: Test: %w", round, err)
+					}
+					if done {
+						break
+					}
+				}
+				if _, err := acc.Test(); !errors.Is(err, mpi.ErrRMASync) {
+					return fmt.Errorf("Test after the epoch ended: %v, want ErrRMASync", err)
+				}
+			} else if err := acc.Wait(); err != nil {
 				return fmt.Errorf("round %d at rank 0: %w", round, err)
 			}
 			sum := int64(n * (n - 1) / 2)
@@ -112,6 +129,7 @@ func caseWinPSCW(w *mpi.Comm) error {
 	for name, f := range map[string]func() error{
 		"Complete without Start": acc.Complete,
 		"Wait without Post":      acc.Wait,
+		"Test without Post":      func() error { _, err := acc.Test(); return err },
 		"Put outside an epoch":   func() error { return acc.Put([]int64{1}, 0, 0) },
 	} {
 		if err := f(); !errors.Is(err, mpi.ErrRMASync) {
@@ -133,6 +151,10 @@ func caseWinPSCW(w *mpi.Comm) error {
 	}
 	if err := acc.Free(); !errors.Is(err, mpi.ErrRMASync) {
 		return fmt.Errorf("Free with epochs open: %v, want ErrRMASync", err)
+	}
+	if done, err := acc.Test(); done || err != nil {
+		// Complete has not been called: the epoch cannot be over.
+		return fmt.Errorf("Test before this rank's own Complete: %v, %v; want false, nil", done, err)
 	}
 	if err := firstError(acc.Put([]int64{7}, me, 1), acc.Complete(), acc.Wait()); err != nil {
 		return err
