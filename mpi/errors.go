@@ -38,6 +38,8 @@ const (
 	ErrRMASync    Class = 47
 	ErrWin        Class = 53
 	ErrRMARange   Class = 68
+	ErrRMAAttach  Class = 69
+	ErrRMAFlavor  Class = 70
 	ErrNotInit    Class = 60
 	ErrProcFailed Class = 75
 )
@@ -52,6 +54,7 @@ var classNames = map[Class]string{
 	ErrNotInit: "mpi not initialized", ErrProcFailed: "process failed",
 	ErrLockType: "invalid lock type", ErrNoMem: "out of memory", ErrRMASync: "wrong synchronization of RMA calls",
 	ErrWin: "invalid window", ErrRMARange: "target memory outside the window",
+	ErrRMAAttach: "memory cannot be attached", ErrRMAFlavor: "wrong kind of window",
 }
 
 func (c Class) Error() string {

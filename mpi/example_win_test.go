@@ -1,6 +1,7 @@
 package mpi_test
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/gorun/gorun/mpi"
@@ -54,4 +55,42 @@ func ExampleWinAllocateShared() {
 	win.Free()
 	node.Free()
 	// Output: [0 1 2]
+}
+
+func ExampleWinCreateDynamic() {
+	w := mpi.World()
+	win, _ := mpi.WinCreateDynamic[int64](w)
+	// Memory comes and goes without collective calls: attach a slice and
+	// tell the others its displacement (here the job is one rank).
+	node := []int64{0, 0, 0}
+	disp, _ := win.Attach(node)
+	disps := make([]int64, w.Size())
+	mpi.Allgather(w, []int64{int64(disp)}, disps)
+
+	target := 0
+	win.Lock(mpi.LockExclusive, target)
+	win.Put([]int64{5, 6}, target, int(disps[target])+1)
+	win.Unlock(target)
+
+	// Past the slice's end: the target refuses, the origin learns it.
+	win.Lock(mpi.LockShared, target)
+	win.Put([]int64{9}, target, int(disps[target])+3)
+	err := win.Unlock(target)
+	fmt.Println(node, errors.Is(err, mpi.ErrRMARange))
+	win.Detach(node)
+	win.Free()
+	// Output: [0 5 6] true
+}
+
+func ExampleWin_Rget() {
+	w := mpi.World()
+	win, _ := mpi.WinCreate(w, []float64{1.5, 2.5, 3.5})
+	win.LockAll()
+	got := make([]float64, 2)
+	q, _ := win.Rget(got, 0, 1)
+	q.Wait() // got is in place now, before UnlockAll
+	fmt.Println(got)
+	win.UnlockAll()
+	win.Free()
+	// Output: [2.5 3.5]
 }

@@ -106,6 +106,9 @@ type Win[T Element] struct {
 	// (mapped here until Free); nil for other windows.
 	shared [][]T
 	shm    []byte
+	// dynamic: made by WinCreateDynamic; the memory is what Attach gave
+	// (srv.regions), and buf is nil.
+	dynamic bool
 
 	// mu serializes this rank's calls on the window (the origin side).
 	mu       sync.Mutex
@@ -127,6 +130,9 @@ type pending struct {
 	target int
 	r      *p2p.Request
 	keep   []byte // memory the request uses until it completes
+	// chk, for a data operation's reply: the length that means success
+	// (a target replies otherwise to operations outside its memory).
+	chk *winCheck
 	// share: r is also the Request of a request-based operation (Rput,
 	// Rget...), released once both that Request and the window are done
 	// with it.
@@ -151,9 +157,13 @@ type winServer struct {
 	// accounted for by a Fence.
 	fenceDone int64
 	scratch   []byte
-	dead      error // why the server stopped (engine closed); nil while it runs
-	stop      chan struct{}
-	done      chan struct{}
+	// regions: a dynamic window's attached memory, by displacement; next
+	// is the displacement the next Attach gets.
+	regions []region
+	next    int64
+	dead    error // why the server stopped (engine closed); nil while it runs
+	stop    chan struct{}
+	done    chan struct{}
 }
 
 type lockWait struct {
@@ -169,7 +179,11 @@ type lockWait struct {
 // slices of different lengths, including none. Collective over c.
 func WinCreate[T Element](c *Comm, buf []T) (_ *Win[T], err error) {
 	defer c.failTo(&err)
-	const op = "WinCreate"
+	return newWin(c, "WinCreate", buf, false)
+}
+
+// newWin makes a window of buf, or a dynamic one, for the call named op.
+func newWin[T Element](c *Comm, op string, buf []T, dynamic bool) (*Win[T], error) {
 	if err := c.check(op); err != nil {
 		return nil, err
 	}
@@ -193,6 +207,7 @@ func WinCreate[T Element](c *Comm, buf []T) (_ *Win[T], err error) {
 		sizes:    sizes,
 		fenceOps: make([]int64, wc.Size()),
 		locks:    map[int]LockType{},
+		dynamic:  dynamic,
 	}
 	w.srv.excl = -1
 	w.srv.shared = map[int]int{}

@@ -140,7 +140,10 @@ func (w *Win[T]) issue(name string, k winKind, op opKind, data, reply []byte, ta
 	if user && fence {
 		return nil, errorf(ErrRMASync, name, "request-based operations are for passive-target epochs (Lock or LockAll of rank %d of %s), not Fence or Start epochs", target, w.name)
 	}
-	if disp < 0 || int64(disp) > w.sizes[target] || int64(count) > w.sizes[target]-int64(disp) {
+	if disp < 0 {
+		return nil, errorf(ErrRMARange, name, "negative displacement %d", disp)
+	}
+	if !w.dynamic && (int64(disp) > w.sizes[target] || int64(count) > w.sizes[target]-int64(disp)) {
 		return nil, errorf(ErrRMARange, name, "%d elements at %d: rank %d's part of %s has %d", count, disp, target, w.name, w.sizes[target])
 	}
 	if count == 0 {
@@ -151,24 +154,34 @@ func (w *Win[T]) issue(name string, k winKind, op opKind, data, reply []byte, ta
 		h.flags |= fFence
 		w.fenceOps[target]++
 	}
+	chk := &winCheck{want: len(reply), target: target, kind: k, disp: h.disp, count: h.count,
+		dynamic: w.dynamic, winName: w.name, name: name}
+	if reply == nil && w.dynamic {
+		// Only the target can check the range: it acknowledges.
+		reply, chk.want = make([]byte, 1), 0
+		h.flags |= fStatus
+	}
+	if reply == nil {
+		chk = nil
+	}
 	var share *rmaShare
 	if user {
 		share = new(rmaShare)
 	}
-	r, err := w.send(name, target, &h, data, reply, share)
+	r, err := w.send(name, target, &h, data, reply, chk, share)
 	if err != nil || !user {
 		return nil, err
 	}
-	return share.request(w.wc, w.eng, r, name), nil
+	return share.request(w.wc, w.eng, r, name, chk), nil
 }
 
 // send sends the request h (and data) to target and, when reply is not
 // nil (or h expects an empty one: replyWanted), posts the receive of the
-// reply first. It returns the p2p request whose completion completes the
+// reply first, whose length chk (when not nil) checks. It returns the p2p request whose completion completes the
 // operation at the origin (the reply's receive, else the data's send,
 // else the request's), which share, when not nil, co-owns with the
 // window. w.mu is held.
-func (w *Win[T]) send(name string, target int, h *winHdr, data, reply []byte, share *rmaShare) (*p2p.Request, error) {
+func (w *Win[T]) send(name string, target int, h *winHdr, data, reply []byte, chk *winCheck, share *rmaShare) (*p2p.Request, error) {
 	wt := w.wc.world[target]
 	var last *p2p.Request
 	if reply != nil || h.kind >= wkLock {
@@ -181,7 +194,7 @@ func (w *Win[T]) send(name string, target int, h *winHdr, data, reply []byte, sh
 		if err != nil {
 			return nil, wrap(name, err)
 		}
-		w.pend = append(w.pend, pending{target: target, r: r, share: share})
+		w.pend = append(w.pend, pending{target: target, r: r, share: share, chk: chk})
 		last, share = r, nil
 	}
 	hb := make([]byte, winHdrLen)
@@ -233,7 +246,14 @@ func (w *Win[T]) completeAll(name string, target int) error {
 			continue
 		}
 		w.await(p.r.Done)
-		if _, e := p.r.Result(); e != nil && err == nil {
+		st, e := p.r.Result()
+		if e == nil {
+			e = p.chk.err(st.Bytes)
+		}
+		if p.share != nil {
+			e = nil // a request-based operation's error is its Request's
+		}
+		if e != nil && err == nil {
 			err = wrap(name, e)
 		}
 		if p.share == nil || p.share.drop(true) {

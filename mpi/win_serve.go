@@ -75,8 +75,13 @@ func (k winKind) String() string {
 	return fmt.Sprintf("kind %d", uint8(k))
 }
 
-// fFence marks a request of a fence epoch, counted for the next Fence.
-const fFence = 1
+// Header flags. fFence marks a request of a fence epoch, counted for the
+// next Fence; fStatus a Put or Accumulate whose origin waits for an
+// acknowledgement (a dynamic window's: win_dynamic.go).
+const (
+	fFence  = 1
+	fStatus = 2
+)
 
 type winHdr struct {
 	kind  winKind
@@ -268,15 +273,16 @@ func (w *Win[T]) handle(src int, h *winHdr) {
 	var win []byte
 	switch h.kind {
 	case wkPut, wkGet, wkAcc, wkGetAcc, wkCAS:
-		// The origin checked the range against the sizes it was given;
-		// check again, the request is a peer's.
-		if h.disp < 0 || h.count < 0 || h.count > int64(len(w.buf)) || h.disp > int64(len(w.buf))-h.count ||
-			(h.kind == wkCAS && h.count != 1) {
-			fmt.Fprintf(os.Stderr, "gorun: %s: rank %d: %v of %d elements at %d is outside this rank's %d: dropped\n",
-				w.name, src, h.kind, h.count, h.disp, len(w.buf))
+		// The origin checked the range against the sizes it was given
+		// (not on a dynamic window); check again, the request is a
+		// peer's.
+		if win = w.span(h); win == nil || (h.kind == wkCAS && h.count != 1) {
+			w.refuse(src, h)
+			if h.flags&fFence != 0 {
+				s.fenceDone++
+			}
 			return
 		}
-		win = w.mem[int(h.disp)*w.es : int(h.disp+h.count)*w.es]
 	}
 	switch h.kind {
 	case wkPut:
@@ -339,6 +345,9 @@ func (w *Win[T]) handle(src int, h *winHdr) {
 	default:
 		fmt.Fprintf(os.Stderr, "gorun: %s: rank %d sent an unknown request (%v): dropped\n", w.name, src, h.kind)
 		return
+	}
+	if h.flags&fStatus != 0 && (h.kind == wkPut || h.kind == wkAcc) {
+		w.reply(src, h.tag, []byte{})
 	}
 	if h.flags&fFence != 0 {
 		s.fenceDone++

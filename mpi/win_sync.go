@@ -194,7 +194,7 @@ func (w *Win[T]) FlushAll() (err error) {
 	}
 	for t := range w.locks {
 		h := winHdr{kind: wkFlush}
-		_, e := w.send(name, t, &h, nil, nil, nil)
+		_, e := w.send(name, t, &h, nil, nil, nil, nil)
 		err = firstErr(err, e)
 	}
 	return firstErr(err, w.completeAll(name, -1))
@@ -245,7 +245,7 @@ func (w *Win[T]) ctl(name string, k winKind, typ LockType, target int) error {
 		err = w.completeAll(name, target)
 	}
 	h := winHdr{kind: k, lock: typ}
-	_, e := w.send(name, target, &h, nil, nil, nil)
+	_, e := w.send(name, target, &h, nil, nil, nil, nil)
 	err = firstErr(err, e)
 	return firstErr(err, w.completeAll(name, target))
 }
@@ -258,7 +258,7 @@ func (w *Win[T]) ctlAll(name string, k winKind, typ LockType) error {
 	}
 	for t := range w.sizes {
 		h := winHdr{kind: k, lock: typ}
-		_, e := w.send(name, t, &h, nil, nil, nil)
+		_, e := w.send(name, t, &h, nil, nil, nil, nil)
 		err = firstErr(err, e)
 	}
 	return firstErr(err, w.completeAll(name, -1))
