@@ -47,11 +47,17 @@ func (w *Win[T]) groupRanks(name string, g *Group) ([]int, error) {
 
 // Post opens an exposure epoch for the origins of g (MPI_Win_post): they
 // may access this rank's part of the window between their Start and
-// Complete; Wait ends the epoch. It does not wait for the origins.
-func (w *Win[T]) Post(g *Group) (err error) {
+// Complete; Wait ends the epoch. It does not wait for the origins. With
+// ModeNoCheck (every origin's matching Start gives it too) it sends them
+// nothing; ModeNoStore and ModeNoPut change nothing here.
+func (w *Win[T]) Post(g *Group, assert ...Assert) (err error) {
 	defer w.failTo(&err)
 	const name = "Win.Post"
 	if err := w.live(name); err != nil {
+		return err
+	}
+	a, err := asserts(name, assert, ModeNoCheck|ModeNoStore|ModeNoPut)
+	if err != nil {
 		return err
 	}
 	w.mu.Lock()
@@ -64,6 +70,9 @@ func (w *Win[T]) Post(g *Group) (err error) {
 		return err
 	}
 	for _, r := range ranks {
+		if a&ModeNoCheck != 0 {
+			break
+		}
 		if err := w.sendCtl(name, r, winTagPost, nil); err != nil {
 			return err
 		}
@@ -76,11 +85,16 @@ func (w *Win[T]) Post(g *Group) (err error) {
 // waits until each has posted an exposure epoch that includes this rank;
 // Put, Get and the accumulates to them are then allowed until Complete.
 // It fails with ErrRMASync while this rank holds locks or has an access
-// epoch started already.
-func (w *Win[T]) Start(g *Group) (err error) {
+// epoch started already. With ModeNoCheck (each target's matching Post
+// has been called, with ModeNoCheck too) it does not wait.
+func (w *Win[T]) Start(g *Group, assert ...Assert) (err error) {
 	defer w.failTo(&err)
 	const name = "Win.Start"
 	if err := w.live(name); err != nil {
+		return err
+	}
+	a, err := asserts(name, assert, ModeNoCheck)
+	if err != nil {
 		return err
 	}
 	w.mu.Lock()
@@ -96,6 +110,9 @@ func (w *Win[T]) Start(g *Group) (err error) {
 		return err
 	}
 	for _, r := range ranks {
+		if a&ModeNoCheck != 0 {
+			break
+		}
 		if err := w.recvCtl(name, r, winTagPost, nil); err != nil {
 			return err
 		}

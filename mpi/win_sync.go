@@ -11,10 +11,22 @@ package mpi
 // keeps the next epoch's operations from arriving before every rank is
 // done with this one. It fails with ErrRMASync while this rank holds
 // passive-target locks. Collective over the window's communicator.
-func (w *Win[T]) Fence() (err error) {
+//
+// Assertions (MPI_MODE_*, combined with |) let it do less; every rank must
+// give ModeNoPrecede and ModeNoSucceed alike, as MPI requires. With
+// ModeNoPrecede (no rank issued operations since the previous Fence: this
+// rank's are checked, ErrRMASync) the ranks do not exchange counts; with
+// ModeNoSucceed (no operation follows until the next synchronisation) no
+// epoch opens and the closing barrier is left out. ModeNoStore and
+// ModeNoPut are accepted and change nothing here.
+func (w *Win[T]) Fence(assert ...Assert) (err error) {
 	defer w.failTo(&err)
 	const name = "Win.Fence"
 	if err := w.live(name); err != nil {
+		return err
+	}
+	a, err := asserts(name, assert, ModeNoStore|ModeNoPut|ModeNoPrecede|ModeNoSucceed)
+	if err != nil {
 		return err
 	}
 	w.mu.Lock()
@@ -25,21 +37,34 @@ func (w *Win[T]) Fence() (err error) {
 	if w.started != nil || w.posted != nil {
 		return errorf(ErrRMASync, name, "this rank has a Start or Post epoch open on %s: Complete or Wait first", w.name)
 	}
+	if a&ModeNoPrecede != 0 {
+		for t, n := range w.fenceOps {
+			if n > 0 {
+				return errorf(ErrRMASync, name, "ModeNoPrecede, but this rank issued %d operations to rank %d since the last Fence of %s", n, t, w.name)
+			}
+		}
+	}
 	err = w.completeAll(name, -1)
-	expect := []int64{0}
-	q, cerr := IreduceScatterBlock(w.wc, w.fenceOps, expect, Sum)
-	if cerr != nil {
-		return reop(name, cerr)
+	if a&ModeNoPrecede == 0 {
+		expect := []int64{0}
+		q, cerr := IreduceScatterBlock(w.wc, w.fenceOps, expect, Sum)
+		if cerr != nil {
+			return reop(name, cerr)
+		}
+		w.await(q.r.Done)
+		if _, cerr := q.Wait(); cerr != nil {
+			return reop(name, cerr)
+		}
+		clear(w.fenceOps)
+		if err := w.served(name, expect[0]); err != nil {
+			return err
+		}
 	}
-	w.await(q.r.Done)
-	if _, cerr := q.Wait(); cerr != nil {
-		return reop(name, cerr)
-	}
-	clear(w.fenceOps)
-	if err := w.served(name, expect[0]); err != nil {
+	if a&ModeNoSucceed != 0 {
+		w.fence = false
 		return err
 	}
-	q, cerr = Ibarrier(w.wc)
+	q, cerr := Ibarrier(w.wc)
 	if cerr != nil {
 		return reop(name, cerr)
 	}
@@ -57,11 +82,17 @@ func (w *Win[T]) Fence() (err error) {
 // (the window's service goroutine, see win.go). A Lock after a Fence ends
 // the fence epoch, which must have no operation since that Fence
 // (ErrRMASync otherwise). Locking a target this rank has locked already,
-// or while LockAll is in force, is ErrRMASync.
-func (w *Win[T]) Lock(typ LockType, target int) (err error) {
+// or while LockAll is in force, is ErrRMASync. With ModeNoCheck (no other
+// rank holds or asks for a conflicting lock meanwhile: the program
+// guarantees it) the target is not asked.
+func (w *Win[T]) Lock(typ LockType, target int, assert ...Assert) (err error) {
 	defer w.failTo(&err)
 	const name = "Win.Lock"
 	if err := w.live(name); err != nil {
+		return err
+	}
+	a, err := asserts(name, assert, ModeNoCheck)
+	if err != nil {
 		return err
 	}
 	if typ != LockExclusive && typ != LockShared {
@@ -84,8 +115,10 @@ func (w *Win[T]) Lock(typ LockType, target int) (err error) {
 	if err := w.endFence(name); err != nil {
 		return err
 	}
-	if err := w.ctl(name, wkLock, typ, target); err != nil {
-		return err
+	if a&ModeNoCheck == 0 {
+		if err := w.ctl(name, wkLock, typ, target); err != nil {
+			return err
+		}
 	}
 	w.locks[target] = typ
 	return nil
@@ -113,11 +146,15 @@ func (w *Win[T]) Unlock(target int) (err error) {
 }
 
 // LockAll takes a shared lock on every rank of the window
-// (MPI_Win_lock_all), under the same rules as Lock.
-func (w *Win[T]) LockAll() (err error) {
+// (MPI_Win_lock_all), under the same rules as Lock (ModeNoCheck too).
+func (w *Win[T]) LockAll(assert ...Assert) (err error) {
 	defer w.failTo(&err)
 	const name = "Win.LockAll"
 	if err := w.live(name); err != nil {
+		return err
+	}
+	a, err := asserts(name, assert, ModeNoCheck)
+	if err != nil {
 		return err
 	}
 	w.mu.Lock()
@@ -131,8 +168,10 @@ func (w *Win[T]) LockAll() (err error) {
 	if err := w.endFence(name); err != nil {
 		return err
 	}
-	if err := w.ctlAll(name, wkLock, LockShared); err != nil {
-		return err
+	if a&ModeNoCheck == 0 {
+		if err := w.ctlAll(name, wkLock, LockShared); err != nil {
+			return err
+		}
 	}
 	w.lockAll = true
 	return nil
@@ -262,4 +301,41 @@ func (w *Win[T]) ctlAll(name string, k winKind, typ LockType) error {
 		err = firstErr(err, e)
 	}
 	return firstErr(err, w.completeAll(name, -1))
+}
+
+// Assert is a synchronisation call's assertion about how the program uses
+// the window (MPI_MODE_*, Open MPI's values), combined with |: a promise
+// that lets the call do less. A false promise is erroneous, as in MPI;
+// where it is cheap to see, the call fails with ErrRMASync instead.
+type Assert int
+
+const (
+	// ModeNoCheck (Lock, LockAll, Post, Start): no conflicting lock, or
+	// the matching Post has been called already; Post and Start must
+	// both give it or neither.
+	ModeNoCheck Assert = 1
+	// ModeNoPrecede (Fence): no operation since the previous Fence.
+	ModeNoPrecede Assert = 2
+	// ModeNoPut (Fence, Post): the window is not the target of Puts or
+	// accumulates until the next synchronisation. No effect here.
+	ModeNoPut Assert = 4
+	// ModeNoStore (Fence, Post): this rank did not store into its part
+	// since the last synchronisation. No effect here.
+	ModeNoStore Assert = 8
+	// ModeNoSucceed (Fence): no operation until the next
+	// synchronisation: the Fence opens no epoch.
+	ModeNoSucceed Assert = 16
+)
+
+// asserts combines a call's assertions and checks them against those it
+// takes.
+func asserts(name string, as []Assert, allowed Assert) (Assert, error) {
+	var a Assert
+	for _, x := range as {
+		a |= x
+	}
+	if a&^allowed != 0 {
+		return 0, errorf(ErrArg, name, "assertion %#x: this call takes only %#x", int(a), int(allowed))
+	}
+	return a, nil
 }

@@ -696,12 +696,12 @@ func caseWinRef(w *mpi.Comm) error {
 	put, got := []int64{int64(me*1000 + 1), int64(me*1000 + 2)}, make([]int64, 2)
 	one, mx := []int64{int64(me + 1)}, []int64{int64(me * 10)}
 	steps := []func() error{
-		win.Fence,
+		func() error { return win.Fence() },
 		func() error { return win.Put(put, right, 0) },
 		func() error { return win.Get(got, left, 4) },
 		func() error { return win.Accumulate(one, 0, 7, mpi.Sum) },
 		func() error { return win.Accumulate(mx, right, 6, mpi.Max) },
-		win.Fence,
+		func() error { return win.Fence() },
 	}
 	for k := range n {
 		t := (me + k) % n
