@@ -1,6 +1,7 @@
 package mpi
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -106,21 +107,35 @@ type Win[T Element] struct {
 	// (mapped here until Free); nil for other windows.
 	shared [][]T
 	shm    []byte
+	// queryable: made by WinAllocateShared (SharedQuery answers); a
+	// WinAllocate window may be shared too, as an implementation choice.
+	queryable bool
+	// expo exposes this rank's part for one-sided access; direct[t] is
+	// how this rank reaches t's part that way, nil where it cannot
+	// (win_direct.go).
+	expo   *p2p.Exposure
+	direct []*p2p.Remote
 	// dynamic: made by WinCreateDynamic; the memory is what Attach gave
 	// (srv.regions), and buf is nil.
 	dynamic bool
 
 	// mu serializes this rank's calls on the window (the origin side).
 	mu       sync.Mutex
-	fence    bool             // a fence epoch is open (a Fence was called, no Lock since)
-	fenceOps []int64          // requests sent to each rank in this fence epoch
-	locks    map[int]LockType // passive-target locks this rank holds
-	lockAll  bool
-	started  map[int]bool // targets of the access epoch Start opened; nil: none
-	posted   []int        // origins of the exposure epoch Post opened; nil: none
-	exp      *exposure    // its end under way (Test, Wait); nil: not yet
-	pend     []pending    // sent and posted operations not known complete
-	seq      uint32
+	fence    bool    // a fence epoch is open (a Fence was called, no Lock since)
+	fenceOps []int64 // requests sent to each rank in this fence epoch
+	issued   []int64 // operations issued to each rank in it (requests or direct)
+	// sent counts the operations sent to each rank as requests since its
+	// last lock, flush or unlock: a Flush of a rank with none (only
+	// direct operations, complete at the target once complete here) needs
+	// no round trip.
+	sent    []int64
+	locks   map[int]LockType // passive-target locks this rank holds
+	lockAll bool
+	started map[int]bool // targets of the access epoch Start opened; nil: none
+	posted  []int        // origins of the exposure epoch Post opened; nil: none
+	exp     *exposure    // its end under way (Test, Wait); nil: not yet
+	pend    []pending    // sent and posted operations not known complete
+	seq     uint32
 
 	srv winServer
 }
@@ -187,6 +202,9 @@ func newWin[T Element](c *Comm, op string, buf []T, dynamic bool) (*Win[T], erro
 	if err := c.check(op); err != nil {
 		return nil, err
 	}
+	if err := c.intra(op); err != nil {
+		return nil, err
+	}
 	wc, err := c.Dup()
 	if err != nil {
 		return nil, reop(op, err)
@@ -206,6 +224,8 @@ func newWin[T Element](c *Comm, op string, buf []T, dynamic bool) (*Win[T], erro
 		es:       elemSize[T](),
 		sizes:    sizes,
 		fenceOps: make([]int64, wc.Size()),
+		issued:   make([]int64, wc.Size()),
+		sent:     make([]int64, wc.Size()),
 		locks:    map[int]LockType{},
 		dynamic:  dynamic,
 	}
@@ -218,13 +238,29 @@ func newWin[T Element](c *Comm, op string, buf []T, dynamic bool) (*Win[T], erro
 		return nil, wrap(op, err)
 	}
 	go w.serveLoop()
+	if err := w.exposeDirect(op); err != nil {
+		w.Free()
+		return nil, err
+	}
 	return w, nil
 }
 
 // WinAllocate makes a window of n zeroed elements at this rank
 // (MPI_Win_allocate); Local returns them. Collective over c.
+//
+// When every rank of c runs on one host (and GORUN_RMA_DIRECT is not 0),
+// the parts are allocated in one shared-memory segment, as
+// WinAllocateShared does (Open MPI's osc/sm does the same), so that
+// other ranks' Put and Get are plain copies; without shared memory for
+// it (ErrNoMem) each rank's part is private memory.
 func WinAllocate[T Element](c *Comm, n int) (_ *Win[T], err error) {
 	defer c.failTo(&err)
+	if pRMADirect() != 0 && c.check("WinAllocate") == nil && !c.IsInter() && c.Size() > 1 && c.cc.Nodes == 1 {
+		w, err := allocShared[T](c, n, "WinAllocate")
+		if !errors.Is(err, ErrNoMem) {
+			return w, err
+		}
+	}
 	if n < 0 {
 		return nil, errorf(ErrArg, "WinAllocate", "negative window length %d", n)
 	}
@@ -307,6 +343,10 @@ func (w *Win[T]) Free() (err error) {
 	}
 	close(w.srv.stop)
 	<-w.srv.done
+	if w.expo != nil {
+		w.expo.Close() // every rank is past its operations (the barrier)
+		w.expo, w.direct = nil, nil
+	}
 	w.srv.mu.Lock()
 	if r := w.srv.req; r != nil {
 		w.eng.CancelRecv(r) // fails only when a request came after all: it is dropped

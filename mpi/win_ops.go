@@ -149,6 +149,33 @@ func (w *Win[T]) issue(name string, k winKind, op opKind, data, reply []byte, ta
 	if count == 0 {
 		return done()
 	}
+	if fence {
+		w.issued[target]++
+	}
+	var share *rmaShare
+	if user {
+		share = new(rmaShare)
+	}
+	if k == wkPut || k == wkGet {
+		// Truly one-sided where the transports allow (win_direct.go).
+		r, did, err := w.directOp(name, k == wkPut, data, reply, target, disp)
+		if err != nil {
+			return nil, err
+		}
+		if did {
+			if r == nil {
+				return done() // copied already
+			}
+			p := pending{target: target, r: r, keep: data}
+			var q *Request
+			if user {
+				p.share = share
+				q = share.request(w.wc, w.eng, r, name, nil)
+			}
+			w.pend = append(w.pend, p)
+			return q, nil
+		}
+	}
 	h := winHdr{kind: k, op: op, disp: int64(disp), count: int64(count)}
 	if fence {
 		h.flags |= fFence
@@ -163,10 +190,6 @@ func (w *Win[T]) issue(name string, k winKind, op opKind, data, reply []byte, ta
 	}
 	if reply == nil {
 		chk = nil
-	}
-	var share *rmaShare
-	if user {
-		share = new(rmaShare)
 	}
 	r, err := w.send(name, target, &h, data, reply, chk, share)
 	if err != nil || !user {
@@ -196,6 +219,9 @@ func (w *Win[T]) send(name string, target int, h *winHdr, data, reply []byte, ch
 		}
 		w.pend = append(w.pend, pending{target: target, r: r, share: share, chk: chk})
 		last, share = r, nil
+	}
+	if h.kind < wkLock {
+		w.sent[target]++
 	}
 	hb := make([]byte, winHdrLen)
 	h.encode(hb)

@@ -144,7 +144,7 @@ func (w *Win[T]) Complete() (err error) {
 	}
 	for r := range w.started {
 		b := binary.LittleEndian.AppendUint64(nil, uint64(w.fenceOps[r]))
-		w.fenceOps[r] = 0
+		w.fenceOps[r], w.issued[r] = 0, 0
 		err = firstErr(err, w.sendCtl(name, r, winTagComplete, b))
 	}
 	w.started = nil

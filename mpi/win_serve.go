@@ -153,7 +153,7 @@ func (w *Win[T]) serveLoop() {
 		} else if d *= 2; d > hi {
 			d = hi
 		}
-		time.Sleep(d)
+		nap.Sleep(d) // time.Sleep would take a millisecond (package nap)
 	}
 }
 

@@ -38,7 +38,7 @@ func (w *Win[T]) Fence(assert ...Assert) (err error) {
 		return errorf(ErrRMASync, name, "this rank has a Start or Post epoch open on %s: Complete or Wait first", w.name)
 	}
 	if a&ModeNoPrecede != 0 {
-		for t, n := range w.fenceOps {
+		for t, n := range w.issued {
 			if n > 0 {
 				return errorf(ErrRMASync, name, "ModeNoPrecede, but this rank issued %d operations to rank %d since the last Fence of %s", n, t, w.name)
 			}
@@ -56,6 +56,7 @@ func (w *Win[T]) Fence(assert ...Assert) (err error) {
 			return reop(name, cerr)
 		}
 		clear(w.fenceOps)
+		clear(w.issued)
 		if err := w.served(name, expect[0]); err != nil {
 			return err
 		}
@@ -212,6 +213,9 @@ func (w *Win[T]) Flush(target int) (err error) {
 	if _, ok := w.locks[target]; !ok && !w.lockAll {
 		return errorf(ErrRMASync, name, "rank %d of %s is not locked by this rank", target, w.name)
 	}
+	if w.sent[target] == 0 {
+		return w.completeAll(name, target) // direct operations only
+	}
 	return w.ctl(name, wkFlush, 0, target)
 }
 
@@ -225,16 +229,16 @@ func (w *Win[T]) FlushAll() (err error) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.lockAll {
-		return w.ctlAll(name, wkFlush, 0)
-	}
-	if len(w.locks) == 0 {
+	if !w.lockAll && len(w.locks) == 0 {
 		return errorf(ErrRMASync, name, "this rank holds no lock on %s", w.name)
 	}
-	for t := range w.locks {
-		h := winHdr{kind: wkFlush}
-		_, e := w.send(name, t, &h, nil, nil, nil, nil)
-		err = firstErr(err, e)
+	for t := range w.sent {
+		if _, ok := w.locks[t]; (ok || w.lockAll) && w.sent[t] > 0 {
+			h := winHdr{kind: wkFlush}
+			_, e := w.send(name, t, &h, nil, nil, nil, nil)
+			err = firstErr(err, e)
+			w.sent[t] = 0
+		}
 	}
 	return firstErr(err, w.completeAll(name, -1))
 }
@@ -264,7 +268,7 @@ func (w *Win[T]) endFence(name string) error {
 	if !w.fence {
 		return nil
 	}
-	for t, n := range w.fenceOps {
+	for t, n := range w.issued {
 		if n > 0 {
 			return errorf(ErrRMASync, name, "%d operations to rank %d since the last Fence of %s: complete them with a Fence first", n, t, w.name)
 		}
@@ -286,6 +290,7 @@ func (w *Win[T]) ctl(name string, k winKind, typ LockType, target int) error {
 	h := winHdr{kind: k, lock: typ}
 	_, e := w.send(name, target, &h, nil, nil, nil, nil)
 	err = firstErr(err, e)
+	w.sent[target] = 0
 	return firstErr(err, w.completeAll(name, target))
 }
 
@@ -300,6 +305,7 @@ func (w *Win[T]) ctlAll(name string, k winKind, typ LockType) error {
 		_, e := w.send(name, t, &h, nil, nil, nil, nil)
 		err = firstErr(err, e)
 	}
+	clear(w.sent)
 	return firstErr(err, w.completeAll(name, -1))
 }
 

@@ -36,7 +36,18 @@ import (
 // not be used after it. Collective over c.
 func WinAllocateShared[T Element](c *Comm, n int) (_ *Win[T], err error) {
 	defer c.failTo(&err)
-	const op = "WinAllocateShared"
+	w, err := allocShared[T](c, n, "WinAllocateShared")
+	if err != nil {
+		return nil, err
+	}
+	w.queryable = true
+	return w, nil
+}
+
+// allocShared makes a window of n elements per rank in one shared
+// segment, for the call named op (WinAllocateShared, and WinAllocate
+// within a host).
+func allocShared[T Element](c *Comm, n int, op string) (*Win[T], error) {
 	if err := c.check(op); err != nil {
 		return nil, err
 	}
@@ -113,7 +124,7 @@ func (w *Win[T]) SharedQuery(rank int) (_ []T, err error) {
 	if err := w.live(op); err != nil {
 		return nil, err
 	}
-	if w.shared == nil {
+	if !w.queryable {
 		return nil, errorf(ErrWin, op, "%s is not a shared-memory window (WinAllocateShared makes them)", w.name)
 	}
 	if rank < 0 || rank >= len(w.shared) {

@@ -30,8 +30,10 @@ func init() {
 }
 
 // winBTLs are the transport selections the RMA cases run under: the
-// default (sm between the ranks of this host) and tcp forced.
-var winBTLs = []struct{ name, env string }{{"default", ""}, {"tcp", "GORUN_BTL=tcp,self"}}
+// default (sm between the ranks of this host, Put and Get one-sided:
+// shared windows, process_vm), tcp forced, and the default with the
+// one-sided path off (every operation a message the target serves).
+var winBTLs = []struct{ name, env string }{{"default", ""}, {"tcp", "GORUN_BTL=tcp,self"}, {"messages", "GORUN_RMA_DIRECT=0"}}
 
 func winJob(np int, cas, btlEnv string) job {
 	j := job{np: np, cas: cas}

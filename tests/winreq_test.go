@@ -184,4 +184,5 @@ func TestWinRequests(t *testing.T) {
 		t.Run(fmt.Sprint("np=", np), func(t *testing.T) { job{np: np, cas: "win-req"}.ok(t) })
 	}
 	t.Run("tcp/np=3", func(t *testing.T) { job{np: 3, cas: "win-req", env: []string{"GORUN_BTL=tcp,self"}}.ok(t) })
+	t.Run("messages/np=3", func(t *testing.T) { job{np: 3, cas: "win-req", env: []string{"GORUN_RMA_DIRECT=0"}}.ok(t) })
 }

@@ -1,0 +1,103 @@
+package mpi
+
+import (
+	"errors"
+
+	"github.com/gorun/gorun/btl"
+	"github.com/gorun/gorun/internal/params"
+	"github.com/gorun/gorun/p2p"
+)
+
+// Truly one-sided Put and Get. Where a transport reaches a target's part
+// of the window without the target's CPU, Put and Get go that way: no
+// request to the target, no service at the target, completion when the
+// bytes are in place.
+//
+//	WinAllocateShared, and WinAllocate on one host
+//	                   every part is mapped here: a copy, done at once
+//	WinCreate, WinAllocate across hosts
+//	                   process_vm_writev/readv between ranks of one host (btl/sm),
+//	                   RDMA on a fabric (btl/ofi): each rank exposes its part
+//	                   (p2p.Expose) and the ranks swap the regions at creation
+//
+// Everything else goes by active messages (win.go): accumulates (atomic
+// at the target, under its service lock), operations to this rank itself,
+// dynamic windows, and targets no transport reaches directly. MPI leaves
+// concurrent Put and accumulate to one location undefined, so the two
+// paths need no ordering between them; synchronisation (Fence, Unlock,
+// Flush, Complete) waits for both kinds.
+
+var pRMADirect = params.Int("GORUN_RMA_DIRECT", 1,
+	"1: window Put and Get go straight into the target's memory where a transport allows (shared windows, process_vm on one host, RDMA), without the target's CPU; 0: always as messages served by the target")
+
+// exposeDirect exposes this rank's part for one-sided access and swaps
+// the regions with every rank (collective, at creation).
+func (w *Win[T]) exposeDirect(op string) error {
+	if w.dynamic || pRMADirect() == 0 {
+		return nil
+	}
+	n := w.wc.Size()
+	const slot = 1 + btl.MaxRegionSize
+	out, in := make([]byte, n*slot), make([]byte, n*slot)
+	w.expo = w.eng.Expose(btl.HostMem(w.mem))
+	for r := range n {
+		wire, err := w.expo.For(w.wc.world[r])
+		if err != nil {
+			wire = nil // r goes by messages; the call goes on, collective
+		}
+		out[r*slot] = byte(len(wire))
+		copy(out[r*slot+1:], wire)
+	}
+	if err := Alltoall(w.wc, out, in); err != nil {
+		return reop(op, err)
+	}
+	w.direct = make([]*p2p.Remote, n)
+	for r := range n {
+		l := int(in[r*slot])
+		if l == 0 || l > btl.MaxRegionSize {
+			continue
+		}
+		// A region this side cannot use (another module) leaves r to
+		// messages.
+		if rm, err := w.eng.Reach(w.wc.world[r], in[r*slot+1:r*slot+1+l]); err == nil && rm.Len() == int(w.sizes[r])*w.es {
+			w.direct[r] = rm
+		}
+	}
+	return nil
+}
+
+// directOp does a Put (data) or Get (into reply) to target at element disp
+// one-sidedly when it can: did reports whether it did, and r is the
+// transfer's request, nil when it is over already (a shared window's
+// copy). w.mu is held.
+func (w *Win[T]) directOp(name string, put bool, data, reply []byte, target, disp int) (r *p2p.Request, did bool, err error) {
+	if pRMADirect() == 0 {
+		return nil, false, nil
+	}
+	off := disp * w.es
+	if w.shared != nil {
+		part := elemBytes(w.shared[target])
+		if put {
+			copy(part[off:], data)
+		} else {
+			copy(reply, part[off:])
+		}
+		return nil, true, nil
+	}
+	if target == w.wc.rank || w.direct == nil || w.direct[target] == nil {
+		return nil, false, nil
+	}
+	if put {
+		r, err = w.eng.PutTo(btl.HostMem(data), w.direct[target], off)
+	} else {
+		r, err = w.eng.GetFrom(btl.HostMem(reply), w.direct[target], off)
+	}
+	if errors.Is(err, btl.ErrRMARefused) {
+		w.direct[target] = nil // messages from now on
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, wrap(name, err)
+	}
+	return r, true, nil
+}
