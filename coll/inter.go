@@ -18,6 +18,10 @@ import (
 // view of one node, so that no hierarchical algorithm nests its own
 // sub-channels inside these; the shared-memory algorithms are not used.
 //
+// The v forms and Reduce_scatter are in interv.go. Every algorithm here
+// is also a nonblocking call's: it uses only the call's own tags and
+// shares no state with the communicator's other calls.
+//
 // On failure the caller aborts the call on c, as for any collective: the
 // ranks of both groups still in it then fail too.
 

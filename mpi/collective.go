@@ -168,7 +168,7 @@ func layout(op, what string, n int, counts, displs []int, size, elem int) ([]int
 // Barrier blocks until every rank of c has called it.
 func Barrier(c *Comm) error {
 	if c.IsInter() {
-		return c.fail(interBarrier(c))
+		return c.fail(c.interRun(interBarrier("Barrier", c)))
 	}
 	v, err := c.begin("Barrier")
 	if err != nil {
@@ -186,7 +186,7 @@ func barrierFn(v *coll.Comm, a *coll.Args) error { return coll.Barrier(v, a) }
 // group.
 func Bcast[T Element](c *Comm, buf []T, root int) error {
 	if c.IsInter() {
-		return c.fail(interBcast(c, buf, root))
+		return c.fail(c.interRun(interBcast("Bcast", c, buf, root)))
 	}
 	v, err := c.begin("Bcast")
 	if err != nil {
@@ -212,7 +212,7 @@ func bcastCall[T Element](op string, c *Comm, buf []T, root int) (call, error) {
 // its group.
 func Reduce[T Element](c *Comm, sendbuf, recvbuf []T, op Op, root int) error {
 	if c.IsInter() {
-		return c.fail(interReduce(c, sendbuf, recvbuf, op, root))
+		return c.fail(c.interRun(interReduce("Reduce", c, sendbuf, recvbuf, op, root)))
 	}
 	v, err := c.begin("Reduce")
 	if err != nil {
@@ -252,7 +252,7 @@ func reduceCall[T Element](name string, c *Comm, sendbuf, recvbuf []T, op Op, ro
 // each group receives the reduction of the other group's sendbufs.
 func Allreduce[T Element](c *Comm, sendbuf, recvbuf []T, op Op) error {
 	if c.IsInter() {
-		return c.fail(interAllreduce(c, sendbuf, recvbuf, op))
+		return c.fail(c.interRun(interAllreduce("Allreduce", c, sendbuf, recvbuf, op)))
 	}
 	v, err := c.begin("Allreduce")
 	if err != nil {
@@ -313,7 +313,7 @@ func Exscan[T Element](c *Comm, sendbuf, recvbuf []T, op Op) error {
 // sendbufs in its rank order; roots are passed as for Reduce.
 func Gather[T Element](c *Comm, sendbuf, recvbuf []T, root int) error {
 	if c.IsInter() {
-		return c.fail(interGather(c, sendbuf, recvbuf, root))
+		return c.fail(c.interRun(interGather("Gather", c, sendbuf, recvbuf, root)))
 	}
 	v, err := c.begin("Gather")
 	if err != nil {
@@ -348,8 +348,13 @@ func gatherCall[T Element](name string, c *Comm, sendbuf, recvbuf []T, root int)
 // Gatherv collects every rank's sendbuf into recvbuf at root, rank r's
 // counts[r] elements at displs[r]; counts, displs and recvbuf matter at
 // root only. In place: root passes recvbuf[displs[root]:][:counts[root]]
-// as sendbuf.
+// as sendbuf. On an intercommunicator the root (Root) receives remote
+// process j's sendbuf at displs[j] (counts and displs have RemoteSize
+// entries); roots are passed as for Reduce.
 func Gatherv[T Element](c *Comm, sendbuf, recvbuf []T, counts, displs []int, root int) error {
+	if c.IsInter() {
+		return c.fail(c.interRun(interGatherv("Gatherv", c, sendbuf, recvbuf, counts, displs, root)))
+	}
 	v, err := c.begin("Gatherv")
 	if err != nil {
 		return err
@@ -391,7 +396,7 @@ func gathervCall[T Element](name string, c *Comm, sendbuf, recvbuf []T, counts, 
 // as for Reduce.
 func Scatter[T Element](c *Comm, sendbuf, recvbuf []T, root int) error {
 	if c.IsInter() {
-		return c.fail(interScatter(c, sendbuf, recvbuf, root))
+		return c.fail(c.interRun(interScatter("Scatter", c, sendbuf, recvbuf, root)))
 	}
 	v, err := c.begin("Scatter")
 	if err != nil {
@@ -426,8 +431,13 @@ func scatterCall[T Element](name string, c *Comm, sendbuf, recvbuf []T, root int
 // Scatterv sends counts[r] elements at displs[r] of root's sendbuf to rank
 // r's recvbuf, which must be exactly that long. sendbuf, counts and
 // displs matter at root only. In place: root passes its own block of
-// sendbuf as recvbuf.
+// sendbuf as recvbuf. On an intercommunicator the root (Root) sends block
+// j to process j of the other group (counts and displs have RemoteSize
+// entries); roots are passed as for Reduce.
 func Scatterv[T Element](c *Comm, sendbuf []T, counts, displs []int, recvbuf []T, root int) error {
+	if c.IsInter() {
+		return c.fail(c.interRun(interScatterv("Scatterv", c, sendbuf, counts, displs, recvbuf, root)))
+	}
 	v, err := c.begin("Scatterv")
 	if err != nil {
 		return err
@@ -468,7 +478,7 @@ func scattervCall[T Element](name string, c *Comm, sendbuf []T, counts, displs [
 // start of recvbuf.
 func Allgather[T Element](c *Comm, sendbuf, recvbuf []T) error {
 	if c.IsInter() {
-		return c.fail(interAllgather(c, sendbuf, recvbuf))
+		return c.fail(c.interRun(interAllgather("Allgather", c, sendbuf, recvbuf)))
 	}
 	v, err := c.begin("Allgather")
 	if err != nil {
@@ -497,7 +507,13 @@ func allgatherCall[T Element](name string, c *Comm, sendbuf, recvbuf []T) (call,
 // Allgatherv collects every rank's sendbuf into recvbuf at every rank,
 // rank r's counts[r] elements at displs[r] (the same counts and displs at
 // every rank). In place: pass recvbuf[displs[r]:][:counts[r]] as sendbuf.
+// On an intercommunicator each group receives the other group's sendbufs,
+// remote process j's at displs[j] (counts and displs have RemoteSize
+// entries, the same at every process of a group; no in-place form).
 func Allgatherv[T Element](c *Comm, sendbuf, recvbuf []T, counts, displs []int) error {
+	if c.IsInter() {
+		return c.fail(c.interRun(interAllgatherv("Allgatherv", c, sendbuf, recvbuf, counts, displs)))
+	}
 	v, err := c.begin("Allgatherv")
 	if err != nil {
 		return err
@@ -532,7 +548,7 @@ func allgathervCall[T Element](name string, c *Comm, sendbuf, recvbuf []T, count
 // RemoteSize blocks (no in-place form).
 func Alltoall[T Element](c *Comm, sendbuf, recvbuf []T) error {
 	if c.IsInter() {
-		return c.fail(interAlltoall(c, sendbuf, recvbuf))
+		return c.fail(c.interRun(interAlltoall("Alltoall", c, sendbuf, recvbuf)))
 	}
 	v, err := c.begin("Alltoall")
 	if err != nil {
@@ -564,8 +580,13 @@ func alltoallCall[T Element](name string, c *Comm, sendbuf, recvbuf []T) (call, 
 // Alltoallv sends sendcounts[r] elements at sdispls[r] of sendbuf to rank
 // r and receives recvcounts[r] elements from rank r at rdispls[r] of
 // recvbuf. In place: pass recvbuf as sendbuf (recvcounts and rdispls
-// then describe both sides).
+// then describe both sides). On an intercommunicator r is a rank of the
+// other group (the counts and displacements have RemoteSize entries; no
+// in-place form).
 func Alltoallv[T Element](c *Comm, sendbuf []T, sendcounts, sdispls []int, recvbuf []T, recvcounts, rdispls []int) error {
+	if c.IsInter() {
+		return c.fail(c.interRun(interAlltoallv("Alltoallv", c, sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls)))
+	}
 	v, err := c.begin("Alltoallv")
 	if err != nil {
 		return err
@@ -596,8 +617,14 @@ func alltoallvCall[T Element](name string, c *Comm, sendbuf []T, sendcounts, sdi
 // ReduceScatter reduces every rank's sendbuf with op and leaves block r
 // (recvcounts[r] elements, the blocks laid end to end in sendbuf) in
 // recvbuf at rank r. In place: pass recvbuf as sendbuf; the result is then
-// at its start.
+// at its start. On an intercommunicator the reduction of the other
+// group's sendbufs is scattered over this group by this group's
+// recvcounts; both groups' sendbufs hold the sum of their group's
+// recvcounts, which must be equal (no in-place form).
 func ReduceScatter[T Element](c *Comm, sendbuf, recvbuf []T, recvcounts []int, op Op) error {
+	if c.IsInter() {
+		return c.fail(c.interRun(interReduceScatter("ReduceScatter", c, sendbuf, recvbuf, recvcounts, op)))
+	}
 	v, err := c.begin("ReduceScatter")
 	if err != nil {
 		return err
@@ -653,8 +680,13 @@ func scatterCounts(name string, n int, recvcounts []int, es int) (counts []int, 
 // ReduceScatterBlock reduces every rank's sendbuf (size blocks of
 // len(sendbuf)/size elements) with op and leaves block r in recvbuf at
 // rank r. In place: pass recvbuf as sendbuf; the result is then at its
-// start.
+// start. On an intercommunicator the reduction of the other group's
+// sendbufs, which have the length of this group's, is scattered over this
+// group (no in-place form).
 func ReduceScatterBlock[T Element](c *Comm, sendbuf, recvbuf []T, op Op) error {
+	if c.IsInter() {
+		return c.fail(c.interRun(interReduceScatterBlock("ReduceScatterBlock", c, sendbuf, recvbuf, op)))
+	}
 	v, err := c.begin("ReduceScatterBlock")
 	if err != nil {
 		return err

@@ -17,7 +17,9 @@ func reop(op string, err error) error {
 func (c *Comm) SetName(name string) { c.name = name }
 
 // Dup returns a new communicator with c's members in c's order and a
-// context of its own (MPI_Comm_dup). Collective over c.
+// context of its own (MPI_Comm_dup). Collective over c. The duplicate of
+// an intercommunicator is an intercommunicator of the same two groups
+// (collective over both).
 func (c *Comm) Dup() (*Comm, error) {
 	d, err := c.dup()
 	return d, c.fail(err)
@@ -26,6 +28,9 @@ func (c *Comm) Dup() (*Comm, error) {
 func (c *Comm) dup() (*Comm, error) {
 	if err := c.check("Comm.Dup"); err != nil {
 		return nil, err
+	}
+	if c.inter != nil {
+		return c.interDup("Comm.Dup")
 	}
 	ctx, err := c.agreeCtx("Comm.Dup")
 	if err != nil {
@@ -49,13 +54,23 @@ func (c *Comm) dup() (*Comm, error) {
 // Split partitions c by color: the processes that pass the same color get
 // a new communicator together, ranked by key and then by their rank in c
 // (MPI_Comm_split). A process that passes Undefined gets nil. Collective
-// over c.
+// over c. On an intercommunicator the processes of each group that pass
+// one color make the local group of a new intercommunicator, whose remote
+// group is the other group's processes of that color; a color only one
+// group passes gives nil (intercreate.go).
 func (c *Comm) Split(color, key int) (*Comm, error) {
 	if err := c.check("Comm.Split"); err != nil {
 		return nil, c.fail(err)
 	}
+	var bad error
 	if color < 0 && color != Undefined {
-		return nil, c.fail(errorf(ErrArg, "Comm.Split", "color %d: colors are non-negative or Undefined", color))
+		bad = errorf(ErrArg, "Comm.Split", "color %d: colors are non-negative or Undefined", color)
+	}
+	if c.inter != nil {
+		return c.interSplit("Comm.Split", color, key, bad)
+	}
+	if bad != nil {
+		return nil, c.fail(bad)
 	}
 	return c.split("Comm.Split", color, key)
 }
@@ -140,12 +155,15 @@ func (c *Comm) SplitType(kind SplitKind, key int) (*Comm, error) {
 // Create returns a communicator of the members of g, which must be a
 // subset of c's, in g's order (MPI_Comm_create); processes outside g get
 // nil. Collective over c: every process of c calls it with the same group.
+// On an intercommunicator each group passes a subgroup of its own group,
+// and the two subgroups make a new intercommunicator; when either is
+// empty every process gets nil.
 func (c *Comm) Create(g *Group) (*Comm, error) {
 	if err := c.check("Comm.Create"); err != nil {
 		return nil, c.fail(err)
 	}
-	if err := c.intra("Comm.Create"); err != nil {
-		return nil, c.fail(err)
+	if c.inter != nil {
+		return c.interCreate("Comm.Create", g)
 	}
 	if err := checkGroup("Comm.Create", g); err != nil {
 		return nil, c.fail(err)

@@ -24,6 +24,10 @@ import (
 // nonblocking collectives progressing independently (Ibarrier, then a
 // synchronous send) cannot deadlock. The price is a goroutine start and a
 // self-message per call (about a microsecond).
+//
+// On an intercommunicator every one of them but Iscan and Iexscan (which
+// MPI defines on intracommunicators only) runs the intercommunicator
+// algorithm of its blocking form (intercoll.go) the same way.
 
 // start runs a prepared call in a goroutine and returns its request.
 func start(c *Comm, op string, v coll.Comm, cl call, err error) (*Request, error) {
@@ -86,6 +90,9 @@ func (r *collResult) get() error {
 // Ibarrier starts a barrier: the request completes once every rank of c
 // has started its Ibarrier (or Barrier).
 func Ibarrier(c *Comm) (*Request, error) {
+	if c.IsInter() {
+		return c.interStart(interBarrier("Ibarrier", c))
+	}
 	v, err := c.begin("Ibarrier")
 	if err != nil {
 		return nil, err
@@ -95,6 +102,9 @@ func Ibarrier(c *Comm) (*Request, error) {
 
 // Ibcast is the nonblocking Bcast.
 func Ibcast[T Element](c *Comm, buf []T, root int) (*Request, error) {
+	if c.IsInter() {
+		return c.interStart(interBcast("Ibcast", c, buf, root))
+	}
 	v, err := c.begin("Ibcast")
 	if err != nil {
 		return nil, err
@@ -105,6 +115,9 @@ func Ibcast[T Element](c *Comm, buf []T, root int) (*Request, error) {
 
 // Ireduce is the nonblocking Reduce.
 func Ireduce[T Element](c *Comm, sendbuf, recvbuf []T, op Op, root int) (*Request, error) {
+	if c.IsInter() {
+		return c.interStart(interReduce("Ireduce", c, sendbuf, recvbuf, op, root))
+	}
 	v, err := c.begin("Ireduce")
 	if err != nil {
 		return nil, err
@@ -115,6 +128,9 @@ func Ireduce[T Element](c *Comm, sendbuf, recvbuf []T, op Op, root int) (*Reques
 
 // Iallreduce is the nonblocking Allreduce.
 func Iallreduce[T Element](c *Comm, sendbuf, recvbuf []T, op Op) (*Request, error) {
+	if c.IsInter() {
+		return c.interStart(interAllreduce("Iallreduce", c, sendbuf, recvbuf, op))
+	}
 	v, err := c.begin("Iallreduce")
 	if err != nil {
 		return nil, err
@@ -145,6 +161,9 @@ func Iexscan[T Element](c *Comm, sendbuf, recvbuf []T, op Op) (*Request, error) 
 
 // Igather is the nonblocking Gather.
 func Igather[T Element](c *Comm, sendbuf, recvbuf []T, root int) (*Request, error) {
+	if c.IsInter() {
+		return c.interStart(interGather("Igather", c, sendbuf, recvbuf, root))
+	}
 	v, err := c.begin("Igather")
 	if err != nil {
 		return nil, err
@@ -155,6 +174,9 @@ func Igather[T Element](c *Comm, sendbuf, recvbuf []T, root int) (*Request, erro
 
 // Igatherv is the nonblocking Gatherv.
 func Igatherv[T Element](c *Comm, sendbuf, recvbuf []T, counts, displs []int, root int) (*Request, error) {
+	if c.IsInter() {
+		return c.interStart(interGatherv("Igatherv", c, sendbuf, recvbuf, counts, displs, root))
+	}
 	v, err := c.begin("Igatherv")
 	if err != nil {
 		return nil, err
@@ -165,6 +187,9 @@ func Igatherv[T Element](c *Comm, sendbuf, recvbuf []T, counts, displs []int, ro
 
 // Iscatter is the nonblocking Scatter.
 func Iscatter[T Element](c *Comm, sendbuf, recvbuf []T, root int) (*Request, error) {
+	if c.IsInter() {
+		return c.interStart(interScatter("Iscatter", c, sendbuf, recvbuf, root))
+	}
 	v, err := c.begin("Iscatter")
 	if err != nil {
 		return nil, err
@@ -175,6 +200,9 @@ func Iscatter[T Element](c *Comm, sendbuf, recvbuf []T, root int) (*Request, err
 
 // Iscatterv is the nonblocking Scatterv.
 func Iscatterv[T Element](c *Comm, sendbuf []T, counts, displs []int, recvbuf []T, root int) (*Request, error) {
+	if c.IsInter() {
+		return c.interStart(interScatterv("Iscatterv", c, sendbuf, counts, displs, recvbuf, root))
+	}
 	v, err := c.begin("Iscatterv")
 	if err != nil {
 		return nil, err
@@ -185,6 +213,9 @@ func Iscatterv[T Element](c *Comm, sendbuf []T, counts, displs []int, recvbuf []
 
 // Iallgather is the nonblocking Allgather.
 func Iallgather[T Element](c *Comm, sendbuf, recvbuf []T) (*Request, error) {
+	if c.IsInter() {
+		return c.interStart(interAllgather("Iallgather", c, sendbuf, recvbuf))
+	}
 	v, err := c.begin("Iallgather")
 	if err != nil {
 		return nil, err
@@ -195,6 +226,9 @@ func Iallgather[T Element](c *Comm, sendbuf, recvbuf []T) (*Request, error) {
 
 // Iallgatherv is the nonblocking Allgatherv.
 func Iallgatherv[T Element](c *Comm, sendbuf, recvbuf []T, counts, displs []int) (*Request, error) {
+	if c.IsInter() {
+		return c.interStart(interAllgatherv("Iallgatherv", c, sendbuf, recvbuf, counts, displs))
+	}
 	v, err := c.begin("Iallgatherv")
 	if err != nil {
 		return nil, err
@@ -205,6 +239,9 @@ func Iallgatherv[T Element](c *Comm, sendbuf, recvbuf []T, counts, displs []int)
 
 // Ialltoall is the nonblocking Alltoall.
 func Ialltoall[T Element](c *Comm, sendbuf, recvbuf []T) (*Request, error) {
+	if c.IsInter() {
+		return c.interStart(interAlltoall("Ialltoall", c, sendbuf, recvbuf))
+	}
 	v, err := c.begin("Ialltoall")
 	if err != nil {
 		return nil, err
@@ -215,6 +252,9 @@ func Ialltoall[T Element](c *Comm, sendbuf, recvbuf []T) (*Request, error) {
 
 // Ialltoallv is the nonblocking Alltoallv.
 func Ialltoallv[T Element](c *Comm, sendbuf []T, sendcounts, sdispls []int, recvbuf []T, recvcounts, rdispls []int) (*Request, error) {
+	if c.IsInter() {
+		return c.interStart(interAlltoallv("Ialltoallv", c, sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls))
+	}
 	v, err := c.begin("Ialltoallv")
 	if err != nil {
 		return nil, err
@@ -225,6 +265,9 @@ func Ialltoallv[T Element](c *Comm, sendbuf []T, sendcounts, sdispls []int, recv
 
 // IreduceScatter is the nonblocking ReduceScatter.
 func IreduceScatter[T Element](c *Comm, sendbuf, recvbuf []T, recvcounts []int, op Op) (*Request, error) {
+	if c.IsInter() {
+		return c.interStart(interReduceScatter("IreduceScatter", c, sendbuf, recvbuf, recvcounts, op))
+	}
 	v, err := c.begin("IreduceScatter")
 	if err != nil {
 		return nil, err
@@ -235,6 +278,9 @@ func IreduceScatter[T Element](c *Comm, sendbuf, recvbuf []T, recvcounts []int, 
 
 // IreduceScatterBlock is the nonblocking ReduceScatterBlock.
 func IreduceScatterBlock[T Element](c *Comm, sendbuf, recvbuf []T, op Op) (*Request, error) {
+	if c.IsInter() {
+		return c.interStart(interReduceScatterBlock("IreduceScatterBlock", c, sendbuf, recvbuf, op))
+	}
 	v, err := c.begin("IreduceScatterBlock")
 	if err != nil {
 		return nil, err

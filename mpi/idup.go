@@ -12,7 +12,8 @@ import (
 // with ErrComm. Like a nonblocking collective, Idup is ordered with c's
 // other collectives at the call, and other collectives on c may be
 // started while it runs. When the request fails, so does every use of the
-// communicator.
+// communicator. The Idup of an intercommunicator is an intercommunicator
+// of the same two groups (intercreate.go).
 //
 // How: the call takes its place among c's collectives at once (its
 // sequence number and tag, as every nonblocking collective does); the
@@ -25,6 +26,9 @@ import (
 // is agreed; one that fails fails the request (and frees the duplicate).
 func (c *Comm) Idup() (*Comm, *Request, error) {
 	const op = "Comm.Idup"
+	if c.IsInter() {
+		return c.interIdup()
+	}
 	v, err := c.begin(op)
 	if err != nil {
 		return nil, nil, err // through c's handler in begin

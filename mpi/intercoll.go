@@ -3,20 +3,49 @@ package mpi
 import "github.com/gorun/gorun/coll"
 
 // The collectives of an intercommunicator (intercomm.go): Barrier, Bcast,
-// Reduce, Allreduce, Gather, Scatter, Allgather and Alltoall send here;
-// coll/inter.go runs them.
+// Reduce, Allreduce, Gather(v), Scatter(v), Allgather(v), Alltoall(v),
+// ReduceScatter and ReduceScatterBlock, blocking and nonblocking, send
+// here; coll/inter.go and coll/interv.go run them. Each is prepared once
+// (its arguments checked, an interCall) and then run by interRun (the
+// blocking call) or started by interStart (the nonblocking one, which
+// runs it in a goroutine as icollective.go does every nonblocking call).
+// Scan and Exscan are not defined on an intercommunicator.
 
-// interRun runs fn on the union of the intercommunicator c's groups as one
-// call; prepErr, a failed preparation, aborts the call instead, so that
-// the other processes do not wait for this one.
-func (c *Comm) interRun(op string, fn func(*coll.Comm, *coll.Args, int) error, a coll.Args, prepErr error) error {
-	v, err := c.interBegin(op)
+// interCall is a prepared intercommunicator collective: the operation's
+// name, its call (the algorithm bound to the split of c's union) and, when
+// the arguments were bad, why; the call then aborts at once, so that the
+// other processes do not wait for this one.
+type interCall struct {
+	op  string
+	cl  call
+	err error
+}
+
+// interPrep binds fn to the split of the union of c's groups.
+func (c *Comm) interPrep(op string, fn func(*coll.Comm, *coll.Args, int) error, a coll.Args, err error) interCall {
+	split := c.inter.splitAt(len(c.world))
+	return interCall{op: op, err: err, cl: call{fn: func(v *coll.Comm, a *coll.Args) error { return fn(v, a, split) }, args: a}}
+}
+
+// interRun runs the prepared call ic on the union of the intercommunicator
+// c's groups as one blocking call.
+func (c *Comm) interRun(ic interCall) error {
+	v, err := c.interBegin(ic.op)
 	if err != nil {
 		return err
 	}
-	split := c.inter.splitAt(len(c.world))
-	cl := call{fn: func(v *coll.Comm, a *coll.Args) error { return fn(v, a, split) }, args: a}
-	return finish(op, &v, &cl, prepErr)
+	return finish(ic.op, &v, &ic.cl, ic.err)
+}
+
+// interStart starts the prepared call ic as a nonblocking collective on
+// c; errors have been through c's handler.
+func (c *Comm) interStart(ic interCall) (*Request, error) {
+	v, err := c.interBegin(ic.op)
+	if err != nil {
+		return nil, c.fail(err)
+	}
+	q, err := start(c, ic.op, v, ic.cl, ic.err)
+	return q, c.fail(err)
 }
 
 // unionRemote is the rank in the union of remote rank r.
@@ -27,18 +56,18 @@ func (c *Comm) unionRemote(r int) int {
 	return r
 }
 
-func interBarrier(c *Comm) error {
-	return c.interRun("Barrier", func(v *coll.Comm, a *coll.Args, _ int) error { return coll.InterBarrier(v, a) }, coll.Args{}, nil)
+func interBarrier(name string, c *Comm) interCall {
+	return c.interPrep(name, func(v *coll.Comm, a *coll.Args, _ int) error { return coll.InterBarrier(v, a) }, coll.Args{}, nil)
 }
 
 // interBcast: root is Root at the root, ProcNull at the other processes
 // of its group, and the root's rank in the remote group in the other
 // group.
-func interBcast[T Element](c *Comm, buf []T, root int) error {
+func interBcast[T Element](name string, c *Comm, buf []T, root int) interCall {
 	a := coll.Args{Recv: elemBytes(buf)}
 	var err error
-	a.Root, err = c.interRoot("Bcast", root)
-	return c.interRun("Bcast", coll.InterBcast, a, err)
+	a.Root, err = c.interRoot(name, root)
+	return c.interPrep(name, coll.InterBcast, a, err)
 }
 
 // interRoot is the root of a rooted intercommunicator collective in the
@@ -61,61 +90,69 @@ func (c *Comm) interRoot(op string, root int) (int, error) {
 // remote group's sendbufs, which have len(recvbuf) elements; the processes
 // of the other group pass their sendbuf, those of the root's group
 // ProcNull and nothing.
-func interReduce[T Element](c *Comm, sendbuf, recvbuf []T, op Op, root int) error {
-	const name = "Reduce"
+func interReduce[T Element](name string, c *Comm, sendbuf, recvbuf []T, op Op, root int) interCall {
 	r, err := c.interRoot(name, root)
 	o, berr := bind[T](name, op)
 	a := coll.Args{Send: elemBytes(sendbuf), Recv: elemBytes(recvbuf), Op: o, Elem: elemSize[T](), Root: r}
-	return c.interRun(name, coll.InterReduce, a, firstErr(err, berr))
+	return c.interPrep(name, coll.InterReduce, a, firstErr(err, berr))
 }
 
 // interGather: the root (Root) receives the remote group's sendbufs, in
 // its rank order, in recvbuf (RemoteSize blocks of the senders' length).
-func interGather[T Element](c *Comm, sendbuf, recvbuf []T, root int) error {
-	return interRooted(c, "Gather", coll.InterGather, sendbuf, recvbuf, recvbuf, "receive", root)
+func interGather[T Element](name string, c *Comm, sendbuf, recvbuf []T, root int) interCall {
+	return interRooted(c, name, coll.InterGather, sendbuf, recvbuf, recvbuf, "receive", root)
 }
 
 // interScatter: the root (Root) sends block j of sendbuf (RemoteSize
 // blocks) to remote process j, which receives it in recvbuf.
-func interScatter[T Element](c *Comm, sendbuf, recvbuf []T, root int) error {
-	return interRooted(c, "Scatter", coll.InterScatter, sendbuf, recvbuf, sendbuf, "send", root)
+func interScatter[T Element](name string, c *Comm, sendbuf, recvbuf []T, root int) interCall {
+	return interRooted(c, name, coll.InterScatter, sendbuf, recvbuf, sendbuf, "send", root)
 }
 
-// interRooted runs the intercommunicator Gather or Scatter, whose root's
-// buffer rootBuf (its what buffer) holds one block per remote process.
-func interRooted[T Element](c *Comm, name string, fn func(*coll.Comm, *coll.Args, int) error, sendbuf, recvbuf, rootBuf []T, what string, root int) error {
+// interRooted prepares the intercommunicator Gather or Scatter, whose
+// root's buffer rootBuf (its what buffer) holds one block per remote
+// process.
+func interRooted[T Element](c *Comm, name string, fn func(*coll.Comm, *coll.Args, int) error, sendbuf, recvbuf, rootBuf []T, what string, root int) interCall {
 	r, err := c.interRoot(name, root)
 	if err == nil && root == Root && len(rootBuf)%c.RemoteSize() != 0 {
 		err = errorf(ErrCount, name, "%s buffer of %d elements for %d processes", what, len(rootBuf), c.RemoteSize())
 	}
-	return c.interRun(name, fn, coll.Args{Send: elemBytes(sendbuf), Recv: elemBytes(recvbuf), Root: r}, err)
+	return c.interPrep(name, fn, coll.Args{Send: elemBytes(sendbuf), Recv: elemBytes(recvbuf), Root: r}, err)
 }
 
 // interAlltoall: every process sends block j of sendbuf to remote process
 // j and receives that process's block in block j of recvbuf (both of
 // RemoteSize blocks).
-func interAlltoall[T Element](c *Comm, sendbuf, recvbuf []T) error {
-	const name = "Alltoall"
+func interAlltoall[T Element](name string, c *Comm, sendbuf, recvbuf []T) interCall {
 	var err error
 	if m := c.RemoteSize(); len(sendbuf)%m != 0 || len(recvbuf)%m != 0 {
 		err = errorf(ErrCount, name, "buffers of %d and %d elements for %d remote processes", len(sendbuf), len(recvbuf), m)
-	} else if aliasing(elemBytes(sendbuf), elemBytes(recvbuf)) != disjoint {
-		err = errorf(ErrBuffer, name, "send and receive buffers overlap (no in-place form on an intercommunicator)")
+	} else {
+		err = interDisjoint(name, sendbuf, recvbuf)
 	}
 	a := coll.Args{Send: elemBytes(sendbuf), Recv: elemBytes(recvbuf)}
-	return c.interRun(name, coll.InterAlltoall, a, err)
+	return c.interPrep(name, coll.InterAlltoall, a, err)
+}
+
+// interDisjoint fails with ErrBuffer when the send and receive buffers of
+// a collective without an in-place form on an intercommunicator overlap.
+func interDisjoint[T Element](name string, sendbuf, recvbuf []T) error {
+	if aliasing(elemBytes(sendbuf), elemBytes(recvbuf)) != disjoint {
+		return errorf(ErrBuffer, name, "send and receive buffers overlap (no in-place form on an intercommunicator)")
+	}
+	return nil
 }
 
 // interAllreduce: every process receives the reduction of the remote
 // group's sendbufs, which have len(sendbuf) elements as this group's do.
-func interAllreduce[T Element](c *Comm, sendbuf, recvbuf []T, op Op) error {
-	cl, err := reductionCall("Allreduce", coll.Allreduce, sendbuf, recvbuf, op)
-	return c.interRun("Allreduce", coll.InterAllreduce, cl.args, err)
+func interAllreduce[T Element](name string, c *Comm, sendbuf, recvbuf []T, op Op) interCall {
+	cl, err := reductionCall(name, coll.Allreduce, sendbuf, recvbuf, op)
+	return c.interPrep(name, coll.InterAllreduce, cl.args, err)
 }
 
 // interAllgather: every process receives the remote group's sendbufs, in
 // its rank order, at the start of recvbuf.
-func interAllgather[T Element](c *Comm, sendbuf, recvbuf []T) error {
+func interAllgather[T Element](name string, c *Comm, sendbuf, recvbuf []T) interCall {
 	a := coll.Args{Send: elemBytes(sendbuf), Recv: elemBytes(recvbuf)}
-	return c.interRun("Allgather", coll.InterAllgather, a, nil)
+	return c.interPrep(name, coll.InterAllgather, a, nil)
 }

@@ -18,15 +18,18 @@ import (
 // Allreduce over its local communicator, and the two leaders exchange
 // theirs over the peer communicator.
 //
-// Collectives on an intercommunicator: Barrier, Bcast (with Root and
-// ProcNull in the root's group, as MPI_ROOT and MPI_PROC_NULL), Allreduce
-// and Allgather (each group receives the other group's contributions), in
-// their blocking forms. Every other collective, the nonblocking ones, the
-// constructors (Dup, Split, Create, CreateGroup, the topologies, windows)
-// and Agree and Shrink fail with ErrComm on an intercommunicator; Merge
-// makes an intracommunicator of both groups, on which everything works.
-// The collectives run on a view of the union of the two groups
-// (coll/inter.go says how).
+// Collectives on an intercommunicator (intercoll.go, intercollv.go):
+// Barrier, Bcast, Reduce, Gather(v) and Scatter(v) (with Root and
+// ProcNull in the root's group, as MPI_ROOT and MPI_PROC_NULL),
+// Allreduce, Allgather(v), Alltoall(v), ReduceScatter and
+// ReduceScatterBlock (each group receives what the other group
+// contributed), blocking and nonblocking. Dup, Idup, Split and Create
+// make intercommunicators (intercreate.go). Scan, Exscan, Alltoallw, the
+// object collectives (BcastObj ...), CreateGroup, SplitType, the
+// topologies, windows, the persistent collectives, Agree and Shrink fail
+// with ErrComm on an intercommunicator; Merge makes an intracommunicator
+// of both groups, on which everything works. The collectives run on a
+// view of the union of the two groups (coll/inter.go says how).
 
 // Root is MPI_ROOT: the root of a Bcast on an intercommunicator passes it
 // as root; the other processes of its group pass ProcNull, and the
@@ -46,20 +49,10 @@ type interComm struct {
 
 // newInterComm makes the intercommunicator of the local group local (this
 // process is local[rank]) and the remote group remote, on context pair
-// ctx. Both groups order the union the same way: the group holding the
-// lowest world rank comes first.
+// ctx (initInter says how).
 func newInterComm(name string, s *rt, ctx uint32, local []int, rank int, remote []int) *Comm {
-	in := &interComm{remote: remote, rindex: make(map[int]int, len(remote)),
-		localFirst: slices.Min(local) < slices.Min(remote)}
-	for i, w := range remote {
-		in.rindex[w] = i
-	}
-	union, urank := slices.Concat(local, remote), rank
-	if !in.localFirst {
-		union, urank = slices.Concat(remote, local), len(remote)+rank
-	}
-	c := &Comm{inter: in}
-	c.initWith(name, s, ctx, local, rank, union, urank)
+	c := &Comm{}
+	c.initInter(name, s, ctx, local, rank, remote)
 	return c
 }
 
@@ -283,13 +276,7 @@ func (c *Comm) merge(high bool) (*Comm, error) {
 		world = slices.Concat(world[split:], world[:split])
 		me = (me - split + n) % n
 	}
-	ctx, err := c.agreeCtxKey(op, ctxKey(c.ctx, 0), func(buf []uint64) error {
-		cl, err := reductionCall(op, coll.Allreduce, buf, buf, Band)
-		if err != nil {
-			return err
-		}
-		return c.unionRun(op, cl.fn, cl.args)
-	})
+	ctx, err := c.agreeInterCtx(op)
 	if err != nil {
 		return nil, err
 	}

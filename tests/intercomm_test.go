@@ -13,7 +13,8 @@ import (
 )
 
 // Issue 16: Comm.CreateGroup and intercommunicators (IntercommCreate,
-// Merge, point-to-point and collectives across the two groups), each
+// Merge, Dup, Idup, Split and Create of an intercommunicator,
+// point-to-point and collectives across the two groups), each
 // against a result computed sequentially, and the intercommunicator
 // program against its C twin under Open MPI (tests/openmpi/intercomm.c).
 
@@ -21,6 +22,7 @@ func init() {
 	rankCases["intercomm-ref"] = caseIntercommRef
 	rankCases["intercomm"] = caseIntercomm
 	rankCases["creategroup"] = caseCreateGroup
+	rankCases["intercomm-ctor"] = caseIntercommCtor
 }
 
 // evenOdd splits w into its even and odd ranks and joins the two by an
@@ -98,6 +100,44 @@ func caseIntercommRef(w *mpi.Comm) error {
 		return err
 	}
 
+	vs := make([]int32, rank%3+1)
+	for i := range vs {
+		vs[i] = int32(rank*10 + i)
+	}
+	vc, vd, vn := make([]int, rsize), make([]int, rsize), 0
+	for j := range rsize {
+		vc[j], vd[j] = (2*j+1-color)%3+1, vn
+		vn += vc[j]
+	}
+	vr := make([]int32, vn)
+	if err := mpi.Allgatherv(inter, vs, vr, vc, vd); err != nil {
+		return err
+	}
+
+	rs, rr := make([]int64, local.Size()*rsize), make([]int64, rsize)
+	for e := range rs {
+		rs[e] = int64(rank*100 + e)
+	}
+	if err := mpi.ReduceScatterBlock(inter, rs, rr, mpi.Sum); err != nil {
+		return err
+	}
+
+	split := " split null"
+	sp, err := inter.Split((rank/4)%2, -rank)
+	if err != nil {
+		return err
+	}
+	if sp != nil {
+		ssum := []int64{int64(rank)}
+		if err := mpi.Allreduce(sp, ssum, ssum, mpi.Sum); err != nil {
+			return err
+		}
+		split = fmt.Sprintf(" split %d %d %d", sp.Rank(), sp.RemoteSize(), ssum[0])
+		if err := sp.Free(); err != nil {
+			return err
+		}
+	}
+
 	merged, err := inter.Merge(color == 0)
 	if err != nil {
 		return err
@@ -114,6 +154,15 @@ func caseIntercommRef(w *mpi.Comm) error {
 	for _, v := range gr {
 		fmt.Fprintf(&sb, " %d", v)
 	}
+	sb.WriteString(" allgatherv")
+	for _, v := range vr {
+		fmt.Fprintf(&sb, " %d", v)
+	}
+	sb.WriteString(" rsb")
+	for _, v := range rr {
+		fmt.Fprintf(&sb, " %d", v)
+	}
+	sb.WriteString(split)
 	fmt.Fprintf(&sb, " merged %d sum %d", mrank, msum[0])
 	lines, err := mpi.GatherObj(w, sb.String(), 0)
 	if err != nil {
@@ -167,14 +216,53 @@ func intercommSequential(n int) string {
 				fmt.Fprintf(&sb, " %d", x*10+1)
 			}
 		}
+		sb.WriteString(" allgatherv")
+		for _, x := range remote {
+			for i := range x%3 + 1 {
+				fmt.Fprintf(&sb, " %d", x*10+i)
+			}
+		}
+		// Reduce_scatter_block: this process's rsize elements of the
+		// sum over the remote group of x*100+e.
+		sb.WriteString(" rsb")
+		lrank := rank / 2
+		for i := range len(remote) {
+			e, v := lrank*len(remote)+i, 0
+			for _, x := range remote {
+				v += x*100 + e
+			}
+			fmt.Fprintf(&sb, " %d", v)
+		}
+		// Split with color (r/4)%2 and key -r: the groups in
+		// decreasing world rank; nil when the other group lacks the
+		// color.
+		of := func(g []int) []int {
+			var s []int
+			for _, x := range slices.Backward(g) {
+				if (x/4)%2 == (rank/4)%2 {
+					s = append(s, x)
+				}
+			}
+			return s
+		}
+		if sl, sr := of(group(color)), of(remote); len(sr) == 0 {
+			sb.WriteString(" split null")
+		} else {
+			sum := 0
+			for _, x := range sr {
+				sum += x
+			}
+			fmt.Fprintf(&sb, " split %d %d %d", slices.Index(sl, rank), len(sr), sum)
+		}
 		fmt.Fprintf(&sb, " merged %d sum %d\n", slices.Index(mergedOrder, rank), msum)
 	}
 	return sb.String()
 }
 
-// TestIntercommAgainstOpenMPI: the intercommunicator program gives the
-// lines a sequential computation gives, over shared memory and TCP, and
-// the lines its C twin gives under Open MPI.
+// TestIntercommAgainstOpenMPI: the intercommunicator program (among its
+// calls Allgatherv, Reduce_scatter_block and Split on the
+// intercommunicator) gives the lines a sequential computation gives, over
+// shared memory and TCP, and the lines its C twin gives under Open MPI.
 func TestIntercommAgainstOpenMPI(t *testing.T) {
 	for _, np := range []int{2, 5, 6} {
 		for _, btl := range []string{"sm,self", "tcp,self"} {
@@ -198,7 +286,8 @@ func TestIntercommAgainstOpenMPI(t *testing.T) {
 // split. AnySource names remote ranks; a Bcast from the odd group; an
 // Allreduce in place and with Max; groups and sizes; Merge with both
 // groups low (the group of world rank 0 first); collectives and
-// constructors that take an intracommunicator fail with ErrComm at every
+// constructors that take an intracommunicator (Scan, SplitType,
+// CreateGroup, the topologies) fail with ErrComm at every
 // process without a collective begun, so the intercommunicator still
 // works afterwards; a Bcast root outside the remote group fails with
 // ErrRoot everywhere; CommCompare compares both groups. Revoke is not
@@ -302,13 +391,12 @@ func caseIntercomm(w *mpi.Comm) error {
 	// What an intercommunicator does not take: refused here, before any
 	// collective starts, at every process.
 	for name, f := range map[string]func() error{
-		"Scan":       func() error { return mpi.Scan(inter, x, x, mpi.Sum) },
-		"Ibarrier":   func() error { _, err := mpi.Ibarrier(inter); return err },
-		"Exscan":     func() error { return mpi.Exscan(inter, x, x, mpi.Sum) },
-		"Split":      func() error { _, err := inter.Split(0, 0); return err },
-		"Dup":        func() error { _, err := inter.Dup(); return err },
-		"Create":     func() error { _, err := inter.Create(wg); return err },
-		"CartCreate": func() error { _, err := mpi.CartCreate(inter, []int{1}, []bool{false}, false); return err },
+		"Scan":        func() error { return mpi.Scan(inter, x, x, mpi.Sum) },
+		"Iscan":       func() error { _, err := mpi.Iscan(inter, x, x, mpi.Sum); return err },
+		"Exscan":      func() error { return mpi.Exscan(inter, x, x, mpi.Sum) },
+		"SplitType":   func() error { _, err := inter.SplitType(mpi.SplitShared, 0); return err },
+		"CreateGroup": func() error { _, err := inter.CreateGroup(wg, 0); return err },
+		"CartCreate":  func() error { _, err := mpi.CartCreate(inter, []int{1}, []bool{false}, false); return err },
 	} {
 		if err := f(); !errors.Is(err, mpi.ErrComm) {
 			return fmt.Errorf("%s on an intercommunicator: %v, want ErrComm", name, err)
@@ -394,6 +482,228 @@ func TestIntercomm(t *testing.T) {
 	for _, np := range []int{2, 5} {
 		t.Run(fmt.Sprint("np=", np), func(t *testing.T) { job{np: np, cas: "intercomm"}.ok(t) })
 	}
+}
+
+// caseIntercommCtor: Dup, Idup, Split and Create of the even/odd
+// intercommunicator. Each new intercommunicator's groups (in world ranks
+// and in order), its rank, an Allreduce and a point-to-point exchange
+// across it are checked against the groups computed here from world
+// ranks; the duplicates' messages do not mix with the original's. A bad
+// color or group fails the calls of both groups (the other through the
+// abort), and the intercommunicator still works afterwards.
+func caseIntercommCtor(w *mpi.Comm) error {
+	rank, n := w.Rank(), w.Size()
+	color := rank % 2
+	local, inter, err := evenOdd(w)
+	if err != nil {
+		return err
+	}
+	wg, _ := w.Group()
+	group := func(c int) []int { // world ranks of the even (0) or odd (1) group
+		var g []int
+		for r := c; r < n; r += 2 {
+			g = append(g, r)
+		}
+		return g
+	}
+	check := func(what string, c *mpi.Comm, localW, remoteW []int) error {
+		if c == nil {
+			return fmt.Errorf("%s: nil, want the intercommunicator of %v and %v", what, localW, remoteW)
+		}
+		if !c.IsInter() || c.Size() != len(localW) || c.RemoteSize() != len(remoteW) || c.Rank() != slices.Index(localW, rank) {
+			return fmt.Errorf("%s: IsInter %v, rank %d of %d, remote size %d; want rank %d of %v and %v",
+				what, c.IsInter(), c.Rank(), c.Size(), c.RemoteSize(), slices.Index(localW, rank), localW, remoteW)
+		}
+		lg, _ := c.Group()
+		rg, err := c.RemoteGroup()
+		if err != nil {
+			return err
+		}
+		lw, err1 := mpi.GroupTranslateRanks(lg, seq(len(localW)), wg)
+		rw, err2 := mpi.GroupTranslateRanks(rg, seq(len(remoteW)), wg)
+		if err := errors.Join(err1, err2); err != nil {
+			return err
+		}
+		if !slices.Equal(lw, localW) || !slices.Equal(rw, remoteW) {
+			return fmt.Errorf("%s: groups %v and %v, want %v and %v", what, lw, rw, localW, remoteW)
+		}
+		s, r := []int{rank, 1}, make([]int, 2)
+		if err := mpi.Allreduce(c, s, r, mpi.Sum); err != nil {
+			return fmt.Errorf("%s: Allreduce: %w", what, err)
+		}
+		sum := 0
+		for _, x := range remoteW {
+			sum += x
+		}
+		if r[0] != sum || r[1] != len(remoteW) {
+			return fmt.Errorf("%s: Allreduce gives %v, want [%d %d]", what, r, sum, len(remoteW))
+		}
+		var reqs []*mpi.Request
+		for j := range remoteW {
+			q, err := mpi.Isend(c, []int{rank}, j, 4)
+			if err != nil {
+				return err
+			}
+			reqs = append(reqs, q)
+		}
+		for j, x := range remoteW {
+			got := []int{-1}
+			st, err := mpi.Recv(c, got, j, 4)
+			if err != nil {
+				return err
+			}
+			if got[0] != x || st.Source != j {
+				return fmt.Errorf("%s: from remote rank %d: %d (source %d), want %d", what, j, got[0], st.Source, x)
+			}
+		}
+		_, err = mpi.Waitall(reqs)
+		return err
+	}
+	mine, theirs := group(color), group(1-color)
+
+	d, err := inter.Dup()
+	if err != nil {
+		return fmt.Errorf("Dup: %w", err)
+	}
+	if err := check("Dup", d, mine, theirs); err != nil {
+		return err
+	}
+	if got, _ := mpi.CommCompare(inter, d); got != mpi.Congruent {
+		return fmt.Errorf("CommCompare(inter, its Dup) = %v, want Congruent", got)
+	}
+	// The leaders send 1 on inter, then 2 on the duplicate, and receive
+	// on the duplicate first: contexts apart, it gets 2.
+	if local.Rank() == 0 {
+		q1, err1 := mpi.Isend(inter, []int{1}, 0, 6)
+		q2, err2 := mpi.Isend(d, []int{2}, 0, 6)
+		if err := errors.Join(err1, err2); err != nil {
+			return err
+		}
+		a, b := []int{0}, []int{0}
+		_, err1 = mpi.Recv(d, b, 0, 6)
+		_, err2 = mpi.Recv(inter, a, 0, 6)
+		if err := errors.Join(err1, err2); err != nil {
+			return err
+		}
+		if a[0] != 1 || b[0] != 2 {
+			return fmt.Errorf("Dup: the original received %d and the duplicate %d, want 1 and 2", a[0], b[0])
+		}
+		if _, err := mpi.Waitall([]*mpi.Request{q1, q2}); err != nil {
+			return err
+		}
+	}
+
+	id, q, err := inter.Idup()
+	if err != nil {
+		return fmt.Errorf("Idup: %w", err)
+	}
+	if err := mpi.Barrier(inter); err != nil { // another call while it runs
+		return err
+	}
+	if _, err := q.Wait(); err != nil {
+		return fmt.Errorf("Idup's request: %w", err)
+	}
+	if err := check("Idup", id, mine, theirs); err != nil {
+		return err
+	}
+
+	// Split: world rank 2 passes Undefined, the others color (r/4)%2 and
+	// key -r (the new groups in decreasing world rank); a color only one
+	// group has gives nil.
+	colorOf := func(r int) int {
+		if r == 2 {
+			return mpi.Undefined
+		}
+		return (r / 4) % 2
+	}
+	of := func(g []int, c int) []int {
+		var s []int
+		for _, r := range slices.Backward(g) {
+			if colorOf(r) == c {
+				s = append(s, r)
+			}
+		}
+		return s
+	}
+	sp, err := inter.Split(colorOf(rank), -rank)
+	if err != nil {
+		return fmt.Errorf("Split: %w", err)
+	}
+	wantL, wantR := of(mine, colorOf(rank)), of(theirs, colorOf(rank))
+	if colorOf(rank) == mpi.Undefined || len(wantR) == 0 {
+		if sp != nil {
+			return fmt.Errorf("Split: color %d gives %s (remote size %d), want nil", colorOf(rank), sp.Name(), sp.RemoteSize())
+		}
+	} else if err := check("Split", sp, wantL, wantR); err != nil {
+		return err
+	}
+
+	// Create: each group's members but its first, in reverse order.
+	sub := func(g []int) []int {
+		s := slices.Clone(g[1:])
+		slices.Reverse(s)
+		return s
+	}
+	lranks := seq(local.Size())
+	slices.Reverse(lranks)
+	lg, _ := inter.Group()
+	g, err := lg.Incl(lranks[:len(lranks)-1])
+	if err != nil {
+		return err
+	}
+	cr, err := inter.Create(g)
+	if err != nil {
+		return fmt.Errorf("Create: %w", err)
+	}
+	wantL, wantR = sub(mine), sub(theirs)
+	if !slices.Contains(wantL, rank) || len(wantR) == 0 {
+		if cr != nil {
+			return fmt.Errorf("Create: %s (remote size %d), want nil", cr.Name(), cr.RemoteSize())
+		}
+	} else if err := check("Create", cr, wantL, wantR); err != nil {
+		return err
+	}
+
+	// A bad color in the odd group: ErrArg there, the even group's call
+	// aborted. A group of the odd side that is not a subgroup of its
+	// local group: ErrGroup there, the even group's call aborted.
+	bad := 0
+	if color == 1 {
+		bad = -5
+	}
+	if c, err := inter.Split(bad, 0); err == nil || c != nil {
+		return fmt.Errorf("Split with color -5 in the odd group: %v, %v; want an error", c, err)
+	} else if color == 1 && !errors.Is(err, mpi.ErrArg) {
+		return fmt.Errorf("Split with color -5: %v, want ErrArg", err)
+	}
+	badg := lg
+	if color == 1 {
+		badg = wg
+	}
+	if c, err := inter.Create(badg); err == nil || c != nil {
+		return fmt.Errorf("Create with the world group in the odd group: %v, %v; want an error", c, err)
+	} else if color == 1 && !errors.Is(err, mpi.ErrGroup) {
+		return fmt.Errorf("Create with the world group: %v, want ErrGroup", err)
+	}
+	if err := check("inter after the failed calls", inter, mine, theirs); err != nil {
+		return err
+	}
+	for _, c := range []*mpi.Comm{d, id, sp, cr, inter, local} {
+		if c == nil {
+			continue
+		}
+		if err := c.Free(); err != nil {
+			return err
+		}
+	}
+	return mpi.Barrier(w)
+}
+
+func TestIntercommCtor(t *testing.T) {
+	for _, np := range []int{2, 5, 6} {
+		t.Run(fmt.Sprint("np=", np), func(t *testing.T) { job{np: np, cas: "intercomm-ctor"}.ok(t) })
+	}
+	t.Run("tcp/np=5", func(t *testing.T) { job{np: 5, cas: "intercomm-ctor", env: []string{"GORUN_BTL=tcp,self"}}.ok(t) })
 }
 
 // caseCreateGroup: from two goroutines at once, every process makes the
