@@ -35,7 +35,7 @@
 // Bcast, Reduce and Allreduce. Neighbourhood collectives (neighbor.go)
 // have one algorithm, every exchange posted at once, and no table.
 //
-// GPU collectives (gpu.go, gpualg.go, gpuipc.go, gpuentry.go) take device
+// GPU collectives (gpu.go, gpualg.go, gpuipc.go, gpupush.go, gpuentry.go) take device
 // buffers in Args.SendD and RecvD and are registered as collectives of
 // their own (gpu_allreduce, ...): ipc (per-communicator CUDA IPC regions:
 // one copy-engine push and two empty host messages per call), push (the

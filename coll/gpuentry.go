@@ -56,11 +56,20 @@ func tableGPUReduction(n, size int, _ bool) string {
 	return "ring"
 }
 
+// tableGPUReduce is the reduce push kernel where the p2p one-shot was
+// the choice and the regions serve (up to a slot): on 2×H200 it took
+// 17.6-20.6 µs against the one-shot's 22.5-24.6 from 4 B to 256 KiB,
+// 32.7 against 36.1 at 4 MiB (MEASUREMENTS.md, GPU collectives). From
+// three ranks above gpuOneshotMax the ring stays: every rank's whole
+// vector into the root's region has not been measured against it.
 func tableGPUReduce(n, size int, _ bool) string {
-	if n <= 2 || size <= gpuOneshotMax {
-		return "oneshot"
+	if n > 2 && size > gpuOneshotMax {
+		return "ring"
 	}
-	return "ring"
+	if size <= ipcSlot(n) {
+		return "push"
+	}
+	return "oneshot"
 }
 
 func tableGPUAllgatherBase(n, size int, _ bool) string {
@@ -73,9 +82,13 @@ func tableGPUAllgatherBase(n, size int, _ bool) string {
 	return "ring"
 }
 
+// tableGPUBcast is the broadcast push kernel where the regions serve (up
+// to a slot): on 2×H200 it took 16.9-18.4 µs against ipc's 19.8-22.6 from
+// 1 B to 256 KiB, 31.0 against 34.4 at 4 MiB (MEASUREMENTS.md, GPU
+// collectives). Beyond a slot the binomial tree.
 func tableGPUBcast(n, size int, _ bool) string {
 	if size <= ipcSlot(n) {
-		return "ipc"
+		return "push"
 	}
 	return "binomial"
 }
@@ -105,10 +118,12 @@ func init() {
 	collGPUBcast = register(&collective{name: "gpu_bcast", algs: []algorithm{
 		{name: "binomial", run: gpuAlg(gpuBcastBinomial)},
 		{name: "ipc", run: gpuAlg(gpuBcastIPC)},
+		{name: "push", run: gpuAlg(gpuBcastPush)},
 	}, table: tableGPUBcast, size: recvLen})
 	collGPUReduce = register(&collective{name: "gpu_reduce", algs: []algorithm{
 		{name: "oneshot", run: gpuAlg(gpuReduceOneshot)},
 		{name: "ring", run: gpuAlg(gpuReduceRing)},
+		{name: "push", run: gpuAlg(gpuReducePush)},
 	}, table: tableGPUReduce, size: ownLen})
 	collGPUAllgather = register(&collective{name: "gpu_allgather", algs: []algorithm{
 		{name: "direct", run: gpuAlg(gpuAllgatherDirect)},

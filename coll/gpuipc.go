@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/gorun/gorun/gpu"
 	"github.com/gorun/gorun/gpu/cuda"
@@ -349,94 +348,6 @@ func gpuAllreduceIPC(c *Comm, a *Args, d *devCall) error {
 		}
 	}
 	return d.ipcReduce(c, st, func(int) gpu.Buffer { return d.own }, own, d.rcv)
-}
-
-// pushTimeout bounds the push kernel's wait for a peer's flags. The ranks
-// meet at a host barrier just before they queue the kernel, so a live
-// peer's flags come within microseconds; a peer that failed between the
-// barrier and its launch must not hold the GPU forever.
-const pushTimeout = 10 * time.Second
-
-// gpuAllreducePush: the one-shot allreduce of gpuAllreduceIPC in one
-// kernel (gpu.AllreducePush): after the host barrier that says every rank
-// has finished its earlier calls, each rank's kernel pushes its input into
-// its slot of every peer's region, raises a flag in each peer's region,
-// waits for every peer's flag in its own and folds the contributions there
-// in rank order. One launch and one synchronization, where gpuAllreduceIPC
-// pays a copy, a synchronization, a second host barrier, n-1 reduce
-// launches and a second synchronization. Where a rank cannot run the
-// kernel, every rank runs gpuAllreduceIPC (the set-up's second vote).
-func gpuAllreducePush(c *Comm, a *Args, d *devCall) error {
-	return d.push(c, a, "allreduce", d.rcv.Len(), gpuAllreduceIPC, func(s *cuda.Stream, st *ipcState) error {
-		return gpu.AllreducePush(s, d.op, st.reg, uint64(c.seq), typed(d.own, d.dt, 0, d.own.Len()), typed(d.rcv, d.dt, 0, d.rcv.Len()))
-	})
-}
-
-// gpuReduceScatterPush is gpuReduceScatterIPC in one kernel
-// (gpu.ReduceScatterPush), as gpuAllreducePush is gpuAllreduceIPC: block r
-// of every input goes to rank r's region alone.
-func gpuReduceScatterPush(c *Comm, a *Args, d *devCall) error {
-	m := a.Counts[c.Rank()]
-	return d.push(c, a, "reduce-scatter", m, gpuReduceScatterIPC, func(s *cuda.Stream, st *ipcState) error {
-		return gpu.ReduceScatterPush(s, d.op, st.reg, uint64(c.seq), typed(d.own, d.dt, 0, c.Size()*m), typed(d.rcv, d.dt, 0, m))
-	})
-}
-
-// gpuAllgatherPush is gpuAllgatherIPC in one kernel (gpu.AllgatherPush):
-// the pushed blocks are copied into place by the kernel that pushed this
-// rank's, once the peers' flags have come.
-func gpuAllgatherPush(c *Comm, a *Args, d *devCall) error {
-	me, m := c.Rank(), a.Counts[c.Rank()]
-	return d.push(c, a, "allgather", m, gpuAllgatherIPC, func(s *cuda.Stream, st *ipcState) error {
-		in := d.own
-		if d.in {
-			in = bytesOf(d.rcv, me*m, m)
-		}
-		return gpu.AllgatherPush(s, st.reg, uint64(c.seq), bytesOf(in, 0, m), bytesOf(d.rcv, 0, c.Size()*m))
-	})
-}
-
-// push runs one push kernel (launch) for a call of size bytes per slot:
-// every rank runs fallback instead where the regions or the kernels do not
-// serve. After the host barrier (every rank has finished its earlier
-// calls, so nothing still reads the slots this call writes), the kernel is
-// queued on the stream of the regions' device and waited for; a peer that
-// failed shows as the kernel's error word.
-func (d *devCall) push(c *Comm, a *Args, what string, size int, fallback func(*Comm, *Args, *devCall) error, launch func(*cuda.Stream, *ipcState) error) error {
-	st, err := c.ipcRegions(d, size)
-	if err != nil {
-		return err
-	}
-	if st == nil || !st.push {
-		return fallback(c, a, d)
-	}
-	s := d.s
-	if st.dev != d.dev {
-		// This call's buffers are on another device than the region (the
-		// rank switched devices after the communicator's first GPU call):
-		// the kernel runs on the region's device, which addresses the
-		// peers' regions, and reaches the buffers by peer access.
-		if err := gpu.EnablePeerAccess(st.dev, d.dev); err != nil {
-			return fmt.Errorf("GPU %s: device %d reaching device %d: %w", what, st.dev, d.dev, err)
-		}
-		if s, err = devStream(st.dev); err != nil {
-			return err
-		}
-	}
-	if err := barrierFlat(c); err != nil {
-		return err
-	}
-	if err := launch(s, st); err != nil {
-		return err
-	}
-	if err := s.Synchronize(); err != nil {
-		return fmt.Errorf("GPU %s: %w", what, err)
-	}
-	if w := st.errWord.Bytes(); w[0] != 0 {
-		clear(w)
-		return fmt.Errorf("GPU %s: a peer's data did not come within %v (the peer failed)", what, pushTimeout)
-	}
-	return nil
 }
 
 // gpuReduceScatterIPC: block r of every input is pushed to rank r, which

@@ -21,7 +21,9 @@ type kernelSet struct {
 	fns       map[[2]uint8]*cuda.Function // by (Op, DType)
 	push      map[[2]uint8]*cuda.Function // allreduce push kernels; empty for an older PTX
 	rspush    map[[2]uint8]*cuda.Function // reduce-scatter push kernels; likewise
+	rdpush    map[[2]uint8]*cuda.Function // reduce push kernels; likewise
 	agpush    *cuda.Function              // the allgather push kernel; likewise
+	bcpush    *cuda.Function              // the broadcast push kernel; likewise
 	maxBlocks int                         // one wave of resident blocks
 }
 
@@ -58,7 +60,8 @@ func kernelsFor(c *cuda.Context) (*kernelSet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gpu: load kernels (%s): %w", src, err)
 	}
-	ks := &kernelSet{mod: mod, fns: map[[2]uint8]*cuda.Function{}, push: map[[2]uint8]*cuda.Function{}, rspush: map[[2]uint8]*cuda.Function{}}
+	ks := &kernelSet{mod: mod, fns: map[[2]uint8]*cuda.Function{}, push: map[[2]uint8]*cuda.Function{},
+		rspush: map[[2]uint8]*cuda.Function{}, rdpush: map[[2]uint8]*cuda.Function{}}
 	entries := kernels.Entries(ptx)
 	for _, op := range Ops {
 		for _, dt := range DTypes {
@@ -77,6 +80,7 @@ func kernelsFor(c *cuda.Context) (*kernelSet, error) {
 			}{
 				{kernels.AllreducePushName(op.String(), dt.kernelName()), ks.push},
 				{kernels.ReduceScatterPushName(op.String(), dt.kernelName()), ks.rspush},
+				{kernels.ReducePushName(op.String(), dt.kernelName()), ks.rdpush},
 			} {
 				if f, err = optionalFunction(mod, entries, k.name); err != nil {
 					_ = mod.Unload()
@@ -88,9 +92,14 @@ func kernelsFor(c *cuda.Context) (*kernelSet, error) {
 			}
 		}
 	}
-	if ks.agpush, err = optionalFunction(mod, entries, kernels.AllgatherPushName); err != nil {
-		_ = mod.Unload()
-		return nil, fmt.Errorf("gpu: load kernels (%s): %w", src, err)
+	for _, k := range []struct {
+		name string
+		into **cuda.Function
+	}{{kernels.AllgatherPushName, &ks.agpush}, {kernels.BcastPushName, &ks.bcpush}} {
+		if *k.into, err = optionalFunction(mod, entries, k.name); err != nil {
+			_ = mod.Unload()
+			return nil, fmt.Errorf("gpu: load kernels (%s): %w", src, err)
+		}
 	}
 	d := c.Device()
 	sms, err := d.Attribute(cuda.AttrMultiprocessorCount)
@@ -169,8 +178,8 @@ func LoadKernels(dev int) error {
 
 // HasPushKernels reports whether device dev's kernels include every
 // one-kernel collective over IPC regions: AllreducePush,
-// ReduceScatterPush and AllgatherPush (a PTX from GORUN_GPU_PTX may
-// predate them).
+// ReduceScatterPush, ReducePush, AllgatherPush and BcastPush (a PTX from
+// GORUN_GPU_PTX may predate them).
 func HasPushKernels(dev int) bool {
 	c, err := DeviceContext(dev)
 	if err != nil {
@@ -178,7 +187,8 @@ func HasPushKernels(dev int) bool {
 	}
 	ks, err := kernelsFor(c)
 	all := len(Ops) * len(DTypes)
-	return err == nil && len(ks.push) == all && len(ks.rspush) == all && ks.agpush != nil
+	return err == nil && len(ks.push) == all && len(ks.rspush) == all && len(ks.rdpush) == all &&
+		ks.agpush != nil && ks.bcpush != nil
 }
 
 // PushRegion describes the IPC regions of an AllreducePush: Table is a
@@ -212,7 +222,7 @@ func AllreducePush(s *cuda.Stream, op Op, reg PushRegion, seq uint64, in, out Bu
 	if in.bytes != out.bytes {
 		return fmt.Errorf("gpu: allreduce push: %d bytes into %d", in.bytes, out.bytes)
 	}
-	return reducePush(s, "allreduce", op, reg, seq, in, out, 0)
+	return reducePush(s, "allreduce", op, reg, seq, in, out, 0, -1)
 }
 
 // ReduceScatterPush is AllreducePush for a reduce-scatter of equal blocks:
@@ -223,12 +233,29 @@ func ReduceScatterPush(s *cuda.Stream, op Op, reg PushRegion, seq uint64, in, ou
 	if in.bytes != reg.Ranks*out.bytes {
 		return fmt.Errorf("gpu: reduce-scatter push: %d bytes in, %d out among %d ranks", in.bytes, out.bytes, reg.Ranks)
 	}
-	return reducePush(s, "reduce-scatter", op, reg, seq, in, out, uint64(out.Count()))
+	return reducePush(s, "reduce-scatter", op, reg, seq, in, out, uint64(out.Count()), -1)
 }
 
-// reducePush launches the allreduce (stride 0) or reduce-scatter (stride:
-// out's length in elements) push kernel.
-func reducePush(s *cuda.Stream, what string, op Op, reg PushRegion, seq uint64, in, out Buffer, stride uint64) error {
+// ReducePush is AllreducePush for a reduce to rank root: every other rank
+// pushes in into slot reg.Rank of root's region alone, raises its flags
+// there and is done (it waits for no peer, and out is not used: it may be
+// empty); root awaits every peer's flags and folds the contributions, in
+// rank order, into out (of in's length; in may be out).
+func ReducePush(s *cuda.Stream, op Op, reg PushRegion, seq uint64, root int, in, out Buffer) error {
+	if root < 0 || root >= reg.Ranks {
+		return fmt.Errorf("gpu: reduce push: root %d of %d ranks", root, reg.Ranks)
+	}
+	if reg.Rank != root {
+		out = Buffer{dev: in.dev, bytes: in.bytes, dt: in.dt} // no memory: the kernel writes none
+	} else if in.bytes != out.bytes {
+		return fmt.Errorf("gpu: reduce push: %d bytes into %d", in.bytes, out.bytes)
+	}
+	return reducePush(s, "reduce", op, reg, seq, in, out, 0, root)
+}
+
+// reducePush launches the allreduce (stride 0, root -1), reduce-scatter
+// (stride: out's length in elements) or reduce (root >= 0) push kernel.
+func reducePush(s *cuda.Stream, what string, op Op, reg PushRegion, seq uint64, in, out Buffer, stride uint64, root int) error {
 	dt := out.dt
 	if !op.Valid() || !dt.Valid() || in.dt != dt {
 		return fmt.Errorf("gpu: %s push: %v of %v into %v: mismatched or invalid", what, op, in.dt, dt)
@@ -244,8 +271,11 @@ func reducePush(s *cuda.Stream, what string, op Op, reg PushRegion, seq uint64, 
 		return err
 	}
 	fs, name := ks.push, kernels.AllreducePushName(op.String(), dt.kernelName())
-	if stride != 0 {
+	switch {
+	case stride != 0:
 		fs, name = ks.rspush, kernels.ReduceScatterPushName(op.String(), dt.kernelName())
+	case root >= 0:
+		fs, name = ks.rdpush, kernels.ReducePushName(op.String(), dt.kernelName())
 	}
 	f := fs[[2]uint8{uint8(op), uint8(dt)}]
 	if f == nil {
@@ -256,7 +286,11 @@ func reducePush(s *cuda.Stream, what string, op Op, reg PushRegion, seq uint64, 
 	if stride != 0 {
 		args = append(args, stride)
 	}
-	args = append(args, uint32(reg.Ranks), uint32(reg.Rank), seq, set, uint64(reg.Slot), uint64(reg.Flags), uint64(reg.Timeout.Nanoseconds()), reg.Err)
+	args = append(args, uint32(reg.Ranks), uint32(reg.Rank))
+	if root >= 0 {
+		args = append(args, uint32(root))
+	}
+	args = append(args, seq, set, uint64(reg.Slot), uint64(reg.Flags), uint64(reg.Timeout.Nanoseconds()), reg.Err)
 	if err := s.Launch(f, cuda.D1(AllreducePushBlocks(out.bytes)), cuda.D1(reduceThreads), 0, args...); err != nil {
 		return fmt.Errorf("gpu: %s push %v %v: %w", what, op, dt, err)
 	}
@@ -287,6 +321,34 @@ func AllgatherPush(s *cuda.Stream, reg PushRegion, seq uint64, in, out Buffer) e
 		reg.Table, in.DevicePtr(), out.DevicePtr(), uint64(in.bytes), uint32(reg.Ranks), uint32(reg.Rank),
 		seq, set, uint64(reg.Slot), uint64(reg.Flags), uint64(reg.Timeout.Nanoseconds()), reg.Err); err != nil {
 		return fmt.Errorf("gpu: allgather push: %w", err)
+	}
+	return nil
+}
+
+// BcastPush queues, on stream s, one broadcast of buf (any element type)
+// from rank root among the ranks of reg: root's kernel pushes buf into
+// slot root of every peer's region, raises its flags there and is done
+// (it waits for no peer); every other rank's kernel awaits root's flags and
+// copies that slot into buf. A slot must hold buf.
+func BcastPush(s *cuda.Stream, reg PushRegion, seq uint64, root int, buf Buffer) error {
+	if root < 0 || root >= reg.Ranks || buf.bytes > reg.Slot {
+		return fmt.Errorf("gpu: bcast push: %d bytes from root %d of %d ranks, slots of %d", buf.bytes, root, reg.Ranks, reg.Slot)
+	}
+	if buf.bytes == 0 {
+		return nil
+	}
+	ks, err := kernelsFor(s.Context())
+	if err != nil {
+		return err
+	}
+	if ks.bcpush == nil {
+		return fmt.Errorf("gpu: bcast push: the loaded kernels have no %s", kernels.BcastPushName)
+	}
+	set := uint64(seq&1) * uint64(reg.Ranks) * uint64(reg.Slot)
+	if err := s.Launch(ks.bcpush, cuda.D1(AllreducePushBlocks(buf.bytes)), cuda.D1(reduceThreads), 0,
+		reg.Table, buf.DevicePtr(), uint64(buf.bytes), uint32(reg.Ranks), uint32(reg.Rank), uint32(root),
+		seq, set, uint64(reg.Slot), uint64(reg.Flags), uint64(reg.Timeout.Nanoseconds()), reg.Err); err != nil {
+		return fmt.Errorf("gpu: bcast push: %w", err)
 	}
 	return nil
 }

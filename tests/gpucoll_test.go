@@ -487,11 +487,11 @@ func TestGPUCollectives(t *testing.T) {
 	t.Run("np2-ring", func(t *testing.T) { job{np: 2, cas: "gpu-coll", env: ring}.ok(t) })
 	// Two pretend hosts: the IPC algorithms fall back to p2p.
 	t.Run("np2-two-nodes", func(t *testing.T) { job{np: 2, cas: "gpu-coll", env: []string{"GORUN_COLL_FAKE_NODES=2"}}.ok(t) })
-	// The push kernels (one launch: push, flags, fold or copy out), on two
-	// GPUs and with ranks sharing one, and the copy-engine ipc algorithms
-	// they replaced in the table (their fallback where a rank cannot run
-	// the kernels).
-	push := force("push", "push", "ipc")
+	// The push kernels (one launch: push, flags, fold or copy out; Reduce
+	// and Bcast one-way, to or from the root), on two GPUs and with ranks
+	// sharing one, and the copy-engine ipc algorithms they replaced in the
+	// table (their fallback where a rank cannot run the kernels).
+	push := append(force("push", "push", "push"), "GORUN_COLL_GPU_REDUCE=push")
 	ipc := force("ipc", "ipc", "ipc")
 	t.Run("np2-push", func(t *testing.T) { job{np: 2, cas: "gpu-coll", env: push}.ok(t) })
 	t.Run("np3-push", func(t *testing.T) { job{np: 3, cas: "gpu-coll", env: push}.ok(t) })

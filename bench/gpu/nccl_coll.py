@@ -1,14 +1,14 @@
 """NCCL collectives through PyTorch, timed as gorun's osu programs time theirs.
 
-The reference for `osu/{allreduce,allgather,reduce_scatter,bcast} -d cuda`:
+The reference for `osu/{allreduce,allgather,reduce_scatter,bcast,reduce} -d cuda`:
 one process per GPU (all the GPUs there are, or NP), NVLink multicast off.
 For each size a barrier, then every call timed alone up to
 torch.cuda.synchronize() (gorun's GPU calls return with the result in
 place, so NCCL's are timed to the same point) and followed by an untimed
 barrier; the figure is the average over the timed calls, the maximum over
-ranks, in microseconds. Sizes are OSU's: allreduce SIZE bytes of float32;
-allgather SIZE bytes per rank; reduce_scatter SIZE bytes of input in all;
-bcast SIZE bytes. Prints `# <collective>` then `SIZE  TIME_US` lines.
+ranks, in microseconds. Sizes are OSU's: allreduce and reduce (to rank 0)
+SIZE bytes of float32; allgather SIZE bytes per rank; reduce_scatter SIZE
+bytes of input in all; bcast SIZE bytes (from rank 0). Prints `# <collective>` then `SIZE  TIME_US` lines.
 
     python3 bench/gpu/nccl_coll.py MAXBYTES [collective ...]
 """
@@ -37,11 +37,14 @@ def run(rank, n, mx, colls, port):
     for coll in colls:
         if rank == 0:
             print("# %s (NCCL %s, PyTorch %s, %d ranks)" % (coll, ".".join(map(str, torch.cuda.nccl.version())), torch.__version__, n), flush=True)
-        lo = {"allgather": 1, "bcast": 1, "allreduce": 4, "reduce_scatter": 4 * n}[coll]
+        lo = {"allgather": 1, "bcast": 1, "allreduce": 4, "reduce": 4, "reduce_scatter": 4 * n}[coll]
         for s in sizes(lo, mx):
             if coll == "allreduce":
                 t = send[: s // 4]
                 op = lambda: dist.all_reduce(t)
+            elif coll == "reduce":
+                t = send[: s // 4]
+                op = lambda: dist.reduce(t, 0)
             elif coll == "allgather":
                 a, b = sendb[:s], recvb[: s * n]
                 op = lambda: dist.all_gather_into_tensor(b, a)

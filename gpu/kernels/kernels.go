@@ -59,6 +59,17 @@ func AllreducePushName(op, typ string) string { return "gorun_arpush_" + op + "_
 // parameters with u64 stride (the block length in elements) after n.
 func ReduceScatterPushName(op, typ string) string { return "gorun_rspush_" + op + "_" + typ }
 
+// ReducePushName returns the name of the one-kernel reduce to one rank
+// over IPC regions (gorun_rdpush_*): AllreducePushName's parameters with
+// unsigned root after rank.
+func ReducePushName(op, typ string) string { return "gorun_rdpush_" + op + "_" + typ }
+
+// BcastPushName is the one-kernel broadcast over IPC regions, of any
+// element type. Its parameters are (const u64 *regions, u8 *buf, u64 n
+// (bytes), unsigned nranks, unsigned rank, unsigned root, u64 seq, u64 set,
+// u64 slot, u64 flags, u64 timeout_ns, unsigned *err).
+const BcastPushName = "gorun_bcpush"
+
 // AllgatherPushName is the one-kernel allgather over IPC regions, of any
 // element type: AllreducePushName's parameters, with n in bytes.
 const AllgatherPushName = "gorun_agpush"

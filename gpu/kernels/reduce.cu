@@ -173,7 +173,7 @@ DEV void reduce(typename T::S *dst, const typename T::S *a, const typename T::S 
 EACH_TYPE(KERNEL)
 
 // gorun_arpush_<op>_<type>: the whole of a one-shot allreduce over CUDA IPC
-// regions, in one kernel (coll/gpuipc.go, algorithm "push"):
+// regions, in one kernel (coll/gpupush.go, algorithm "push"):
 //
 //   (const u64 *regions, const T *in, T *out, u64 n, unsigned nranks,
 //    unsigned rank, u64 seq, u64 set, u64 slot, u64 flags, u64 timeout_ns,
@@ -202,6 +202,19 @@ EACH_TYPE(KERNEL)
 // arpush, n in bytes): in is pushed into slot rank of every peer, copied to
 // out + rank*n (unless it is there already), and, once every peer's flag
 // has come, every peer's slot is copied to out + p*n.
+//
+// gorun_rdpush_<op>_<type>: the reduce to rank root the same way, with
+// unsigned root after rank: every other rank pushes in into slot rank of
+// root's set alone and raises its flag there, and returns without waiting;
+// root's blocks wait for every peer's flag and fold into out as the
+// allreduce does. out is written, and read, only at root.
+//
+// gorun_bcpush: the broadcast of n bytes from rank root (parameters
+// (const u64 *regions, unsigned char *buf, u64 n, unsigned nranks,
+// unsigned rank, unsigned root, then seq onwards as arpush)): root's
+// blocks push buf into slot root of every peer's set, raise their flags
+// there and return; every other rank's block waits for root's flag and
+// copies its chunk of that slot into buf.
 //
 // Nothing here waits forever: a peer whose flag has not come after
 // timeout_ns (a failed peer) makes the block set *err (mapped host memory)
@@ -242,30 +255,40 @@ DEV void chunkOf(u64 n, u64 &lo, u64 &hi) {
   hi = lo + per < n ? lo + per : n;
 }
 
+// ALLPEERS and NOPEER name, where signalwait takes one peer, every peer or
+// none.
+#define ALLPEERS 0xffffffffu
+#define NOPEER 0xfffffffeu
+
 // signalwait: after this block's stores into the peers' slots, fence, set
-// its flag in every peer's region to seq and wait until every peer has set
-// its flag for this block in this rank's region (or the timeout passed:
-// *err and false). Every thread of the block calls it.
-DEV bool signalwait(const u64 *regions, unsigned nranks, unsigned rank, u64 seq, u64 flags,
-                    u64 timeout, unsigned *err) {
+// its flag to seq in the region of peer to (ALLPEERS: every peer's;
+// NOPEER: none) and wait until peer from (ALLPEERS, NOPEER likewise) has
+// set its flag for this block in this rank's region to seq or more (or the
+// timeout passed: *err and false). Every thread of the block calls it.
+DEV bool signalwait(const u64 *regions, unsigned nranks, unsigned rank, unsigned to,
+                    unsigned from, u64 seq, u64 flags, u64 timeout, unsigned *err) {
   __shared__ int failed;
   if (threadIdx.x == 0) failed = 0;
   __threadfence_system();
   __syncthreads();
   const unsigned t = threadIdx.x;
   if (t < nranks && t != rank) {
-    volatile u64 *f = (volatile u64 *)((char *)regions[t] + flags) + (u64)rank * ARPUSH_MAXB + blockIdx.x;
-    *f = seq;
-    volatile u64 *g = (volatile u64 *)((char *)regions[rank] + flags) + (u64)t * ARPUSH_MAXB + blockIdx.x;
-    const u64 start = globaltimer();
-    while (*g < seq) {
-      if (globaltimer() - start > timeout) {
-        failed = 1;
-        *(volatile unsigned *)err = 1;
-        break;
-      }
+    if (to == ALLPEERS || to == t) {
+      volatile u64 *f = (volatile u64 *)((char *)regions[t] + flags) + (u64)rank * ARPUSH_MAXB + blockIdx.x;
+      *f = seq;
     }
-    __threadfence_system();
+    if (from == ALLPEERS || from == t) {
+      volatile u64 *g = (volatile u64 *)((char *)regions[rank] + flags) + (u64)t * ARPUSH_MAXB + blockIdx.x;
+      const u64 start = globaltimer();
+      while (*g < seq) {
+        if (globaltimer() - start > timeout) {
+          failed = 1;
+          *(volatile unsigned *)err = 1;
+          break;
+        }
+      }
+      __threadfence_system();
+    }
   }
   __syncthreads();
   return !failed;
@@ -273,20 +296,26 @@ DEV bool signalwait(const u64 *regions, unsigned nranks, unsigned rank, u64 seq,
 
 template <class T, int OP>
 DEV void arpush(const u64 *regions, const typename T::S *in, typename T::S *out, u64 n,
-                u64 stride, unsigned nranks, unsigned rank, u64 seq, u64 set, u64 slot,
-                u64 flags, u64 timeout, unsigned *err) {
+                u64 stride, unsigned nranks, unsigned rank, unsigned root, u64 seq, u64 set,
+                u64 slot, u64 flags, u64 timeout, unsigned *err) {
   typedef typename T::S S;
   const int V = 16 / sizeof(S);
   u64 lo, hi;
   chunkOf<S>(n, lo, hi);
   char *own = (char *)regions[rank];
   const bool vec = (((u64)in | (u64)out | set | slot | stride * sizeof(S)) & 15) == 0;
+  // root == ALLPEERS: every rank folds (allreduce, reduce-scatter); else
+  // only root does, and the others push to it alone (reduce).
+  const bool folds = root == ALLPEERS || root == rank;
   for (unsigned p = 0; p < nranks; p++) {
-    if (p == rank) continue;
+    if (p == rank || (root != ALLPEERS && p != root)) continue;
     S *dst = (S *)((char *)regions[p] + set + (u64)rank * slot);
     if (lo < hi) copychunk<S>(dst, in + p * stride, lo, hi, vec);
   }
-  if (!signalwait(regions, nranks, rank, seq, flags, timeout, err) || lo >= hi) return;
+  if (!signalwait(regions, nranks, rank, root == rank ? NOPEER : root, folds ? ALLPEERS : NOPEER,
+                  seq, flags, timeout, err) ||
+      !folds || lo >= hi)
+    return;
   in += rank * stride;  // this rank's own contribution
   const unsigned t = threadIdx.x;
   u64 done = lo;
@@ -319,12 +348,19 @@ DEV void arpush(const u64 *regions, const typename T::S *in, typename T::S *out,
   extern "C" __global__ void gorun_arpush_##opname##_##tname(                                \
       const u64 *regions, const T::S *in, T::S *out, u64 n, unsigned nranks, unsigned rank,    \
       u64 seq, u64 set, u64 slot, u64 flags, u64 timeout, unsigned *err) {                     \
-    arpush<T, OP>(regions, in, out, n, 0, nranks, rank, seq, set, slot, flags, timeout, err);  \
+    arpush<T, OP>(regions, in, out, n, 0, nranks, rank, ALLPEERS, seq, set, slot, flags,       \
+                  timeout, err);                                                               \
   }                                                                                            \
   extern "C" __global__ void gorun_rspush_##opname##_##tname(                                \
       const u64 *regions, const T::S *in, T::S *out, u64 n, u64 stride, unsigned nranks,       \
       unsigned rank, u64 seq, u64 set, u64 slot, u64 flags, u64 timeout, unsigned *err) {      \
-    arpush<T, OP>(regions, in, out, n, stride, nranks, rank, seq, set, slot, flags, timeout,   \
+    arpush<T, OP>(regions, in, out, n, stride, nranks, rank, ALLPEERS, seq, set, slot, flags,  \
+                  timeout, err);                                                               \
+  }                                                                                            \
+  extern "C" __global__ void gorun_rdpush_##opname##_##tname(                                \
+      const u64 *regions, const T::S *in, T::S *out, u64 n, unsigned nranks, unsigned rank,    \
+      unsigned root, u64 seq, u64 set, u64 slot, u64 flags, u64 timeout, unsigned *err) {      \
+    arpush<T, OP>(regions, in, out, n, 0, nranks, rank, root, seq, set, slot, flags, timeout,  \
                   err);                                                                        \
   }
 
@@ -343,11 +379,30 @@ extern "C" __global__ void gorun_agpush(const u64 *regions, const unsigned char 
     S *dst = p == rank ? out + (u64)rank * n : (S *)((char *)regions[p] + set + (u64)rank * slot);
     if (dst != in) copychunk<S>(dst, in, lo, hi, vec);
   }
-  if (!signalwait(regions, nranks, rank, seq, flags, timeout, err) || lo >= hi) return;
+  if (!signalwait(regions, nranks, rank, ALLPEERS, ALLPEERS, seq, flags, timeout, err) || lo >= hi)
+    return;
   const char *own = (const char *)regions[rank] + set;
   for (unsigned p = 0; p < nranks; p++) {
     if (p == rank) continue;
     // copychunk copies [lo, hi) of src to the same offsets of dst.
     copychunk<S>(out + (u64)p * n, (const S *)(own + (u64)p * slot), lo, hi, vec);
   }
+}
+
+extern "C" __global__ void gorun_bcpush(const u64 *regions, unsigned char *buf, u64 n,
+                                        unsigned nranks, unsigned rank, unsigned root, u64 seq,
+                                        u64 set, u64 slot, u64 flags, u64 timeout,
+                                        unsigned *err) {
+  typedef unsigned char S;
+  u64 lo, hi;
+  chunkOf<S>(n, lo, hi);
+  const bool vec = (((u64)buf | set | slot) & 15) == 0;
+  if (rank == root) {
+    for (unsigned p = 0; p < nranks && lo < hi; p++)
+      if (p != rank) copychunk<S>((S *)((char *)regions[p] + set + (u64)rank * slot), buf, lo, hi, vec);
+    signalwait(regions, nranks, rank, ALLPEERS, NOPEER, seq, flags, timeout, err);
+    return;
+  }
+  if (!signalwait(regions, nranks, rank, NOPEER, root, seq, flags, timeout, err) || lo >= hi) return;
+  copychunk<S>(buf, (const S *)((const char *)regions[rank] + set + (u64)root * slot), lo, hi, vec);
 }
