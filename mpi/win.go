@@ -107,6 +107,9 @@ type Win[T Element] struct {
 	// (mapped here until Free); nil for other windows.
 	shared [][]T
 	shm    []byte
+	// shLocks: a shared window's part locks, one cache line per rank
+	// (lockPart).
+	shLocks []byte
 	// queryable: made by WinAllocateShared (SharedQuery answers); a
 	// WinAllocate window may be shared too, as an implementation choice.
 	queryable bool
@@ -366,7 +369,7 @@ func (w *Win[T]) Free() (err error) {
 		// Every rank has called Free (the barrier above): no operation on
 		// this rank's mapping is under way; the others' mappings stay
 		// until their own Free.
-		w.buf, w.mem, w.shared = nil, nil, nil
+		w.buf, w.mem, w.shared, w.shLocks = nil, nil, nil, nil
 		unix.Munmap(w.shm)
 		w.shm = nil
 	}

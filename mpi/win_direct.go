@@ -2,8 +2,11 @@ package mpi
 
 import (
 	"errors"
+	"sync/atomic"
+	"unsafe"
 
 	"github.com/gorun/gorun/btl"
+	"github.com/gorun/gorun/internal/nap"
 	"github.com/gorun/gorun/internal/params"
 	"github.com/gorun/gorun/p2p"
 )
@@ -20,9 +23,13 @@ import (
 //	                   RDMA on a fabric (btl/ofi): each rank exposes its part
 //	                   (p2p.Expose) and the ranks swap the regions at creation
 //
-// Everything else goes by active messages (win.go): accumulates (atomic
-// at the target, under its service lock), operations to this rank itself,
-// dynamic windows, and targets no transport reaches directly. MPI leaves
+// Accumulates (GetAccumulate, FetchAndOp, CompareAndSwap) on shared
+// windows are applied by the origin too, under a lock per part in the
+// segment that the target's server also takes (directAcc). Everything
+// else goes by active messages (win.go): accumulates on other windows
+// (atomic at the target, under its service lock), operations to this rank
+// itself on them, dynamic windows, and targets no transport reaches
+// directly. MPI leaves
 // concurrent Put and accumulate to one location undefined, so the two
 // paths need no ordering between them; synchronisation (Fence, Unlock,
 // Flush, Complete) waits for both kinds.
@@ -100,4 +107,56 @@ func (w *Win[T]) directOp(name string, put bool, data, reply []byte, target, dis
 		return nil, false, wrap(name, err)
 	}
 	return r, true, nil
+}
+
+// directAcc applies an accumulate, GetAccumulate, FetchAndOp or
+// CompareAndSwap (k) to target's part of a shared window itself, under
+// the part's lock in the segment, which the target's server takes too
+// (so they stay atomic per element against each other, as in MPI), and
+// reports whether it did: on every shared window unless GORUN_RMA_DIRECT
+// is 0. data is the operand (nil for NoOp), reply gets the old elements
+// (nil for Accumulate). w.mu is held.
+func (w *Win[T]) directAcc(k winKind, op opKind, data, reply []byte, target, disp, count int) bool {
+	if w.shared == nil || pRMADirect() == 0 {
+		return false
+	}
+	part := elemBytes(w.shared[target])[disp*w.es : (disp+count)*w.es]
+	w.lockPart(target)
+	w.accumulate(k, op, data, part, reply)
+	w.unlockPart(target)
+	return true
+}
+
+// lockPart takes the lock of rank t's part of a shared window (nothing
+// on other windows): a word in the segment holding the holder's rank + 1.
+// A holder that failed (under --enable-recovery) loses it to the first
+// rank that finds it so; a live holder keeps it for one operation only.
+func (w *Win[T]) lockPart(t int) {
+	if w.shLocks == nil {
+		return
+	}
+	l := (*uint32)(unsafe.Pointer(&w.shLocks[64*t]))
+	me := uint32(w.wc.rank + 1)
+	for i := 0; ; i++ {
+		h := atomic.LoadUint32(l)
+		if h == 0 && atomic.CompareAndSwapUint32(l, 0, me) {
+			return
+		}
+		if i < 64 {
+			continue
+		}
+		if i%256 == 0 && h != 0 {
+			if int(h-1) < len(w.wc.world) && w.eng.Failed(w.wc.world[h-1]) != nil && atomic.CompareAndSwapUint32(l, h, me) {
+				return
+			}
+		}
+		nap.Pass(i)
+	}
+}
+
+// unlockPart releases the lock lockPart took.
+func (w *Win[T]) unlockPart(t int) {
+	if w.shLocks != nil {
+		atomic.StoreUint32((*uint32)(unsafe.Pointer(&w.shLocks[64*t])), 0)
+	}
 }

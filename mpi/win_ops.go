@@ -156,6 +156,11 @@ func (w *Win[T]) issue(name string, k winKind, op opKind, data, reply []byte, ta
 	if user {
 		share = new(rmaShare)
 	}
+	if k == wkAcc || k == wkGetAcc || k == wkCAS {
+		if w.directAcc(k, op, data, reply, target, disp, count) {
+			return done()
+		}
+	}
 	if k == wkPut || k == wkGet {
 		// Truly one-sided where the transports allow (win_direct.go).
 		r, did, err := w.directOp(name, k == wkPut, data, reply, target, disp)

@@ -289,40 +289,33 @@ func (w *Win[T]) handle(src int, h *winHdr) {
 		w.recvData(src, win)
 	case wkGet:
 		w.reply(src, h.tag, win)
-	case wkAcc, wkGetAcc:
+	case wkAcc, wkGetAcc, wkCAS:
 		n := len(win)
-		if h.kind == wkAcc || h.op != opNoOp {
+		if h.kind == wkCAS {
+			n *= 2 // value, compare
+		}
+		var in []byte
+		if h.kind != wkGetAcc || h.op != opNoOp {
 			if cap(s.scratch) < n {
 				s.scratch = make([]byte, n)
 			}
-			if err := w.recvData(src, s.scratch[:n]); err != nil {
+			in = s.scratch[:n]
+			if err := w.recvData(src, in); err != nil {
 				return
 			}
 		}
 		var old []byte
-		if h.kind == wkGetAcc {
-			old = append([]byte(nil), win...)
+		if h.kind != wkAcc {
+			old = make([]byte, len(win))
 		}
-		if h.op != opNoOp {
-			w.apply(h.op, s.scratch[:n], win)
-		}
-		if h.kind == wkGetAcc {
+		// On a shared window other ranks apply accumulates straight into
+		// this part (win_direct.go), under its lock: so does the server.
+		w.lockPart(w.wc.rank)
+		w.accumulate(h.kind, h.op, in, win, old)
+		w.unlockPart(w.wc.rank)
+		if old != nil {
 			w.reply(src, h.tag, old)
 		}
-	case wkCAS:
-		n := len(win)
-		if cap(s.scratch) < 2*n {
-			s.scratch = make([]byte, 2*n)
-		}
-		in := s.scratch[:2*n]
-		if err := w.recvData(src, in); err != nil {
-			return
-		}
-		old := append([]byte(nil), win...)
-		if string(old) == string(in[n:]) {
-			copy(win, in[:n])
-		}
-		w.reply(src, h.tag, old)
 	case wkLock:
 		if h.lock != LockExclusive && h.lock != LockShared {
 			return
@@ -371,6 +364,21 @@ func (w *Win[T]) grantQueued() {
 		}
 		w.reply(l.rank, l.tag, nil)
 	}
+}
+
+// accumulate applies the accumulate-class operation k (with op) to win,
+// from in (a CompareAndSwap's value then compare; nil for NoOp), first
+// copying win's bytes as they were into old unless old is nil.
+func (w *Win[T]) accumulate(k winKind, op opKind, in, win, old []byte) {
+	copy(old, win)
+	if k == wkCAS {
+		n := len(win)
+		if string(win) == string(in[n:]) {
+			copy(win, in[:n])
+		}
+		return
+	}
+	w.apply(op, in, win)
 }
 
 // apply does win = in op win, elementwise (Replace: win = in; NoOp:

@@ -71,7 +71,10 @@ func allocShared[T Element](c *Comm, n int, op string) (*Win[T], error) {
 	for r, s := range sizes {
 		offs[r+1] = offs[r] + (int(s)*es+63)&^63
 	}
-	mem, err := mapShared(c, op, max(offs[len(sizes)], 64))
+	// After the parts, one cache line per rank for the lock of its part
+	// (win_direct.go's accumulates).
+	locks := offs[len(sizes)]
+	mem, err := mapShared(c, op, locks+64*len(sizes))
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +89,7 @@ func allocShared[T Element](c *Comm, n int, op string) (*Win[T], error) {
 		unix.Munmap(mem)
 		return nil, reop(op, err)
 	}
-	w.shared, w.shm = parts, mem
+	w.shared, w.shm, w.shLocks = parts, mem, mem[locks:]
 	return w, nil
 }
 

@@ -7,14 +7,22 @@
  * of SIZE bytes, each followed by MPI_Win_flush, and unlocks; the latency
  * is the time per operation and flush. Ranks other than 0 only join the
  * barriers. Defaults: sizes 1..4 MiB; 10000 iterations + 1000 warm-up up
- * to 8 KiB, 1000 + 100 above. Define RMA_GET to 1 for Get, 0 for Put and
- * RMA_TITLE to the title. */
+ * to 8 KiB, 1000 + 100 above. Define RMA_OP (RMA_PUT, RMA_GET, RMA_ACC:
+ * MPI_Accumulate with MPI_SUM of MPI_INT, sizes from 4 bytes; RMA_FOP:
+ * MPI_Fetch_and_op with MPI_SUM of one MPI_LONG_LONG, 8 bytes only) and
+ * RMA_TITLE to the program's name. */
 #include "osu_common.h"
+
+#define RMA_PUT 0
+#define RMA_GET 1
+#define RMA_ACC 2
+#define RMA_FOP 3
 
 int main(int argc, char **argv)
 {
     struct osu_opts o = {
-        .min = 1, .max = 1L << 22, .iters = 10000, .skip = 1000, .iters_l = 1000, .skip_l = 100,
+        .min = RMA_OP == RMA_ACC ? 4 : RMA_OP == RMA_FOP ? 8 : 1,
+        .max = RMA_OP == RMA_FOP ? 8 : 1L << 22, .iters = 10000, .skip = 1000, .iters_l = 1000, .skip_l = 100,
     };
     int rank, nprocs;
     osu_init(&argc, &argv, &o, &rank, &nprocs);
@@ -23,7 +31,9 @@ int main(int argc, char **argv)
     char *base;
     MPI_Win win;
     MPI_Win_allocate((MPI_Aint)o.max, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
-    osu_header(rank, RMA_GET ? "Get Latency Test" : "Put Latency Test", OSU_COL_LAT);
+    const char *titles[] = {"Put Latency Test", "Get Latency Test", "Accumulate Latency Test", "Fetch_and_op Latency Test"};
+    long long one = 1, old = 0;
+    osu_header(rank, titles[RMA_OP], OSU_COL_LAT);
     for (long size = o.min; size <= o.max; size = osu_next_size(size)) {
         long iters = osu_iters(&o, size), skip = osu_skip(&o, size);
         int n = (int)size;
@@ -34,10 +44,14 @@ int main(int argc, char **argv)
             for (long i = 0; i < iters + skip; i++) {
                 if (i == skip)
                     t0 = MPI_Wtime();
-                if (RMA_GET)
+                if (RMA_OP == RMA_GET)
                     MPI_Get(buf, n, MPI_CHAR, 1, 0, n, MPI_CHAR, win);
-                else
+                else if (RMA_OP == RMA_PUT)
                     MPI_Put(buf, n, MPI_CHAR, 1, 0, n, MPI_CHAR, win);
+                else if (RMA_OP == RMA_ACC)
+                    MPI_Accumulate(buf, n / 4, MPI_INT, 1, 0, n / 4, MPI_INT, MPI_SUM, win);
+                else
+                    MPI_Fetch_and_op(&one, &old, MPI_LONG_LONG, 1, 0, MPI_SUM, win);
                 MPI_Win_flush(1, win);
             }
             lat = (MPI_Wtime() - t0) * 1e6 / (double)iters;

@@ -4,4 +4,4 @@ package main
 
 import "github.com/gorun/gorun/examples/osu/internal/osu"
 
-func main() { osu.RMALatency("get_latency", true) }
+func main() { osu.RMALatency("get_latency", "get") }

@@ -4,4 +4,4 @@ package main
 
 import "github.com/gorun/gorun/examples/osu/internal/osu"
 
-func main() { osu.RMALatency("put_latency", false) }
+func main() { osu.RMALatency("put_latency", "put") }

@@ -44,7 +44,7 @@ type Options struct {
 const Version = "7.4"
 
 // p2p are the point-to-point benchmarks, which take no -f (as OSU's).
-var p2p = map[string]bool{"latency": true, "bw": true, "bibw": true, "mbw_mr": true, "put_latency": true, "get_latency": true}
+var p2p = map[string]bool{"latency": true, "bw": true, "bibw": true, "mbw_mr": true, "put_latency": true, "get_latency": true, "acc_latency": true, "fop_latency": true}
 
 // Parse reads OSU's flags. defMin/defMax are the default size range;
 // iters/warm apply to sizes up to largeSize and largeIters/largeWarm above.
