@@ -45,7 +45,9 @@ import (
 // passive-target operation at a busy target waits at most that long for
 // service). Every blocking window call (Fence, Lock, Unlock, Flush, Free)
 // also serves its rank's requests itself while it waits, so that active
-// target synchronisation does not wait for the goroutine.
+// target synchronisation does not wait for the goroutine, and so does
+// every other blocking call of the rank (a Recv, a Wait, a Barrier: p2p's
+// OnIdle hooks), so that a target inside MPI answers in microseconds.
 //
 // Atomicity. Requests at a target are handled one at a time, under the
 // window's service lock, in the order each origin sent them: every
@@ -140,7 +142,8 @@ type Win[T Element] struct {
 	pend    []pending    // sent and posted operations not known complete
 	seq     uint32
 
-	srv winServer
+	srv    winServer
+	unhook func() // removes the OnIdle hook that serves the window
 }
 
 // pending is an operation's p2p request awaited by the origin.
@@ -241,6 +244,9 @@ func newWin[T Element](c *Comm, op string, buf []T, dynamic bool) (*Win[T], erro
 		return nil, wrap(op, err)
 	}
 	go w.serveLoop()
+	// A rank blocked in any call serves the window meanwhile (p2p's
+	// OnIdle): requests wait microseconds, not the poller's sleep.
+	w.unhook = w.eng.OnIdle(func() { w.serve() })
 	if err := w.exposeDirect(op); err != nil {
 		w.Free()
 		return nil, err
@@ -344,6 +350,7 @@ func (w *Win[T]) Free() (err error) {
 		_, berr := q.Wait()
 		err = firstErr(err, reop(op, berr))
 	}
+	w.unhook()
 	close(w.srv.stop)
 	<-w.srv.done
 	if w.expo != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gorun/gorun/btl"
 )
@@ -48,6 +49,8 @@ type Engine struct {
 
 	waiter btl.Waiter
 	wait   waitPolicy
+	// idleHooks: work that blocked calls do while they wait (OnIdle).
+	idleHooks atomic.Pointer[[]*idleHook]
 	// stager copies device memory to and from host memory for routes that
 	// no RMA reaches (stage.go); nil without a GPU transport.
 	stager btl.Stager

@@ -108,6 +108,9 @@ func (w *waiter) pass() bool {
 // decides how to pass the time until the next poll: pass's phases, then
 // sleeps in the transport, which wakes it when data arrives.
 func (w *waiter) idle() {
+	if w.phase > 0 || w.iter&15 == 15 {
+		w.e.runIdle()
+	}
 	if !w.pass() {
 		return
 	}
@@ -233,8 +236,9 @@ func (e *Engine) Probe(ctx uint32, src, tag int) (Status, error) {
 // (coll's shared-memory collectives): the same three phases as a blocked
 // Wait (flat out, sched_yield, sleep), except that the third sleeps at
 // most IdleSleep, since no transport wakes it; every call of Idle from the
-// second phase on, and every 64th before, also polls the transports, so
-// that point-to-point traffic and notices keep moving meanwhile.
+// second phase on, and every 64th before, also polls the transports and
+// runs the OnIdle hooks, so that point-to-point traffic, notices and
+// window requests keep moving meanwhile.
 type Idler struct {
 	w waiter
 }
@@ -256,6 +260,7 @@ func (i *Idler) Idle() {
 		w.pass()
 		return
 	}
+	w.e.runIdle()
 	w.e.Progress()
 	if w.pass() {
 		nap.Sleep(IdleSleep)
@@ -276,4 +281,51 @@ func (e *Engine) Failed(peer int) error {
 		return nil
 	}
 	return e.failed[peer]
+}
+
+// idleHook is one function registered by OnIdle.
+type idleHook struct{ f func() }
+
+// OnIdle registers f to be called by blocked calls of this engine while
+// they wait (Wait, WaitFor, Probe and the Idlers of coll's shared-memory
+// collectives): on every 16th poll while they spin, on every poll after,
+// without the engine's lock. It is how a process that sits in a blocking
+// call serves what others expect of it without waiting for a goroutine
+// of its own to wake up (one-sided windows: their requests, served in
+// microseconds where the window's poller sleeps up to a millisecond). f
+// must be quick when there is nothing to do, must not block for long, and
+// may be called from several goroutines at once. The returned function
+// removes it.
+func (e *Engine) OnIdle(f func()) (remove func()) {
+	h := &idleHook{f: f}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var hooks []*idleHook
+	if p := e.idleHooks.Load(); p != nil {
+		hooks = append(hooks, *p...)
+	}
+	hooks = append(hooks, h)
+	e.idleHooks.Store(&hooks)
+	return func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		var keep []*idleHook
+		if p := e.idleHooks.Load(); p != nil {
+			for _, x := range *p {
+				if x != h {
+					keep = append(keep, x)
+				}
+			}
+		}
+		e.idleHooks.Store(&keep)
+	}
+}
+
+// runIdle calls the OnIdle hooks, if any; the lock is not held.
+func (e *Engine) runIdle() {
+	if p := e.idleHooks.Load(); p != nil {
+		for _, h := range *p {
+			h.f()
+		}
+	}
 }
