@@ -264,7 +264,7 @@ func newWin[T Element](c *Comm, op string, buf []T, dynamic bool) (*Win[T], erro
 // it (ErrNoMem) each rank's part is private memory.
 func WinAllocate[T Element](c *Comm, n int) (_ *Win[T], err error) {
 	defer c.failTo(&err)
-	if pRMADirect() != 0 && c.check("WinAllocate") == nil && !c.IsInter() && c.Size() > 1 && c.cc.Nodes == 1 {
+	if rmaDirect() && c.check("WinAllocate") == nil && !c.IsInter() && c.Size() > 1 && c.cc.Nodes == 1 {
 		w, err := allocShared[T](c, n, "WinAllocate")
 		if !errors.Is(err, ErrNoMem) {
 			return w, err

@@ -2,6 +2,7 @@ package mpi
 
 import (
 	"errors"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -34,13 +35,18 @@ import (
 // paths need no ordering between them; synchronisation (Fence, Unlock,
 // Flush, Complete) waits for both kinds.
 
-var pRMADirect = params.Int("GORUN_RMA_DIRECT", 1,
-	"1: window Put and Get go straight into the target's memory where a transport allows (shared windows, process_vm on one host, RDMA), without the target's CPU; 0: always as messages served by the target")
+var (
+	pRMADirect = params.Int("GORUN_RMA_DIRECT", 1,
+		"1: window Put and Get go straight into the target's memory where a transport allows (shared windows, process_vm on one host, RDMA), without the target's CPU; 0: always as messages served by the target")
+	// rmaDirect is pRMADirect read once (reading the environment on
+	// every operation was a quarter of a small Put's time).
+	rmaDirect = sync.OnceValue(func() bool { return pRMADirect() != 0 })
+)
 
 // exposeDirect exposes this rank's part for one-sided access and swaps
 // the regions with every rank (collective, at creation).
 func (w *Win[T]) exposeDirect(op string) error {
-	if w.dynamic || pRMADirect() == 0 {
+	if w.dynamic || !rmaDirect() {
 		return nil
 	}
 	n := w.wc.Size()
@@ -78,7 +84,7 @@ func (w *Win[T]) exposeDirect(op string) error {
 // transfer's request, nil when it is over already (a shared window's
 // copy). w.mu is held.
 func (w *Win[T]) directOp(name string, put bool, data, reply []byte, target, disp int) (r *p2p.Request, did bool, err error) {
-	if pRMADirect() == 0 {
+	if !rmaDirect() {
 		return nil, false, nil
 	}
 	off := disp * w.es
@@ -117,7 +123,7 @@ func (w *Win[T]) directOp(name string, put bool, data, reply []byte, target, dis
 // is 0. data is the operand (nil for NoOp), reply gets the old elements
 // (nil for Accumulate). w.mu is held.
 func (w *Win[T]) directAcc(k winKind, op opKind, data, reply []byte, target, disp, count int) bool {
-	if w.shared == nil || pRMADirect() == 0 {
+	if w.shared == nil || !rmaDirect() {
 		return false
 	}
 	part := elemBytes(w.shared[target])[disp*w.es : (disp+count)*w.es]

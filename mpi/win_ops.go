@@ -267,8 +267,17 @@ func (w *Win[T]) epoch(name string, target int) (fence bool, err error) {
 }
 
 // completeAll waits for this rank's pending operations with target (every
-// target: -1) and returns the first error among them. w.mu is held.
+// target: -1) and returns the first error among them, and makes what the
+// window's server wrote visible (Sync). w.mu is held.
 func (w *Win[T]) completeAll(name string, target int) error {
+	err := w.reap(name, target)
+	w.srv.mu.Lock() // what the service goroutine wrote is visible (Sync)
+	w.srv.mu.Unlock()
+	return err
+}
+
+// reap is completeAll without the Sync. w.mu is held.
+func (w *Win[T]) reap(name string, target int) error {
 	var err error
 	keep := w.pend[:0]
 	for _, p := range w.pend {
@@ -293,7 +302,5 @@ func (w *Win[T]) completeAll(name string, target int) error {
 	}
 	clear(w.pend[len(keep):])
 	w.pend = keep
-	w.srv.mu.Lock() // what the service goroutine wrote is visible (Sync)
-	w.srv.mu.Unlock()
 	return err
 }

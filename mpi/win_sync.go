@@ -214,7 +214,7 @@ func (w *Win[T]) Flush(target int) (err error) {
 		return errorf(ErrRMASync, name, "rank %d of %s is not locked by this rank", target, w.name)
 	}
 	if w.sent[target] == 0 {
-		return w.completeAll(name, target) // direct operations only
+		return w.reap(name, target) // one-sided operations only
 	}
 	return w.ctl(name, wkFlush, 0, target)
 }
