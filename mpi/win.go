@@ -135,6 +135,7 @@ type Win[T Element] struct {
 	// no round trip.
 	sent    []int64
 	locks   map[int]LockType // passive-target locks this rank holds
+	shmHeld map[int]LockType // those of them taken in a shared segment (win_direct.go)
 	lockAll bool
 	started map[int]bool // targets of the access epoch Start opened; nil: none
 	posted  []int        // origins of the exposure epoch Post opened; nil: none
@@ -233,6 +234,7 @@ func newWin[T Element](c *Comm, op string, buf []T, dynamic bool) (*Win[T], erro
 		issued:   make([]int64, wc.Size()),
 		sent:     make([]int64, wc.Size()),
 		locks:    map[int]LockType{},
+		shmHeld:  map[int]LockType{},
 		dynamic:  dynamic,
 	}
 	w.srv.excl = -1

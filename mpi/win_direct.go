@@ -141,7 +141,7 @@ func (w *Win[T]) lockPart(t int) {
 	if w.shLocks == nil {
 		return
 	}
-	l := (*uint32)(unsafe.Pointer(&w.shLocks[64*t]))
+	l := (*uint32)(unsafe.Pointer(&w.shLocks[partLocks*t]))
 	me := uint32(w.wc.rank + 1)
 	for i := 0; ; i++ {
 		h := atomic.LoadUint32(l)
@@ -163,6 +163,71 @@ func (w *Win[T]) lockPart(t int) {
 // unlockPart releases the lock lockPart took.
 func (w *Win[T]) unlockPart(t int) {
 	if w.shLocks != nil {
-		atomic.StoreUint32((*uint32)(unsafe.Pointer(&w.shLocks[64*t])), 0)
+		atomic.StoreUint32((*uint32)(unsafe.Pointer(&w.shLocks[partLocks*t])), 0)
 	}
+}
+
+// Passive-target locks on shared windows. Where every rank maps every
+// part, Lock and Unlock take and release a readers-writer word in the
+// segment (the second cache line of the part's locks) instead of asking
+// the target's server: no message, no target CPU (Open MPI's osc/sm does
+// the same). A waiting Lock serves the window and polls the transports
+// meanwhile. Exclusive lockers may wait while shared holders come and go
+// (no queue, unlike the server's arrival order). Under --enable-recovery
+// the server's locks are used, which it releases when their holder fails;
+// the segment's word would stay held by a dead rank.
+
+// partLocks is the size of a part's locks in a shared segment: the
+// accumulate lock's cache line, then the readers-writer word's.
+const partLocks = 128
+
+// rwExclusive marks the readers-writer word held exclusively; below it
+// the word counts shared holders.
+const rwExclusive = 1 << 63
+
+// shmLocking reports whether Lock and Unlock go through the segment.
+func (w *Win[T]) shmLocking() bool {
+	return w.shLocks != nil && rmaDirect() && !w.wc.rt.env.Recovery
+}
+
+func (w *Win[T]) rwWord(t int) *uint64 {
+	return (*uint64)(unsafe.Pointer(&w.shLocks[partLocks*t+64]))
+}
+
+// shmLock takes rank t's readers-writer word. w.mu is held.
+func (w *Win[T]) shmLock(typ LockType, t int) {
+	l := w.rwWord(t)
+	try := func() bool {
+		v := atomic.LoadUint64(l)
+		if typ == LockExclusive {
+			return v == 0 && atomic.CompareAndSwapUint64(l, 0, rwExclusive)
+		}
+		return v&rwExclusive == 0 && atomic.CompareAndSwapUint64(l, v, v+1)
+	}
+	if !try() {
+		w.await(try)
+	}
+}
+
+// shmRelease ends a passive-target epoch with t on a window locked
+// through its segment: this rank's operations with t complete (a flush
+// round trip for any that went as messages), then the word this rank
+// holds, if any (a ModeNoCheck lock holds none), is released. w.mu is
+// held.
+func (w *Win[T]) shmRelease(name string, t int) error {
+	err := w.completeAll(name, t)
+	if w.sent[t] > 0 {
+		err = firstErr(err, w.ctl(name, wkFlush, 0, t))
+	}
+	typ, ok := w.shmHeld[t]
+	if !ok {
+		return err
+	}
+	delete(w.shmHeld, t)
+	if typ == LockExclusive {
+		atomic.StoreUint64(w.rwWord(t), 0)
+	} else {
+		atomic.AddUint64(w.rwWord(t), ^uint64(0))
+	}
+	return err
 }

@@ -116,7 +116,12 @@ func (w *Win[T]) Lock(typ LockType, target int, assert ...Assert) (err error) {
 	if err := w.endFence(name); err != nil {
 		return err
 	}
-	if a&ModeNoCheck == 0 {
+	switch {
+	case a&ModeNoCheck != 0:
+	case w.shmLocking():
+		w.shmLock(typ, target)
+		w.shmHeld[target] = typ
+	default:
 		if err := w.ctl(name, wkLock, typ, target); err != nil {
 			return err
 		}
@@ -143,6 +148,9 @@ func (w *Win[T]) Unlock(target int) (err error) {
 		return errorf(ErrRMASync, name, "this rank holds no lock on rank %d of %s", target, w.name)
 	}
 	delete(w.locks, target)
+	if w.shmLocking() {
+		return w.shmRelease(name, target)
+	}
 	return w.ctl(name, wkUnlock, 0, target)
 }
 
@@ -169,7 +177,14 @@ func (w *Win[T]) LockAll(assert ...Assert) (err error) {
 	if err := w.endFence(name); err != nil {
 		return err
 	}
-	if a&ModeNoCheck == 0 {
+	switch {
+	case a&ModeNoCheck != 0:
+	case w.shmLocking():
+		for t := range w.sizes {
+			w.shmLock(LockShared, t)
+			w.shmHeld[t] = LockShared
+		}
+	default:
 		if err := w.ctlAll(name, wkLock, LockShared); err != nil {
 			return err
 		}
@@ -193,6 +208,12 @@ func (w *Win[T]) UnlockAll() (err error) {
 		return errorf(ErrRMASync, name, "this rank holds no LockAll on %s", w.name)
 	}
 	w.lockAll = false
+	if w.shmLocking() {
+		for t := range w.sizes {
+			err = firstErr(err, w.shmRelease(name, t))
+		}
+		return err
+	}
 	return w.ctlAll(name, wkUnlock, 0)
 }
 

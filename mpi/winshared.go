@@ -71,10 +71,10 @@ func allocShared[T Element](c *Comm, n int, op string) (*Win[T], error) {
 	for r, s := range sizes {
 		offs[r+1] = offs[r] + (int(s)*es+63)&^63
 	}
-	// After the parts, one cache line per rank for the lock of its part
-	// (win_direct.go's accumulates).
+	// After the parts, two cache lines per rank for the locks of its part
+	// (win_direct.go: accumulates, passive-target epochs).
 	locks := offs[len(sizes)]
-	mem, err := mapShared(c, op, locks+64*len(sizes))
+	mem, err := mapShared(c, op, locks+partLocks*len(sizes))
 	if err != nil {
 		return nil, err
 	}
