@@ -120,6 +120,7 @@ type Win[T Element] struct {
 	// (win_direct.go).
 	expo   *p2p.Exposure
 	direct []*p2p.Remote
+	flavor Flavor
 	// dynamic: made by WinCreateDynamic; the memory is what Attach gave
 	// (srv.regions), and buf is nil.
 	dynamic bool
@@ -236,6 +237,7 @@ func newWin[T Element](c *Comm, op string, buf []T, dynamic bool) (*Win[T], erro
 		locks:    map[int]LockType{},
 		shmHeld:  map[int]LockType{},
 		dynamic:  dynamic,
+		flavor:   FlavorCreate,
 	}
 	w.srv.excl = -1
 	w.srv.shared = map[int]int{}
@@ -268,6 +270,9 @@ func WinAllocate[T Element](c *Comm, n int) (_ *Win[T], err error) {
 	defer c.failTo(&err)
 	if rmaDirect() && c.check("WinAllocate") == nil && !c.IsInter() && c.Size() > 1 && c.cc.Nodes == 1 {
 		w, err := allocShared[T](c, n, "WinAllocate")
+		if err == nil {
+			w.flavor = FlavorAllocate
+		}
 		if !errors.Is(err, ErrNoMem) {
 			return w, err
 		}
@@ -275,7 +280,12 @@ func WinAllocate[T Element](c *Comm, n int) (_ *Win[T], err error) {
 	if n < 0 {
 		return nil, errorf(ErrArg, "WinAllocate", "negative window length %d", n)
 	}
-	return WinCreate(c, make([]T, n))
+	w, err := WinCreate(c, make([]T, n))
+	if err != nil {
+		return nil, err
+	}
+	w.flavor = FlavorAllocate
+	return w, nil
 }
 
 // Local is this rank's part of the window: the slice given to WinCreate,

@@ -40,7 +40,12 @@ type region struct {
 // Collective over c.
 func WinCreateDynamic[T Element](c *Comm) (_ *Win[T], err error) {
 	defer c.failTo(&err)
-	return newWin[T](c, "WinCreateDynamic", nil, true)
+	w, err := newWin[T](c, "WinCreateDynamic", nil, true)
+	if err != nil {
+		return nil, err
+	}
+	w.flavor = FlavorDynamic
+	return w, nil
 }
 
 // Attach exposes buf through a dynamic window (MPI_Win_attach) and returns

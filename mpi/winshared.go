@@ -40,7 +40,7 @@ func WinAllocateShared[T Element](c *Comm, n int) (_ *Win[T], err error) {
 	if err != nil {
 		return nil, err
 	}
-	w.queryable = true
+	w.queryable, w.flavor = true, FlavorShared
 	return w, nil
 }
 

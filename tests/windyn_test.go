@@ -184,7 +184,52 @@ func caseWinDynamic(w *mpi.Comm) error {
 	if _, err := static.Attach(a); !errors.Is(err, mpi.ErrRMAFlavor) {
 		return fmt.Errorf("Attach on a WinAllocate window: %v, want ErrRMAFlavor", err)
 	}
-	return firstError(static.Free(), win.Free(), mpi.Barrier(w))
+
+	// Attributes: flavours, the model, a user attribute whose delete
+	// callback runs once, at Free.
+	created, err := mpi.WinCreate(w, make([]int64, 1))
+	if err != nil {
+		return err
+	}
+	node, err := w.SplitType(mpi.SplitShared, 0)
+	if err != nil {
+		return err
+	}
+	shared, err := mpi.WinAllocateShared[int64](node, 1)
+	if err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		got, want mpi.Flavor
+	}{{win.Flavor(), mpi.FlavorDynamic}, {static.Flavor(), mpi.FlavorAllocate}, {created.Flavor(), mpi.FlavorCreate}, {shared.Flavor(), mpi.FlavorShared}} {
+		if f.got != f.want {
+			return fmt.Errorf("flavor %v, want %v", f.got, f.want)
+		}
+	}
+	if win.Model() != mpi.ModelUnified {
+		return fmt.Errorf("model %v, want unified", win.Model())
+	}
+	deleted := 0
+	key, err := mpi.CreateKeyval(nil, func(*mpi.Comm, mpi.Keyval, any) error { deleted++; return nil })
+	if err != nil {
+		return err
+	}
+	if err := static.SetAttr(key, "halo"); err != nil {
+		return err
+	}
+	if v, ok, err := static.GetAttr(key); err != nil || !ok || v != "halo" {
+		return fmt.Errorf("GetAttr: %v, %v, %v; want halo", v, ok, err)
+	}
+	if _, _, err := static.GetAttr(mpi.KeyTagUB); !errors.Is(err, mpi.ErrKeyval) {
+		return fmt.Errorf("GetAttr of a communicator's predefined key: %v, want ErrKeyval", err)
+	}
+	if err := firstError(static.Free(), win.Free(), created.Free(), shared.Free(), node.Free(), mpi.FreeKeyval(key)); err != nil {
+		return err
+	}
+	if deleted != 1 {
+		return fmt.Errorf("delete callback ran %d times at Free, want 1", deleted)
+	}
+	return mpi.Barrier(w)
 }
 
 func TestWinDynamic(t *testing.T) {
