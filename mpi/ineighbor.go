@@ -32,7 +32,7 @@ func initNeighbor(op string, c *Comm, prep nbPrep) (*Request, error) {
 	return initColl(op, c, func() (call, error) {
 		a, err := prep(nb)
 		return call{fn: coll.Neighbor, args: a}, err
-	})
+	}, nil)
 }
 
 // IneighborAllgather is the nonblocking NeighborAllgather.

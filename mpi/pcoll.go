@@ -28,7 +28,10 @@ import "github.com/gorun/gorun/coll"
 // one process's init fails (bad arguments), the others' inits succeed but
 // their runs fail the same way.
 //
-// On an intercommunicator the inits fail with ErrComm.
+// On an intercommunicator every init but ScanInit and ExscanInit (MPI
+// defines Scan and Exscan on intracommunicators only: ErrComm) prepares
+// the intercommunicator algorithm of its blocking form (intercoll.go),
+// and each run runs it as the nonblocking form does.
 
 // pcoll is what a persistent collective runs at each Start: the call
 // reserved at its init and the prepared arguments.
@@ -37,13 +40,28 @@ type pcoll struct {
 	cl call
 }
 
-// initColl reserves a call on c for op and prepares it with prep.
-func initColl(op string, c *Comm, prep func() (call, error)) (*Request, error) {
-	v, err := c.begin(op)
-	if err != nil {
-		return nil, err // through c's handler in begin
+// initColl reserves a call on c for op and prepares it with prep, or on
+// an intercommunicator with inter (nil for the collectives MPI defines on
+// intracommunicators only: ErrComm).
+func initColl(op string, c *Comm, prep func() (call, error), inter func() interCall) (*Request, error) {
+	var v coll.Comm
+	var cl call
+	var err error
+	if c.IsInter() {
+		if inter == nil {
+			return nil, c.fail(c.intra(op))
+		}
+		if v, err = c.interBegin(op); err != nil {
+			return nil, c.fail(err)
+		}
+		ic := inter()
+		cl, err = ic.cl, ic.err
+	} else {
+		if v, err = c.begin(op); err != nil {
+			return nil, err // through c's handler in begin
+		}
+		cl, err = prep()
 	}
-	cl, err := prep()
 	if err != nil {
 		v.Abort(int(classOf(err)), err)
 		return nil, c.fail(err)
@@ -72,81 +90,90 @@ func (q *Request) startColl() error {
 
 // BarrierInit makes a persistent Barrier (MPI_Barrier_init).
 func BarrierInit(c *Comm) (*Request, error) {
-	return initColl("BarrierInit", c, func() (call, error) { return call{fn: barrierFn}, nil })
+	return initColl("BarrierInit", c, func() (call, error) { return call{fn: barrierFn}, nil },
+		func() interCall { return interBarrier("BarrierInit", c) })
 }
 
 // BcastInit makes a persistent Bcast (MPI_Bcast_init).
 func BcastInit[T Element](c *Comm, buf []T, root int) (*Request, error) {
-	return initColl("BcastInit", c, func() (call, error) { return bcastCall("BcastInit", c, buf, root) })
+	return initColl("BcastInit", c, func() (call, error) { return bcastCall("BcastInit", c, buf, root) },
+		func() interCall { return interBcast("BcastInit", c, buf, root) })
 }
 
 // ReduceInit makes a persistent Reduce (MPI_Reduce_init).
 func ReduceInit[T Element](c *Comm, sendbuf, recvbuf []T, op Op, root int) (*Request, error) {
-	return initColl("ReduceInit", c, func() (call, error) { return reduceCall("ReduceInit", c, sendbuf, recvbuf, op, root) })
+	return initColl("ReduceInit", c, func() (call, error) { return reduceCall("ReduceInit", c, sendbuf, recvbuf, op, root) },
+		func() interCall { return interReduce("ReduceInit", c, sendbuf, recvbuf, op, root) })
 }
 
 // AllreduceInit makes a persistent Allreduce (MPI_Allreduce_init).
 func AllreduceInit[T Element](c *Comm, sendbuf, recvbuf []T, op Op) (*Request, error) {
 	return initColl("AllreduceInit", c, func() (call, error) {
 		return reductionCall("AllreduceInit", coll.Allreduce, sendbuf, recvbuf, op)
-	})
+	}, func() interCall { return interAllreduce("AllreduceInit", c, sendbuf, recvbuf, op) })
 }
 
 // ScanInit makes a persistent Scan (MPI_Scan_init).
 func ScanInit[T Element](c *Comm, sendbuf, recvbuf []T, op Op) (*Request, error) {
-	return initColl("ScanInit", c, func() (call, error) { return reductionCall("ScanInit", coll.Scan, sendbuf, recvbuf, op) })
+	return initColl("ScanInit", c, func() (call, error) { return reductionCall("ScanInit", coll.Scan, sendbuf, recvbuf, op) }, nil)
 }
 
 // ExscanInit makes a persistent Exscan (MPI_Exscan_init).
 func ExscanInit[T Element](c *Comm, sendbuf, recvbuf []T, op Op) (*Request, error) {
-	return initColl("ExscanInit", c, func() (call, error) { return reductionCall("ExscanInit", coll.Exscan, sendbuf, recvbuf, op) })
+	return initColl("ExscanInit", c, func() (call, error) { return reductionCall("ExscanInit", coll.Exscan, sendbuf, recvbuf, op) }, nil)
 }
 
 // GatherInit makes a persistent Gather (MPI_Gather_init).
 func GatherInit[T Element](c *Comm, sendbuf, recvbuf []T, root int) (*Request, error) {
-	return initColl("GatherInit", c, func() (call, error) { return gatherCall("GatherInit", c, sendbuf, recvbuf, root) })
+	return initColl("GatherInit", c, func() (call, error) { return gatherCall("GatherInit", c, sendbuf, recvbuf, root) },
+		func() interCall { return interGather("GatherInit", c, sendbuf, recvbuf, root) })
 }
 
 // GathervInit makes a persistent Gatherv (MPI_Gatherv_init).
 func GathervInit[T Element](c *Comm, sendbuf, recvbuf []T, counts, displs []int, root int) (*Request, error) {
 	return initColl("GathervInit", c, func() (call, error) {
 		return gathervCall("GathervInit", c, sendbuf, recvbuf, counts, displs, root)
-	})
+	}, func() interCall { return interGatherv("GathervInit", c, sendbuf, recvbuf, counts, displs, root) })
 }
 
 // ScatterInit makes a persistent Scatter (MPI_Scatter_init).
 func ScatterInit[T Element](c *Comm, sendbuf, recvbuf []T, root int) (*Request, error) {
-	return initColl("ScatterInit", c, func() (call, error) { return scatterCall("ScatterInit", c, sendbuf, recvbuf, root) })
+	return initColl("ScatterInit", c, func() (call, error) { return scatterCall("ScatterInit", c, sendbuf, recvbuf, root) },
+		func() interCall { return interScatter("ScatterInit", c, sendbuf, recvbuf, root) })
 }
 
 // ScattervInit makes a persistent Scatterv (MPI_Scatterv_init).
 func ScattervInit[T Element](c *Comm, sendbuf []T, counts, displs []int, recvbuf []T, root int) (*Request, error) {
 	return initColl("ScattervInit", c, func() (call, error) {
 		return scattervCall("ScattervInit", c, sendbuf, counts, displs, recvbuf, root)
-	})
+	}, func() interCall { return interScatterv("ScattervInit", c, sendbuf, counts, displs, recvbuf, root) })
 }
 
 // AllgatherInit makes a persistent Allgather (MPI_Allgather_init).
 func AllgatherInit[T Element](c *Comm, sendbuf, recvbuf []T) (*Request, error) {
-	return initColl("AllgatherInit", c, func() (call, error) { return allgatherCall("AllgatherInit", c, sendbuf, recvbuf) })
+	return initColl("AllgatherInit", c, func() (call, error) { return allgatherCall("AllgatherInit", c, sendbuf, recvbuf) },
+		func() interCall { return interAllgather("AllgatherInit", c, sendbuf, recvbuf) })
 }
 
 // AllgathervInit makes a persistent Allgatherv (MPI_Allgatherv_init).
 func AllgathervInit[T Element](c *Comm, sendbuf, recvbuf []T, counts, displs []int) (*Request, error) {
 	return initColl("AllgathervInit", c, func() (call, error) {
 		return allgathervCall("AllgathervInit", c, sendbuf, recvbuf, counts, displs)
-	})
+	}, func() interCall { return interAllgatherv("AllgathervInit", c, sendbuf, recvbuf, counts, displs) })
 }
 
 // AlltoallInit makes a persistent Alltoall (MPI_Alltoall_init).
 func AlltoallInit[T Element](c *Comm, sendbuf, recvbuf []T) (*Request, error) {
-	return initColl("AlltoallInit", c, func() (call, error) { return alltoallCall("AlltoallInit", c, sendbuf, recvbuf) })
+	return initColl("AlltoallInit", c, func() (call, error) { return alltoallCall("AlltoallInit", c, sendbuf, recvbuf) },
+		func() interCall { return interAlltoall("AlltoallInit", c, sendbuf, recvbuf) })
 }
 
 // AlltoallvInit makes a persistent Alltoallv (MPI_Alltoallv_init).
 func AlltoallvInit[T Element](c *Comm, sendbuf []T, sendcounts, sdispls []int, recvbuf []T, recvcounts, rdispls []int) (*Request, error) {
 	return initColl("AlltoallvInit", c, func() (call, error) {
 		return alltoallvCall("AlltoallvInit", c, sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls)
+	}, func() interCall {
+		return interAlltoallv("AlltoallvInit", c, sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls)
 	})
 }
 
@@ -155,7 +182,7 @@ func AlltoallvInit[T Element](c *Comm, sendbuf []T, sendcounts, sdispls []int, r
 func ReduceScatterInit[T Element](c *Comm, sendbuf, recvbuf []T, recvcounts []int, op Op) (*Request, error) {
 	return initColl("ReduceScatterInit", c, func() (call, error) {
 		return reduceScatterCall("ReduceScatterInit", c, sendbuf, recvbuf, recvcounts, op)
-	})
+	}, func() interCall { return interReduceScatter("ReduceScatterInit", c, sendbuf, recvbuf, recvcounts, op) })
 }
 
 // ReduceScatterBlockInit makes a persistent ReduceScatterBlock
@@ -163,5 +190,5 @@ func ReduceScatterInit[T Element](c *Comm, sendbuf, recvbuf []T, recvcounts []in
 func ReduceScatterBlockInit[T Element](c *Comm, sendbuf, recvbuf []T, op Op) (*Request, error) {
 	return initColl("ReduceScatterBlockInit", c, func() (call, error) {
 		return reduceScatterBlockCall("ReduceScatterBlockInit", c, sendbuf, recvbuf, op)
-	})
+	}, func() interCall { return interReduceScatterBlock("ReduceScatterBlockInit", c, sendbuf, recvbuf, op) })
 }

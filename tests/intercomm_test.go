@@ -394,6 +394,7 @@ func caseIntercomm(w *mpi.Comm) error {
 		"Scan":        func() error { return mpi.Scan(inter, x, x, mpi.Sum) },
 		"Iscan":       func() error { _, err := mpi.Iscan(inter, x, x, mpi.Sum); return err },
 		"Exscan":      func() error { return mpi.Exscan(inter, x, x, mpi.Sum) },
+		"ScanInit":    func() error { _, err := mpi.ScanInit(inter, x, x, mpi.Sum); return err },
 		"SplitType":   func() error { _, err := inter.SplitType(mpi.SplitShared, 0); return err },
 		"CreateGroup": func() error { _, err := inter.CreateGroup(wg, 0); return err },
 		"CartCreate":  func() error { _, err := mpi.CartCreate(inter, []int{1}, []bool{false}, false); return err },
