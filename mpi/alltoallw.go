@@ -65,8 +65,15 @@ func (w *wCall[T]) finish(recvbuf []T, recv []Layout, srcs []int) {
 // Each pair's layouts must select the same number of elements. sendbuf
 // and recvbuf may be one slice (MPI_IN_PLACE, with the receive layouts
 // passed for both sides): every block is packed before any is received.
+//
+// On an intercommunicator send[j] and recv[j] are for process j of the
+// other group (RemoteSize layouts each), and sendbuf and recvbuf must not
+// overlap (ErrBuffer: MPI has no in-place form there).
 func Alltoallw[T Element](c *Comm, sendbuf []T, send []Layout, recvbuf []T, recv []Layout) error {
 	const op = "Alltoallw"
+	if c.IsInter() {
+		return c.fail(interAlltoallw(op, c, sendbuf, send, recvbuf, recv))
+	}
 	v, err := c.begin(op)
 	if err != nil {
 		return err
@@ -107,4 +114,26 @@ func NeighborAlltoallw[T Element](c *Comm, sendbuf []T, send []Layout, recvbuf [
 		w.finish(recvbuf, recv, srcs)
 	}
 	return err
+}
+
+// interAlltoallw is Alltoallw on an intercommunicator: the blocks packed,
+// moved as by its Alltoallv, unpacked.
+func interAlltoallw[T Element](op string, c *Comm, sendbuf []T, send []Layout, recvbuf []T, recv []Layout) error {
+	var w wCall[T]
+	err := interDisjoint(op, sendbuf, recvbuf)
+	if n := c.RemoteSize(); err == nil && (len(send) != n || len(recv) != n) {
+		err = errorf(ErrArg, op, "%d send and %d receive layouts for %d remote processes", len(send), len(recv), n)
+	}
+	if err == nil {
+		err = w.prepare(op, sendbuf, send, recvbuf, recv)
+	}
+	ic := interAlltoallv(op, c, w.sb, w.sc, w.sd, w.rb, w.rc, w.rd)
+	if err != nil {
+		ic.err = err // bad arguments: the call aborts at every process
+	}
+	if err := c.interRun(ic); err != nil {
+		return err
+	}
+	w.finish(recvbuf, recv, nil)
+	return nil
 }

@@ -14,7 +14,7 @@ import (
 // intercommunicator, each request run three times with new inputs, the
 // even ranks starting them in one order and the odd ranks in the reverse
 // (MPI-4 allows it), every result against a sequential computation from
-// world ranks.
+// world ranks; and Alltoallw on it.
 
 func init() { rankCases["intercoll-persistent"] = caseInterPersistent }
 
@@ -114,6 +114,29 @@ func caseInterPersistent(w *mpi.Comm) error {
 		if err := q.Free(); err != nil {
 			return err
 		}
+	}
+	// Alltoallw: the odd elements of sendbuf, one per remote process, into
+	// every third element of recvbuf.
+	wsend, wrecv := make([]int64, 2*rsize), make([]int64, 3*rsize)
+	send, recv := make([]mpi.Layout, rsize), make([]mpi.Layout, rsize)
+	for j := range rsize {
+		wsend[2*j], wsend[2*j+1] = -7, int64(rank*100+j)
+		send[j] = mpi.Indexed([]int{1}, []int{2*j + 1})
+		recv[j] = mpi.IndexedBlock(1, []int{3 * j})
+	}
+	for i := range wrecv {
+		wrecv[i] = -1
+	}
+	if err := mpi.Alltoallw(inter, wsend, send, wrecv, recv); err != nil {
+		return fmt.Errorf("Alltoallw: %w", err)
+	}
+	for j := range rsize {
+		if got := wrecv[3*j : 3*j+3]; got[0] != int64(remote(j)*100+me) || got[1] != -1 || got[2] != -1 {
+			return fmt.Errorf("Alltoallw from remote %d: %v, want [%d -1 -1]", j, got, remote(j)*100+me)
+		}
+	}
+	if err := mpi.Alltoallw(inter, wrecv, recv, wrecv, recv); !errors.Is(err, mpi.ErrBuffer) {
+		return fmt.Errorf("Alltoallw in place on an intercommunicator: %v, want ErrBuffer", err)
 	}
 	if _, err := mpi.ExscanInit(inter, arIn, arOut, mpi.Sum); !errors.Is(err, mpi.ErrComm) {
 		return fmt.Errorf("ExscanInit on an intercommunicator: %v, want ErrComm", err)
