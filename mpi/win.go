@@ -121,6 +121,9 @@ type Win[T Element] struct {
 	expo   *p2p.Exposure
 	direct []*p2p.Remote
 	flavor Flavor
+	// oneSided: every rank has the one-sided paths on (GORUN_RMA_DIRECT),
+	// agreed at creation.
+	oneSided bool
 	// dynamic: made by WinCreateDynamic; the memory is what Attach gave
 	// (srv.regions), and buf is nil.
 	dynamic bool
@@ -202,11 +205,22 @@ type lockWait struct {
 // slices of different lengths, including none. Collective over c.
 func WinCreate[T Element](c *Comm, buf []T) (_ *Win[T], err error) {
 	defer c.failTo(&err)
-	return newWin(c, "WinCreate", buf, false)
+	return newWin(c, "WinCreate", buf, false, nil)
 }
 
-// newWin makes a window of buf, or a dynamic one, for the call named op.
-func newWin[T Element](c *Comm, op string, buf []T, dynamic bool) (*Win[T], error) {
+// sharedParts is a shared window's segment (allocShared), set on the
+// window before its server starts.
+type sharedParts[T Element] struct {
+	parts [][]T
+	mem   []byte
+	locks []byte
+}
+
+// newWin makes a window of buf, or a dynamic one, or one of shared parts
+// (sh, with buf this rank's), for the call named op. The ranks agree
+// there whether the one-sided paths are on (GORUN_RMA_DIRECT at every
+// rank), since that decides collectives and lock protocols.
+func newWin[T Element](c *Comm, op string, buf []T, dynamic bool, sh *sharedParts[T]) (*Win[T], error) {
 	if err := c.check(op); err != nil {
 		return nil, err
 	}
@@ -218,10 +232,19 @@ func newWin[T Element](c *Comm, op string, buf []T, dynamic bool) (*Win[T], erro
 		return nil, reop(op, err)
 	}
 	wc.SetName("window of " + c.name)
-	sizes := make([]int64, wc.Size())
-	if err := Allgather(wc, []int64{int64(len(buf))}, sizes); err != nil {
+	direct := int64(0)
+	if rmaDirect() {
+		direct = 1
+	}
+	both := make([]int64, 2*wc.Size())
+	if err := Allgather(wc, []int64{int64(len(buf)), direct}, both); err != nil {
 		wc.Free()
 		return nil, reop(op, err)
+	}
+	sizes := make([]int64, wc.Size())
+	for r := range sizes {
+		sizes[r] = both[2*r]
+		direct &= both[2*r+1]
 	}
 	w := &Win[T]{
 		name:     fmt.Sprintf("window of %s", c.name),
@@ -238,6 +261,10 @@ func newWin[T Element](c *Comm, op string, buf []T, dynamic bool) (*Win[T], erro
 		shmHeld:  map[int]LockType{},
 		dynamic:  dynamic,
 		flavor:   FlavorCreate,
+		oneSided: direct == 1,
+	}
+	if sh != nil {
+		w.shared, w.shm, w.shLocks = sh.parts, sh.mem, sh.locks
 	}
 	w.srv.excl = -1
 	w.srv.shared = map[int]int{}
@@ -250,7 +277,7 @@ func newWin[T Element](c *Comm, op string, buf []T, dynamic bool) (*Win[T], erro
 	go w.serveLoop()
 	// A rank blocked in any call serves the window meanwhile (p2p's
 	// OnIdle): requests wait microseconds, not the poller's sleep.
-	w.unhook = w.eng.OnIdle(func() { w.serve() })
+	w.unhook = w.eng.OnIdle(func() { w.serveAs(true) })
 	if err := w.exposeDirect(op); err != nil {
 		w.Free()
 		return nil, err
@@ -261,19 +288,20 @@ func newWin[T Element](c *Comm, op string, buf []T, dynamic bool) (*Win[T], erro
 // WinAllocate makes a window of n zeroed elements at this rank
 // (MPI_Win_allocate); Local returns them. Collective over c.
 //
-// When every rank of c runs on one host (and GORUN_RMA_DIRECT is not 0),
-// the parts are allocated in one shared-memory segment, as
-// WinAllocateShared does (Open MPI's osc/sm does the same), so that
+// When every rank of c runs on one host (and GORUN_RMA_DIRECT is not 0
+// at any of them), the parts are allocated in one shared-memory segment,
+// as WinAllocateShared does (Open MPI's osc/sm does the same), so that
 // other ranks' Put and Get are plain copies; without shared memory for
-// it (ErrNoMem) each rank's part is private memory.
+// it (ErrNoMem) each rank's part is private memory. Local's slice is then
+// unmapped by Free: it must not be used after Free.
 func WinAllocate[T Element](c *Comm, n int) (_ *Win[T], err error) {
 	defer c.failTo(&err)
-	if rmaDirect() && c.check("WinAllocate") == nil && !c.IsInter() && c.Size() > 1 && c.cc.Nodes == 1 {
+	if c.check("WinAllocate") == nil && !c.IsInter() && c.Size() > 1 && c.cc.Nodes == 1 {
 		w, err := allocShared[T](c, n, "WinAllocate")
 		if err == nil {
 			w.flavor = FlavorAllocate
 		}
-		if !errors.Is(err, ErrNoMem) {
+		if !errors.Is(err, ErrNoMem) && !errors.Is(err, errNotOneSided) {
 			return w, err
 		}
 	}

@@ -37,7 +37,7 @@ import (
 
 var (
 	pRMADirect = params.Int("GORUN_RMA_DIRECT", 1,
-		"1: window Put and Get go straight into the target's memory where a transport allows (shared windows, process_vm on one host, RDMA), without the target's CPU; 0: always as messages served by the target")
+		"1: window Put and Get go straight into the target's memory where a transport allows (shared windows, process_vm on one host, RDMA), without the target's CPU; 0: always as messages served by the target (a window is one-sided only if every rank has 1)")
 	// rmaDirect is pRMADirect read once (reading the environment on
 	// every operation was a quarter of a small Put's time).
 	rmaDirect = sync.OnceValue(func() bool { return pRMADirect() != 0 })
@@ -46,8 +46,8 @@ var (
 // exposeDirect exposes this rank's part for one-sided access and swaps
 // the regions with every rank (collective, at creation).
 func (w *Win[T]) exposeDirect(op string) error {
-	if w.dynamic || !rmaDirect() {
-		return nil
+	if w.dynamic || w.shared != nil || !w.oneSided {
+		return nil // shared windows copy; the others go as messages
 	}
 	n := w.wc.Size()
 	const slot = 1 + btl.MaxRegionSize
@@ -84,7 +84,7 @@ func (w *Win[T]) exposeDirect(op string) error {
 // transfer's request, nil when it is over already (a shared window's
 // copy). w.mu is held.
 func (w *Win[T]) directOp(name string, put bool, data, reply []byte, target, disp int) (r *p2p.Request, did bool, err error) {
-	if !rmaDirect() {
+	if !w.oneSided {
 		return nil, false, nil
 	}
 	off := disp * w.es
@@ -123,7 +123,7 @@ func (w *Win[T]) directOp(name string, put bool, data, reply []byte, target, dis
 // is 0. data is the operand (nil for NoOp), reply gets the old elements
 // (nil for Accumulate). w.mu is held.
 func (w *Win[T]) directAcc(k winKind, op opKind, data, reply []byte, target, disp, count int) bool {
-	if w.shared == nil || !rmaDirect() {
+	if w.shared == nil || !w.oneSided {
 		return false
 	}
 	part := elemBytes(w.shared[target])[disp*w.es : (disp+count)*w.es]
@@ -172,22 +172,28 @@ func (w *Win[T]) unlockPart(t int) {
 // segment (the second cache line of the part's locks) instead of asking
 // the target's server: no message, no target CPU (Open MPI's osc/sm does
 // the same). A waiting Lock serves the window and polls the transports
-// meanwhile. Exclusive lockers may wait while shared holders come and go
-// (no queue, unlike the server's arrival order). Under --enable-recovery
-// the server's locks are used, which it releases when their holder fails;
-// the segment's word would stay held by a dead rank.
+// meanwhile. A waiting exclusive locker holds new shared lockers back
+// (rwWaiting), so shared epochs cannot starve it; among lockers of one
+// kind there is no queue (the server grants in arrival order). Under
+// --enable-recovery the server's locks are used, which it releases when
+// their holder fails; the segment's word would stay held by a dead rank.
 
 // partLocks is the size of a part's locks in a shared segment: the
 // accumulate lock's cache line, then the readers-writer word's.
 const partLocks = 128
 
-// rwExclusive marks the readers-writer word held exclusively; below it
-// the word counts shared holders.
-const rwExclusive = 1 << 63
+// The readers-writer word: rwExclusive marks it held exclusively,
+// rwWaiting that an exclusive locker waits (new shared lockers then wait
+// too, so that a stream of shared epochs cannot starve it); below them it
+// counts shared holders.
+const (
+	rwExclusive = 1 << 63
+	rwWaiting   = 1 << 62
+)
 
 // shmLocking reports whether Lock and Unlock go through the segment.
 func (w *Win[T]) shmLocking() bool {
-	return w.shLocks != nil && rmaDirect() && !w.wc.rt.env.Recovery
+	return w.shLocks != nil && w.oneSided && !w.wc.rt.env.Recovery
 }
 
 func (w *Win[T]) rwWord(t int) *uint64 {
@@ -200,9 +206,18 @@ func (w *Win[T]) shmLock(typ LockType, t int) {
 	try := func() bool {
 		v := atomic.LoadUint64(l)
 		if typ == LockExclusive {
-			return v == 0 && atomic.CompareAndSwapUint64(l, 0, rwExclusive)
+			if v&^rwWaiting == 0 {
+				// Free (perhaps with waiters announced, this one among
+				// them): take it; another waiting exclusive locker
+				// announces itself again.
+				return atomic.CompareAndSwapUint64(l, v, rwExclusive)
+			}
+			if v&rwWaiting == 0 {
+				atomic.CompareAndSwapUint64(l, v, v|rwWaiting)
+			}
+			return false
 		}
-		return v&rwExclusive == 0 && atomic.CompareAndSwapUint64(l, v, v+1)
+		return v&(rwExclusive|rwWaiting) == 0 && atomic.CompareAndSwapUint64(l, v, v+1)
 	}
 	if !try() {
 		w.await(try)
@@ -224,10 +239,16 @@ func (w *Win[T]) shmRelease(name string, t int) error {
 		return err
 	}
 	delete(w.shmHeld, t)
+	l := w.rwWord(t)
 	if typ == LockExclusive {
-		atomic.StoreUint64(w.rwWord(t), 0)
+		for { // keep a waiter's announcement
+			v := atomic.LoadUint64(l)
+			if atomic.CompareAndSwapUint64(l, v, v&^rwExclusive) {
+				break
+			}
+		}
 	} else {
-		atomic.AddUint64(w.rwWord(t), ^uint64(0))
+		atomic.AddUint64(l, ^uint64(0))
 	}
 	return err
 }

@@ -40,7 +40,7 @@ type region struct {
 // Collective over c.
 func WinCreateDynamic[T Element](c *Comm) (_ *Win[T], err error) {
 	defer c.failTo(&err)
-	w, err := newWin[T](c, "WinCreateDynamic", nil, true)
+	w, err := newWin[T](c, "WinCreateDynamic", nil, true, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -178,6 +178,12 @@ func (w *Win[T]) refuse(src int, h *winHdr) {
 			w.eng.Release(r)
 		}
 	}
+	w.answerRefused(src, h)
+}
+
+// answerRefused sends the reply that tells the origin its operation h
+// failed at this rank, when the origin waits for one. srv.mu is held.
+func (w *Win[T]) answerRefused(src int, h *winHdr) {
 	switch {
 	case h.kind == wkGet || h.kind == wkGetAcc || h.kind == wkCAS:
 		w.reply(src, h.tag, []byte{}) // the origin wants count elements

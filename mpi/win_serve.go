@@ -160,7 +160,19 @@ func (w *Win[T]) serveLoop() {
 // serve handles the requests that have arrived and reaps finished
 // replies; it reports whether it did anything. It returns at once when
 // another goroutine is serving.
-func (w *Win[T]) serve() bool {
+func (w *Win[T]) serve() bool { return w.serveAs(false) }
+
+// quickData bounds the data of a request served from another call's wait
+// (serveAs quick): eager on every transport, so that taking it does not
+// wait for the origin.
+const quickData = 4 << 10
+
+// serveAs is serve; quick is how other blocked calls of the rank serve
+// the window (the OnIdle hook): they poll no transport (their own wait
+// does) and handle only requests that cannot keep them waiting, those
+// without data or whose data has arrived and is small, leaving the rest
+// to the window's server and to the window's own calls.
+func (w *Win[T]) serveAs(quick bool) bool {
 	s := &w.srv
 	if !s.mu.TryLock() {
 		return false
@@ -169,7 +181,11 @@ func (w *Win[T]) serve() bool {
 	did := false
 	keep := s.replies[:0]
 	for _, p := range s.replies {
-		if ok, _, _ := p.r.Test(); ok {
+		done := p.r.Done()
+		if !quick && !done {
+			done, _, _ = p.r.Test()
+		}
+		if done {
 			w.eng.Release(p.r)
 			did = true
 			continue
@@ -179,7 +195,17 @@ func (w *Win[T]) serve() bool {
 	clear(s.replies[len(keep):])
 	s.replies = keep
 	for s.req != nil && s.dead == nil {
-		ok, st, err := s.req.Test()
+		var ok bool
+		var st p2p.Status
+		var err error
+		if quick {
+			if ok = s.req.Done(); ok {
+				st, err = s.req.Result()
+				ok = err != nil || w.dataReady(st)
+			}
+		} else {
+			ok, st, err = s.req.Test()
+		}
 		if !ok {
 			break
 		}
@@ -221,6 +247,22 @@ func (w *Win[T]) serve() bool {
 		}
 	}
 	return did
+}
+
+// dataReady reports whether the request that arrived (st, its header in
+// srv.hdr) can be handled without waiting: it has no data, or its data
+// has arrived and is at most quickData bytes. srv.mu is held.
+func (w *Win[T]) dataReady(st p2p.Status) bool {
+	if st.Bytes != winHdrLen {
+		return true // malformed: dropped at once
+	}
+	var h winHdr
+	h.decode(w.srv.hdr[:])
+	if h.kind != wkPut && h.kind != wkAcc && h.kind != wkCAS && (h.kind != wkGetAcc || h.op == opNoOp) {
+		return true
+	}
+	ok, dst, err := w.eng.Iprobe(w.wc.ctx, st.Source, winTagData)
+	return err != nil || (ok && dst.Bytes <= quickData)
 }
 
 // dropFailed releases the locks of failed members.
@@ -301,6 +343,12 @@ func (w *Win[T]) handle(src int, h *winHdr) {
 			}
 			in = s.scratch[:n]
 			if err := w.recvData(src, in); err != nil {
+				// The origin failed (or sent another length): it is told
+				// as for a refused operation, and the epoch counts it.
+				w.answerRefused(src, h)
+				if h.flags&fFence != 0 {
+					s.fenceDone++
+				}
 				return
 			}
 		}

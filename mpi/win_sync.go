@@ -14,11 +14,13 @@ package mpi
 //
 // Assertions (MPI_MODE_*, combined with |) let it do less; every rank must
 // give ModeNoPrecede and ModeNoSucceed alike, as MPI requires. With
-// ModeNoPrecede (no rank issued operations since the previous Fence: this
-// rank's are checked, ErrRMASync) the ranks do not exchange counts; with
+// ModeNoPrecede (no rank issued operations since the previous Fence) the
+// ranks do not exchange counts; a rank that did issue some fails with
+// ErrRMASync once the fence is over, without holding the others up. With
 // ModeNoSucceed (no operation follows until the next synchronisation) no
-// epoch opens and the closing barrier is left out. ModeNoStore and
-// ModeNoPut are accepted and change nothing here.
+// epoch opens; with both, the closing barrier is left out too (a fence
+// that ends no epoch and opens none). ModeNoStore and ModeNoPut are
+// accepted and change nothing here.
 func (w *Win[T]) Fence(assert ...Assert) (err error) {
 	defer w.failTo(&err)
 	const name = "Win.Fence"
@@ -37,10 +39,16 @@ func (w *Win[T]) Fence(assert ...Assert) (err error) {
 	if w.started != nil || w.posted != nil {
 		return errorf(ErrRMASync, name, "this rank has a Start or Post epoch open on %s: Complete or Wait first", w.name)
 	}
+	var lie error
 	if a&ModeNoPrecede != 0 {
 		for t, n := range w.issued {
-			if n > 0 {
-				return errorf(ErrRMASync, name, "ModeNoPrecede, but this rank issued %d operations to rank %d since the last Fence of %s", n, t, w.name)
+			if n > 0 && lie == nil {
+				// Reported once the fence is over: the other ranks,
+				// whose promise may hold, run it, and must not wait
+				// for this one. The operations are counted in the next
+				// Fence's exchange (their counts stay), which their
+				// targets have served by then.
+				lie = errorf(ErrRMASync, name, "ModeNoPrecede, but this rank issued %d operations to rank %d since the last Fence of %s", n, t, w.name)
 			}
 		}
 	}
@@ -63,8 +71,14 @@ func (w *Win[T]) Fence(assert ...Assert) (err error) {
 	}
 	if a&ModeNoSucceed != 0 {
 		w.fence = false
-		return err
 	}
+	if a&(ModeNoPrecede|ModeNoSucceed) == ModeNoPrecede|ModeNoSucceed {
+		// No epoch ended and none opens: nothing to keep apart.
+		return firstErr(lie, err)
+	}
+	// The barrier keeps the operations of what follows (the next fence
+	// epoch, or a lock epoch after ModeNoSucceed) from reaching a target
+	// before every target has served this epoch's.
 	q, cerr := Ibarrier(w.wc)
 	if cerr != nil {
 		return reop(name, cerr)
@@ -73,8 +87,10 @@ func (w *Win[T]) Fence(assert ...Assert) (err error) {
 	if _, cerr := q.Wait(); cerr != nil {
 		return reop(name, cerr)
 	}
-	w.fence = true
-	return err
+	if a&ModeNoSucceed == 0 {
+		w.fence = true
+	}
+	return firstErr(lie, err)
 }
 
 // Lock opens a passive-target epoch with target (MPI_Win_lock): it waits

@@ -54,14 +54,29 @@ func allocShared[T Element](c *Comm, n int, op string) (*Win[T], error) {
 	if err := c.intra(op); err != nil {
 		return nil, err
 	}
-	sizes := make([]int64, c.Size())
-	if err := Allgather(c, []int64{int64(n)}, sizes); err != nil {
+	// Every rank's length, and whether it has the one-sided paths on:
+	// WinAllocate makes a shared window only if all have (the same
+	// answer at every rank, so the same collectives follow).
+	direct := int64(0)
+	if rmaDirect() {
+		direct = 1
+	}
+	both := make([]int64, 2*c.Size())
+	if err := Allgather(c, []int64{int64(n), direct}, both); err != nil {
 		return nil, reop(op, err)
+	}
+	sizes := make([]int64, c.Size())
+	for r := range sizes {
+		sizes[r] = both[2*r]
+		direct &= both[2*r+1]
 	}
 	for r, s := range sizes {
 		if s < 0 {
 			return nil, errorf(ErrArg, op, "rank %d asked for %d elements", r, s)
 		}
+	}
+	if direct == 0 && op == "WinAllocate" {
+		return nil, errNotOneSided
 	}
 	if c.cc.Nodes != 1 {
 		return nil, errorf(ErrComm, op, "the ranks of %s run on %d hosts: shared memory needs one (SplitType(TypeShared) first)", c.name, c.cc.Nodes)
@@ -84,14 +99,17 @@ func allocShared[T Element](c *Comm, n int, op string) (*Win[T], error) {
 			parts[r] = unsafe.Slice((*T)(unsafe.Pointer(&mem[offs[r]])), int(s))
 		}
 	}
-	w, err := WinCreate(c, parts[c.rank])
+	w, err := newWin(c, op, parts[c.rank], false, &sharedParts[T]{parts: parts, mem: mem, locks: mem[locks:]})
 	if err != nil {
 		unix.Munmap(mem)
-		return nil, reop(op, err)
+		return nil, err
 	}
-	w.shared, w.shm, w.shLocks = parts, mem, mem[locks:]
 	return w, nil
 }
+
+// errNotOneSided: WinAllocate within a host with the one-sided paths off
+// at some rank makes a window of private parts (win.go).
+var errNotOneSided = errors.New("one-sided paths off")
 
 // mapShared maps a zeroed segment of size bytes shared by c's ranks
 // (coll's MapShared, as a collective call of its own): every rank fails
