@@ -232,6 +232,15 @@ func (w *Win[T]) send(name string, target int, h *winHdr, data, reply []byte, ch
 	h.encode(hb)
 	r, err := w.eng.Isend(w.wc.ctx, wt, winTagReq, hb, false)
 	if err != nil {
+		if last != nil {
+			// The request never left: withdraw its reply's receive,
+			// which nothing would complete (a Request over it is never
+			// returned).
+			w.pend = w.pend[:len(w.pend)-1]
+			if w.eng.CancelRecv(last) {
+				w.eng.Release(last)
+			}
+		}
 		return nil, wrap(name, err)
 	}
 	p := pending{target: target, r: r, keep: hb}
