@@ -60,13 +60,54 @@ type ipcState struct {
 	table   gpu.Buffer     // rank r's region address (u64) at 8r
 	errWord *cuda.HostMem  // the push kernel's error word (u32)
 	reg     gpu.PushRegion // the push kernel's view of the regions
+
+	// The call numbering of the push kernels (gpupush.go): the calls'
+	// sequence numbers extended to 64 bits (seqHi counts the wraps seen
+	// since seqLast), the set of slots this rank's next push call writes,
+	// and for each set the number of the last call that wrote it here (a
+	// push call, or an ipc call of that parity). pc is the current push
+	// call's.
+	seqHi, seqLast uint64
+	wset           int
+	wrote          [2]uint64
+	pc             gpu.PushCall
+}
+
+// callNum is call c's number among this communicator's calls on the
+// regions: its sequence number, extended to 64 bits. Every rank numbers a
+// call alike as long as no 2^32 calls pass between two that use the
+// regions (sequence numbers are 32 bits and grow by one a call).
+func (st *ipcState) callNum(c *Comm) uint64 {
+	s := uint64(c.seq)
+	if s < st.seqLast {
+		st.seqHi += 1 << 32
+	}
+	st.seqLast = s
+	return st.seqHi | s
+}
+
+// nextPush numbers push call c and takes the set of slots it writes: the
+// other one than last time, written again only once every peer it writes
+// to has acknowledged a call after the one that last wrote it.
+func (st *ipcState) nextPush(c *Comm) gpu.PushCall {
+	num := st.callNum(c)
+	st.wset ^= 1
+	pc := gpu.PushCall{Seq: num, Set: st.wset}
+	if last := st.wrote[st.wset]; last != 0 {
+		pc.Need = last + 1
+	}
+	st.wrote[st.wset] = num
+	return pc
 }
 
 // ipcFlags is the byte offset of a region's flag area (after its two sets
-// of n slots), and ipcFlagBytes its size: the push kernel's flags, one u64
-// per (source rank, block).
+// of n slots), and ipcFlagBytes its size: the push kernels' words
+// (gpu.PushWordBytes: 2 KiB and 8 bytes a rank, 1 KiB more). The slots
+// are the same two sets the ipc algorithms use by their calls' parity; a
+// push call's writer alternates them itself (ipcState.nextPush), so no
+// slot is halved: a region stays 64 MiB of slots plus the words.
 func ipcFlags(n, slot int) int   { return 2 * n * slot }
-func ipcFlagBytes(n int) int     { return 8 * n * kernels.AllreducePushMaxBlocks }
+func ipcFlagBytes(n int) int     { return gpu.PushWordBytes(n) }
 func (st *ipcState) region() int { return ipcFlags(st.n, st.slot) + ipcFlagBytes(st.n) }
 
 // at returns m bytes of slot r of the set call c uses in region.
@@ -131,8 +172,8 @@ func (c *Comm) ipcSetup(d *devCall) (*ipcState, error) {
 	msg := make([]byte, 1+gpu.IPCHandleSize) // ok flag, handle
 	if own, err := gpu.Alloc(d.dev, gpu.Uint8, st.region()); err == nil {
 		st.own = own
-		// The push kernel's flags start at zero (its calls' sequence
-		// numbers start at 1); set before any peer can map the region.
+		// The push kernels' words start at zero (their calls' numbers
+		// start at 1); set before any peer can map the region.
 		if st.zeroFlags() == nil {
 			if h, err := own.ExportIPC(); err == nil {
 				if b, err := h.MarshalBinary(); err == nil {
@@ -191,7 +232,7 @@ func (st *ipcState) zeroFlags() error {
 // it could: the kernels are loaded, the regions' addresses are on
 // the device, the error word is mapped.
 func (st *ipcState) pushSetup(me int) bool {
-	if !gpu.HasPushKernels(st.dev) {
+	if st.n > kernels.PushMaxRanks || !gpu.HasPushKernels(st.dev) {
 		return false
 	}
 	ctx, err := gpu.DeviceContext(st.dev)
@@ -222,7 +263,7 @@ func (st *ipcState) pushSetup(me int) bool {
 	clear(w.Bytes())
 	st.table, st.errWord = table, w
 	st.reg = gpu.PushRegion{Table: table.DevicePtr(), Ranks: st.n, Rank: me, Slot: st.slot,
-		Flags: ipcFlags(st.n, st.slot), Err: w.Ptr(), Timeout: pushTimeout}
+		Flags: ipcFlags(st.n, st.slot), Err: w.Ptr(), Timeout: pushSlice}
 	return true
 }
 
@@ -276,6 +317,9 @@ func (d *devCall) ipcExchange(c *Comm, st *ipcState, send func(r int) gpu.Buffer
 	if err := barrierFlat(c); err != nil {
 		return nil, err
 	}
+	// A later push call writes this set again only once every peer has
+	// acknowledged a call after this one (its ipc reads are over).
+	st.wrote[c.seq&1] = st.callNum(c)
 	for r := range c.Size() {
 		if b := send(r); r != c.Rank() && b.Len() > 0 {
 			if err := d.copy(st.at(c, st.peers[r], c.Rank(), b.Len()), b); err != nil {

@@ -6,38 +6,59 @@ import (
 
 	"github.com/gorun/gorun/gpu"
 	"github.com/gorun/gorun/gpu/cuda"
+	"github.com/gorun/gorun/p2p"
 )
 
 // The "push" GPU algorithms: each ipc algorithm of gpuipc.go in one
-// kernel of package gpu's, on the same regions. After the host barrier
-// that says every rank has finished its earlier calls, each rank's kernel
-// stores its data straight into the peers' slots, raises a flag per block
-// in each peer's region (after a system-wide fence) and waits, on the
-// device, for the flags it needs in its own; then it folds or copies out
-// what came. One launch and one synchronization per call, where the ipc
-// algorithms pay copies, a synchronization, a second host barrier, the
-// reduce launches and a second synchronization. Where a rank cannot run
-// the kernels, every rank runs the algorithm the push one stands for (the
-// ipc one; Reduce's p2p one-shot) instead: ipcSetup's second vote.
+// kernel of package gpu's, on the same regions. Each rank's kernel stores
+// its data straight into the peers' slots, raises a data word per block in
+// each peer's region (after a system-wide fence) and waits, on the device,
+// for the data words it needs in its own; then it folds or copies out what
+// came. One launch and one synchronization per call, where the ipc
+// algorithms pay two host barriers, copies, a synchronization, the reduce
+// launches and a second synchronization. Where a rank cannot run the
+// kernels, every rank runs the algorithm the push one stands for (the ipc
+// one; Reduce's p2p one-shot) instead: ipcSetup's second vote.
+//
+// No host barrier precedes a call (one took 0-3 µs of a 16-20 µs call at
+// np 2, MEASUREMENTS.md, GPU collectives): the words carry the call's
+// number instead of being reset, every rank's kernel acknowledges its call
+// in every peer's region as it begins, and a rank writes its pushes into
+// the two sets of slots in turn, so that it writes a set again only once
+// every peer it writes to has acknowledged a call after the one that last
+// wrote it, that is, has finished reading that call's data (gpu.PushCall,
+// kernels/reduce.cu). The call numbers are the communicator's call
+// sequence numbers (extended to 64 bits), which every rank gives the same
+// call even when the call failed before its algorithm ran on some rank: a
+// call that was aborted half-way leaves nothing a later call mistakes for
+// its own. The ipc algorithms' own barriers order them against the push
+// calls before them; a push call after them waits, in the kernel, for the
+// acknowledgement of a call after theirs (ipcState.wrote).
 
-// pushTimeout bounds the push kernel's wait for a peer's flags. The ranks
-// meet at a host barrier just before they queue the kernel, so a live
-// peer's flags come within microseconds; a peer that failed between the
-// barrier and its launch must not hold the GPU forever.
-const pushTimeout = 10 * time.Second
+// pushSlice bounds one launch's wait for a peer (its acknowledgement or its
+// data). A live peer may come late by any amount (MPI lets a rank arrive
+// at a collective whenever it likes), so a launch that waited this long
+// returns, the host checks what a host wait would check (the call aborted
+// by a notice, a failed peer, a revoked communicator, the stall query) and
+// launches the same call again, which resumes where it stopped. 5 ms:
+// a relaunch costs one launch and one synchronization (a whole call is
+// 16-20 µs), well under 1% of the wait, and a failed peer or an abort is
+// seen within a few milliseconds (not measured apart from the tests'
+// late rank, 30 ms).
+const pushSlice = 5 * time.Millisecond
 
 // gpuAllreducePush: the one-shot allreduce of gpuAllreduceIPC in one
-// kernel (gpu.AllreducePush): after the host barrier that says every rank
-// has finished its earlier calls, each rank's kernel pushes its input into
-// its slot of every peer's region, raises a flag in each peer's region,
-// waits for every peer's flag in its own and folds the contributions there
-// in rank order. One launch and one synchronization, where gpuAllreduceIPC
-// pays a copy, a synchronization, a second host barrier, n-1 reduce
-// launches and a second synchronization. Where a rank cannot run the
+// kernel (gpu.AllreducePush): once the peers have acknowledged a call
+// after the one that last wrote the set it writes, each rank's kernel
+// pushes its input into its slot of every peer's region, raises a flag in
+// each peer's region, waits for every peer's flag in its own and folds the
+// contributions there in rank order. One launch and one synchronization,
+// where gpuAllreduceIPC pays a copy, a synchronization, a second host
+// barrier, n-1 reduce launches and a second synchronization. Where a rank cannot run the
 // kernel, every rank runs gpuAllreduceIPC (the set-up's second vote).
 func gpuAllreducePush(c *Comm, a *Args, d *devCall) error {
 	return d.push(c, a, "allreduce", d.rcv.Len(), gpuAllreduceIPC, func(s *cuda.Stream, st *ipcState) error {
-		return gpu.AllreducePush(s, d.op, st.reg, uint64(c.seq), typed(d.own, d.dt, 0, d.own.Len()), typed(d.rcv, d.dt, 0, d.rcv.Len()))
+		return gpu.AllreducePush(s, d.op, st.reg, st.pc, typed(d.own, d.dt, 0, d.own.Len()), typed(d.rcv, d.dt, 0, d.rcv.Len()))
 	})
 }
 
@@ -47,7 +68,7 @@ func gpuAllreducePush(c *Comm, a *Args, d *devCall) error {
 func gpuReduceScatterPush(c *Comm, a *Args, d *devCall) error {
 	m := a.Counts[c.Rank()]
 	return d.push(c, a, "reduce-scatter", m, gpuReduceScatterIPC, func(s *cuda.Stream, st *ipcState) error {
-		return gpu.ReduceScatterPush(s, d.op, st.reg, uint64(c.seq), typed(d.own, d.dt, 0, c.Size()*m), typed(d.rcv, d.dt, 0, m))
+		return gpu.ReduceScatterPush(s, d.op, st.reg, st.pc, typed(d.own, d.dt, 0, c.Size()*m), typed(d.rcv, d.dt, 0, m))
 	})
 }
 
@@ -61,7 +82,7 @@ func gpuAllgatherPush(c *Comm, a *Args, d *devCall) error {
 		if d.in {
 			in = bytesOf(d.rcv, me*m, m)
 		}
-		return gpu.AllgatherPush(s, st.reg, uint64(c.seq), bytesOf(in, 0, m), bytesOf(d.rcv, 0, c.Size()*m))
+		return gpu.AllgatherPush(s, st.reg, st.pc, bytesOf(in, 0, m), bytesOf(d.rcv, 0, c.Size()*m))
 	})
 }
 
@@ -78,7 +99,7 @@ func gpuReducePush(c *Comm, a *Args, d *devCall) error {
 		if c.Rank() == a.Root {
 			out = typed(d.rcv, d.dt, 0, size)
 		}
-		return gpu.ReducePush(s, d.op, st.reg, uint64(c.seq), a.Root, typed(d.own, d.dt, 0, size), out)
+		return gpu.ReducePush(s, d.op, st.reg, st.pc, a.Root, typed(d.own, d.dt, 0, size), out)
 	})
 }
 
@@ -89,16 +110,15 @@ func gpuReducePush(c *Comm, a *Args, d *devCall) error {
 // comes.
 func gpuBcastPush(c *Comm, a *Args, d *devCall) error {
 	return d.push(c, a, "bcast", d.rcv.Len(), gpuBcastIPC, func(s *cuda.Stream, st *ipcState) error {
-		return gpu.BcastPush(s, st.reg, uint64(c.seq), a.Root, bytesOf(d.rcv, 0, d.rcv.Len()))
+		return gpu.BcastPush(s, st.reg, st.pc, a.Root, bytesOf(d.rcv, 0, d.rcv.Len()))
 	})
 }
 
 // push runs one push kernel (launch) for a call of size bytes per slot:
 // every rank runs fallback instead where the regions or the kernels do not
-// serve. After the host barrier (every rank has finished its earlier
-// calls, so nothing still reads the slots this call writes), the kernel is
-// queued on the stream of the regions' device and waited for; a peer that
-// failed shows as the kernel's error word.
+// serve. The kernel is queued on the stream of the regions' device and
+// waited for, again and again while it gives up waiting (pushSlice) and
+// the peers live and the call stands (pushWait).
 func (d *devCall) push(c *Comm, a *Args, what string, size int, fallback func(*Comm, *Args, *devCall) error, launch func(*cuda.Stream, *ipcState) error) error {
 	st, err := c.ipcRegions(d, size)
 	if err != nil {
@@ -107,6 +127,9 @@ func (d *devCall) push(c *Comm, a *Args, what string, size int, fallback func(*C
 	if st == nil || !st.push {
 		return fallback(c, a, d)
 	}
+	// Before anything can fail: every rank that runs this call counts it
+	// alike, and this rank's writes (if any) go to the set it takes now.
+	st.pc = st.nextPush(c)
 	s := d.s
 	if st.dev != d.dev {
 		// This call's buffers are on another device than the region (the
@@ -120,18 +143,65 @@ func (d *devCall) push(c *Comm, a *Args, what string, size int, fallback func(*C
 			return err
 		}
 	}
-	if err := barrierFlat(c); err != nil {
-		return err
-	}
-	if err := launch(s, st); err != nil {
-		return err
-	}
-	if err := s.Synchronize(); err != nil {
-		return fmt.Errorf("GPU %s: %w", what, err)
-	}
-	if w := st.errWord.Bytes(); w[0] != 0 {
+	w := st.errWord.Bytes()
+	var idle *p2p.Idler // set once the kernel first gave up waiting
+	t0 := uint64(0)
+	for {
+		if err := launch(s, st); err != nil {
+			return err
+		}
+		if err := s.Synchronize(); err != nil {
+			return fmt.Errorf("GPU %s: %w", what, err)
+		}
+		if w[0] == 0 {
+			return nil
+		}
 		clear(w)
-		return fmt.Errorf("GPU %s: a peer's data did not come within %v (the peer failed)", what, pushTimeout)
+		if idle == nil {
+			// The watchdog ticks only for communicators with waiters.
+			i := c.E.Idler()
+			idle, t0 = &i, c.sh.tick.Load()
+			c.sh.waiters.Add(1)
+			defer c.sh.waiters.Add(-1)
+		}
+		if err := c.pushWait(idle, t0); err != nil {
+			return fmt.Errorf("GPU %s: %w", what, err)
+		}
+	}
+}
+
+// pushWait is what a push call does each time its kernel gave up
+// waiting: it lets the engine poll its transports and run its idle hooks
+// (window requests, which this rank serves while it waits) and checks what
+// shmWait checks: the call aborted by a notice, a failed peer, the
+// communicator revoked; after a stall period it asks the others what they
+// run (a rank that ran another algorithm for this call, with mismatched
+// counts, is found this way).
+func (c *Comm) pushWait(idle *p2p.Idler, t0 uint64) error {
+	// An Idler polls and runs the hooks on every 64th Idle while it spins,
+	// on every one once it yields or sleeps.
+	for i := 0; i < 64 && !idle.Sleeping(); i++ {
+		idle.Idle()
+	}
+	if idle.Sleeping() {
+		idle.Idle()
+	}
+	if err := c.sh.check(c); err != nil {
+		return err
+	}
+	for r, w := range c.World {
+		if r != c.Me {
+			if err := c.E.Failed(w); err != nil {
+				return fmt.Errorf("waiting for rank %d: %w", r, err)
+			}
+		}
+	}
+	if err := c.E.Revoked(c.Ctx); err != nil {
+		return err
+	}
+	if !c.queried && c.sh.tick.Load()-t0 >= 3 {
+		c.queried = true
+		c.sh.query(c)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -63,6 +64,11 @@ func kernelsFor(c *cuda.Context) (*kernelSet, error) {
 	ks := &kernelSet{mod: mod, fns: map[[2]uint8]*cuda.Function{}, push: map[[2]uint8]*cuda.Function{},
 		rspush: map[[2]uint8]*cuda.Function{}, rdpush: map[[2]uint8]*cuda.Function{}}
 	entries := kernels.Entries(ptx)
+	if !kernels.PushCurrent(ptx) {
+		// An older PTX (GORUN_GPU_PTX): its push kernels take other
+		// parameters; the collectives run the algorithms they replace.
+		entries = slices.DeleteFunc(entries, func(e string) bool { return strings.Contains(e, "push") })
+	}
 	for _, op := range Ops {
 		for _, dt := range DTypes {
 			f, err := mod.Function(kernels.ReduceName(op.String(), dt.kernelName()))
@@ -191,19 +197,48 @@ func HasPushKernels(dev int) bool {
 		ks.agpush != nil && ks.bcpush != nil
 }
 
-// PushRegion describes the IPC regions of an AllreducePush: Table is a
+// PushRegion describes the IPC regions of the push kernels: Table is a
 // device array of one u64 per rank, rank r's region as this device
 // addresses it; a region holds two sets of Ranks slots of Slot bytes and,
-// at byte offset Flags, kernels.AllreducePushMaxBlocks u64 flags per rank
-// (zeroed before first use). Err is a u32 in host memory mapped for the
-// device, zero before the call, which the kernel sets to 1 when a peer's
-// flag did not come within Timeout.
+// at byte offset Flags, PushWordBytes(Ranks) bytes of the kernels' words
+// (zeroed before first use: kernels/reduce.cu lists them). Err is a u32 in
+// host memory mapped for the device, zero before a launch, which the
+// kernel sets to 1 when a wait was not satisfied within Timeout; the same
+// call may then be launched again, and resumes (the caller decides whether
+// to wait longer).
 type PushRegion struct {
 	Table       cuda.DevicePtr
 	Ranks, Rank int
 	Slot, Flags int
 	Err         cuda.DevicePtr
 	Timeout     time.Duration
+}
+
+// PushWordBytes is the size of the push kernels' words after a region's
+// slots for n ranks: two data words per (source rank, block), one
+// acknowledgement per rank, one progress word per block.
+func PushWordBytes(n int) int {
+	return 8 * (2*n*kernels.AllreducePushMaxBlocks + n + kernels.AllreducePushMaxBlocks)
+}
+
+// PushCall is what one call of a push kernel tells it beyond its buffers.
+// Seq numbers the call: every rank passes the same, and it grows from call
+// to call, starting at 1 (the words start at zero). Set (0 or 1) is the set
+// of slots this rank writes in this call: a rank alternates them, and Need
+// is the acknowledgement (the Seq of a peer's later call) every peer it
+// writes to must have given before the set is written again: one more than
+// the Seq of the call that last wrote that set, or 0. A relaunch after a
+// timeout passes the same PushCall.
+type PushCall struct {
+	Seq  uint64
+	Set  int
+	Need uint64
+}
+
+// args are the kernels' parameters from seq on.
+func (c PushCall) args(reg PushRegion) []any {
+	return []any{c.Seq, uint64(c.Set) * uint64(reg.Ranks) * uint64(reg.Slot), c.Need, uint64(reg.Slot),
+		uint64(reg.Flags), uint64(reg.Timeout.Nanoseconds()), reg.Err}
 }
 
 // AllreducePushBlocks is the number of blocks an AllreducePush of n bytes
@@ -213,27 +248,28 @@ func AllreducePushBlocks(n int) int {
 }
 
 // AllreducePush queues, on stream s, the whole of one allreduce of in into
-// out (in may be out) among the ranks of reg: this rank's elements pushed
-// into slot reg.Rank of set (seq&1) of every peer's region, flags raised,
-// the peers' flags awaited and the contributions folded in rank order. Every
-// rank must queue it with the same seq, length, op and type; seq must grow
-// from call to call. A slot must hold in.
-func AllreducePush(s *cuda.Stream, op Op, reg PushRegion, seq uint64, in, out Buffer) error {
+// out (in may be out) among the ranks of reg: once the peers have
+// acknowledged call.Need, this rank's elements pushed into slot reg.Rank of
+// set call.Set of every peer's region, data words raised, the peers' data
+// words awaited and the contributions folded in rank order. Every rank must
+// queue it with the same call.Seq, length, op and type (see PushCall). A
+// slot must hold in.
+func AllreducePush(s *cuda.Stream, op Op, reg PushRegion, call PushCall, in, out Buffer) error {
 	if in.bytes != out.bytes {
 		return fmt.Errorf("gpu: allreduce push: %d bytes into %d", in.bytes, out.bytes)
 	}
-	return reducePush(s, "allreduce", op, reg, seq, in, out, 0, -1)
+	return reducePush(s, "allreduce", op, reg, call, in, out, 0, -1)
 }
 
 // ReduceScatterPush is AllreducePush for a reduce-scatter of equal blocks:
 // in holds reg.Ranks blocks of out's length; block p goes to rank p alone,
 // and out receives the fold, in rank order, of every rank's block
 // reg.Rank. In place, out is in's first block.
-func ReduceScatterPush(s *cuda.Stream, op Op, reg PushRegion, seq uint64, in, out Buffer) error {
+func ReduceScatterPush(s *cuda.Stream, op Op, reg PushRegion, call PushCall, in, out Buffer) error {
 	if in.bytes != reg.Ranks*out.bytes {
 		return fmt.Errorf("gpu: reduce-scatter push: %d bytes in, %d out among %d ranks", in.bytes, out.bytes, reg.Ranks)
 	}
-	return reducePush(s, "reduce-scatter", op, reg, seq, in, out, uint64(out.Count()), -1)
+	return reducePush(s, "reduce-scatter", op, reg, call, in, out, uint64(out.Count()), -1)
 }
 
 // ReducePush is AllreducePush for a reduce to rank root: every other rank
@@ -241,7 +277,7 @@ func ReduceScatterPush(s *cuda.Stream, op Op, reg PushRegion, seq uint64, in, ou
 // there and is done (it waits for no peer, and out is not used: it may be
 // empty); root awaits every peer's flags and folds the contributions, in
 // rank order, into out (of in's length; in may be out).
-func ReducePush(s *cuda.Stream, op Op, reg PushRegion, seq uint64, root int, in, out Buffer) error {
+func ReducePush(s *cuda.Stream, op Op, reg PushRegion, call PushCall, root int, in, out Buffer) error {
 	if root < 0 || root >= reg.Ranks {
 		return fmt.Errorf("gpu: reduce push: root %d of %d ranks", root, reg.Ranks)
 	}
@@ -250,12 +286,12 @@ func ReducePush(s *cuda.Stream, op Op, reg PushRegion, seq uint64, root int, in,
 	} else if in.bytes != out.bytes {
 		return fmt.Errorf("gpu: reduce push: %d bytes into %d", in.bytes, out.bytes)
 	}
-	return reducePush(s, "reduce", op, reg, seq, in, out, 0, root)
+	return reducePush(s, "reduce", op, reg, call, in, out, 0, root)
 }
 
 // reducePush launches the allreduce (stride 0, root -1), reduce-scatter
 // (stride: out's length in elements) or reduce (root >= 0) push kernel.
-func reducePush(s *cuda.Stream, what string, op Op, reg PushRegion, seq uint64, in, out Buffer, stride uint64, root int) error {
+func reducePush(s *cuda.Stream, what string, op Op, reg PushRegion, call PushCall, in, out Buffer, stride uint64, root int) error {
 	dt := out.dt
 	if !op.Valid() || !dt.Valid() || in.dt != dt {
 		return fmt.Errorf("gpu: %s push: %v of %v into %v: mismatched or invalid", what, op, in.dt, dt)
@@ -281,7 +317,6 @@ func reducePush(s *cuda.Stream, what string, op Op, reg PushRegion, seq uint64, 
 	if f == nil {
 		return fmt.Errorf("gpu: %s push: the loaded kernels have no %s", what, name)
 	}
-	set := uint64(seq&1) * uint64(reg.Ranks) * uint64(reg.Slot)
 	args := []any{reg.Table, in.DevicePtr(), out.DevicePtr(), uint64(out.Count())}
 	if stride != 0 {
 		args = append(args, stride)
@@ -290,7 +325,7 @@ func reducePush(s *cuda.Stream, what string, op Op, reg PushRegion, seq uint64, 
 	if root >= 0 {
 		args = append(args, uint32(root))
 	}
-	args = append(args, seq, set, uint64(reg.Slot), uint64(reg.Flags), uint64(reg.Timeout.Nanoseconds()), reg.Err)
+	args = append(args, call.args(reg)...)
 	if err := s.Launch(f, cuda.D1(AllreducePushBlocks(out.bytes)), cuda.D1(reduceThreads), 0, args...); err != nil {
 		return fmt.Errorf("gpu: %s push %v %v: %w", what, op, dt, err)
 	}
@@ -302,7 +337,7 @@ func reducePush(s *cuda.Stream, what string, op Op, reg PushRegion, seq uint64, 
 // region and copied to block reg.Rank of out (unless it is that block:
 // in place), flags raised and awaited, and every peer's slot copied to its
 // block of out. out holds reg.Ranks blocks of in's length.
-func AllgatherPush(s *cuda.Stream, reg PushRegion, seq uint64, in, out Buffer) error {
+func AllgatherPush(s *cuda.Stream, reg PushRegion, call PushCall, in, out Buffer) error {
 	if out.bytes != reg.Ranks*in.bytes || in.bytes > reg.Slot {
 		return fmt.Errorf("gpu: allgather push: %d bytes per rank into %d among %d ranks, slots of %d", in.bytes, out.bytes, reg.Ranks, reg.Slot)
 	}
@@ -316,10 +351,9 @@ func AllgatherPush(s *cuda.Stream, reg PushRegion, seq uint64, in, out Buffer) e
 	if ks.agpush == nil {
 		return fmt.Errorf("gpu: allgather push: the loaded kernels have no %s", kernels.AllgatherPushName)
 	}
-	set := uint64(seq&1) * uint64(reg.Ranks) * uint64(reg.Slot)
-	if err := s.Launch(ks.agpush, cuda.D1(AllreducePushBlocks(in.bytes)), cuda.D1(reduceThreads), 0,
-		reg.Table, in.DevicePtr(), out.DevicePtr(), uint64(in.bytes), uint32(reg.Ranks), uint32(reg.Rank),
-		seq, set, uint64(reg.Slot), uint64(reg.Flags), uint64(reg.Timeout.Nanoseconds()), reg.Err); err != nil {
+	args := append([]any{reg.Table, in.DevicePtr(), out.DevicePtr(), uint64(in.bytes), uint32(reg.Ranks), uint32(reg.Rank)},
+		call.args(reg)...)
+	if err := s.Launch(ks.agpush, cuda.D1(AllreducePushBlocks(in.bytes)), cuda.D1(reduceThreads), 0, args...); err != nil {
 		return fmt.Errorf("gpu: allgather push: %w", err)
 	}
 	return nil
@@ -330,7 +364,7 @@ func AllgatherPush(s *cuda.Stream, reg PushRegion, seq uint64, in, out Buffer) e
 // slot root of every peer's region, raises its flags there and is done
 // (it waits for no peer); every other rank's kernel awaits root's flags and
 // copies that slot into buf. A slot must hold buf.
-func BcastPush(s *cuda.Stream, reg PushRegion, seq uint64, root int, buf Buffer) error {
+func BcastPush(s *cuda.Stream, reg PushRegion, call PushCall, root int, buf Buffer) error {
 	if root < 0 || root >= reg.Ranks || buf.bytes > reg.Slot {
 		return fmt.Errorf("gpu: bcast push: %d bytes from root %d of %d ranks, slots of %d", buf.bytes, root, reg.Ranks, reg.Slot)
 	}
@@ -344,10 +378,9 @@ func BcastPush(s *cuda.Stream, reg PushRegion, seq uint64, root int, buf Buffer)
 	if ks.bcpush == nil {
 		return fmt.Errorf("gpu: bcast push: the loaded kernels have no %s", kernels.BcastPushName)
 	}
-	set := uint64(seq&1) * uint64(reg.Ranks) * uint64(reg.Slot)
-	if err := s.Launch(ks.bcpush, cuda.D1(AllreducePushBlocks(buf.bytes)), cuda.D1(reduceThreads), 0,
-		reg.Table, buf.DevicePtr(), uint64(buf.bytes), uint32(reg.Ranks), uint32(reg.Rank), uint32(root),
-		seq, set, uint64(reg.Slot), uint64(reg.Flags), uint64(reg.Timeout.Nanoseconds()), reg.Err); err != nil {
+	args := append([]any{reg.Table, buf.DevicePtr(), uint64(buf.bytes), uint32(reg.Ranks), uint32(reg.Rank), uint32(root)},
+		call.args(reg)...)
+	if err := s.Launch(ks.bcpush, cuda.D1(AllreducePushBlocks(buf.bytes)), cuda.D1(reduceThreads), 0, args...); err != nil {
 		return fmt.Errorf("gpu: bcast push: %w", err)
 	}
 	return nil

@@ -391,6 +391,9 @@ func caseGPUColl(w *mpi.Comm) error {
 	if err := gpuCollErrors(w, g); err != nil {
 		return err
 	}
+	if err := gpuCollLate(w, g); err != nil {
+		return err
+	}
 	if len(g.failures) > 0 {
 		return fmt.Errorf("rank %d (seed %d): %d of %d results wrong:\n%s", me, g.seed, len(g.failures), g.checked, joinLines(g.failures, 10))
 	}
@@ -450,6 +453,48 @@ func gpuCollErrors(w *mpi.Comm, g *gpuColl) error {
 		return fmt.Errorf("AllreduceGPU after the errors: %w", err)
 	}
 	return g.expect("AllreduceGPU after the errors", one, gpu.Float32, []float64{float64(w.Size())})
+}
+
+// gpuCollLate: a rank that comes to a call late (by several of the push
+// kernels' waits, coll's pushSlice) holds the others up but fails nobody:
+// their kernels give up waiting and are launched again. Each collective
+// twice, the last rank late and then rank 0 (Bcast's root, then a
+// non-root).
+func gpuCollLate(w *mpi.Comm, g *gpuColl) error {
+	me, n := w.Rank(), w.Size()
+	const lateBy = 30 * time.Millisecond
+	one := view(g.recv, gpu.Float32, 1)
+	for i, late := range []int{n - 1, 0} {
+		if _, err := g.upload(g.send, gpu.Float32, []float64{float64(me + i)}); err != nil {
+			return err
+		}
+		if me == late {
+			time.Sleep(lateBy)
+		}
+		if err := mpi.AllreduceGPU(w, view(g.send, gpu.Float32, 1), one, mpi.Sum); err != nil {
+			return fmt.Errorf("AllreduceGPU with rank %d late: %w", late, err)
+		}
+		if err := g.expect(fmt.Sprintf("AllreduceGPU with rank %d late", late), one, gpu.Float32,
+			[]float64{float64(n*(n-1)/2 + n*i)}); err != nil {
+			return err
+		}
+		if me == 0 {
+			if _, err := g.upload(g.recv, gpu.Float32, []float64{float64(100 + i)}); err != nil {
+				return err
+			}
+		}
+		if me == late {
+			time.Sleep(lateBy)
+		}
+		if err := mpi.BcastGPU(w, one, 0); err != nil {
+			return fmt.Errorf("BcastGPU with rank %d late: %w", late, err)
+		}
+		if err := g.expect(fmt.Sprintf("BcastGPU with rank %d late", late), one, gpu.Float32,
+			[]float64{float64(100 + i)}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func joinLines(s []string, most int) string {

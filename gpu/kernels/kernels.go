@@ -14,6 +14,7 @@
 package kernels
 
 import (
+	"bytes"
 	_ "embed"
 	"regexp"
 )
@@ -50,8 +51,8 @@ const (
 // AllreducePushName returns the name of the one-kernel allreduce over IPC
 // regions (reduce.cu, gorun_arpush_*) for elements of type typ with op.
 // Its parameters are (const u64 *regions, const T *in, T *out, u64 n,
-// unsigned nranks, unsigned rank, u64 seq, u64 set, u64 slot, u64 flags,
-// u64 timeout_ns, unsigned *err).
+// unsigned nranks, unsigned rank, u64 seq, u64 wset, u64 need, u64 slot,
+// u64 flags, u64 timeout_ns, unsigned *err).
 func AllreducePushName(op, typ string) string { return "gorun_arpush_" + op + "_" + typ }
 
 // ReduceScatterPushName returns the name of the one-kernel reduce-scatter
@@ -66,17 +67,30 @@ func ReducePushName(op, typ string) string { return "gorun_rdpush_" + op + "_" +
 
 // BcastPushName is the one-kernel broadcast over IPC regions, of any
 // element type. Its parameters are (const u64 *regions, u8 *buf, u64 n
-// (bytes), unsigned nranks, unsigned rank, unsigned root, u64 seq, u64 set,
-// u64 slot, u64 flags, u64 timeout_ns, unsigned *err).
+// (bytes), unsigned nranks, unsigned rank, unsigned root, u64 seq, u64 wset,
+// u64 need, u64 slot, u64 flags, u64 timeout_ns, unsigned *err).
 const BcastPushName = "gorun_bcpush"
 
 // AllgatherPushName is the one-kernel allgather over IPC regions, of any
 // element type: AllreducePushName's parameters, with n in bytes.
 const AllgatherPushName = "gorun_agpush"
 
-// AllreducePushMaxBlocks is the most blocks an allreduce push kernel runs
-// with: its flag area holds that many u64 flags per rank.
+// AllreducePushMaxBlocks is the most blocks a push kernel runs with: its
+// words hold two data words per rank and one progress word per block.
 const AllreducePushMaxBlocks = 128
+
+// PushMaxRanks is the most ranks the push kernels serve (reduce.cu,
+// ARPUSH_MAXR): one thread of a block per peer.
+const PushMaxRanks = 512
+
+// PushCurrent reports whether a PTX image's push kernels take the
+// parameters named above (with wset and need: no host barrier before a
+// call). A PTX from before them has the same kernel names and one
+// parameter fewer, and launching it with these would read garbage; package
+// gpu treats its push kernels as absent.
+func PushCurrent(ptx []byte) bool {
+	return bytes.Contains(ptx, []byte(BcastPushName+"_param_12"))
+}
 
 var entryRE = regexp.MustCompile(`(?m)^\s*\.(?:visible\s+)?\.entry\s+([A-Za-z_][A-Za-z0-9_$]*)`)
 

@@ -176,20 +176,40 @@ EACH_TYPE(KERNEL)
 // regions, in one kernel (coll/gpupush.go, algorithm "push"):
 //
 //   (const u64 *regions, const T *in, T *out, u64 n, unsigned nranks,
-//    unsigned rank, u64 seq, u64 set, u64 slot, u64 flags, u64 timeout_ns,
-//    unsigned *err)
+//    unsigned rank, u64 seq, u64 wset, u64 need, u64 slot, u64 flags,
+//    u64 timeout_ns, unsigned *err)
 //
 // regions[r] is rank r's region as this device addresses it (its own, or a
 // peer's mapped by CUDA IPC). A region holds two sets of nranks slots of
-// slot bytes (the call uses the one at byte offset set) and, at byte
-// offset flags, a u64 flag per (source rank, block): ARPUSH_MAXB per rank.
+// slot bytes (set 0 at byte 0, set 1 at nranks*slot) and, at byte offset
+// flags, the words of the push kernels (every one zeroed before first use):
+//
+//   data(src, s, b)  u64 [nranks][2][ARPUSH_MAXB]  src's block b stored its
+//                    chunk into slot src of set s here, for call seq (the
+//                    value)
+//   ack(src)         u64 [nranks]   src's kernel for call seq (the value)
+//                    has begun: src's earlier calls are over, so nothing
+//                    there still reads what was pushed to src before seq
+//   prog(b)          u64 [ARPUSH_MAXB]  this rank's own block b's progress
+//                    in call seq: 4*seq+1 pushed, 4*seq+2 done (read back
+//                    when the host relaunches a call that timed out)
+//
+// There is no host barrier before a call: seq (every rank's calls number
+// alike, from 1, growing) tells the calls apart, and each rank writes its
+// pushes into the two sets in turn (wset, the byte offset of this call's
+// set), so that one call's data never overwrites data a peer may still
+// read: a rank writes a set again only once every peer it writes to has
+// acknowledged (ack >= need) a call after the one that last wrote it.
+// Readers find the set a peer chose from the data word that holds seq.
+//
 // Block b owns a chunk of the elements (a multiple of 16 bytes long). It
-// stores its chunk of in into slot rank of every peer's set, fences, and
-// sets its flag in every peer's region to seq; then it waits until every
-// peer has set block b's flag in this rank's region to seq or more, and
-// folds the nranks contributions of its chunk in rank order (the same
-// order, hence the same bits, at every rank) into out. in may be out: each
-// element is read before it is written, by the same thread.
+// waits for the acks it needs, stores its chunk of in into slot rank of
+// every peer's set wset, fences, and sets data(rank, wset, b) in every
+// peer's region to seq; then it waits until every peer p has set data(p,
+// s, b) here to seq (in either set s), and folds the nranks contributions of
+// its chunk in rank order (the same order, hence the same bits, at every
+// rank) into out. in may be out: each element is read before it is
+// written, by the same thread.
 //
 // gorun_rspush_<op>_<type>: the reduce-scatter of equal blocks of n
 // elements the same way, with one more parameter after n, stride = n: rank
@@ -200,26 +220,35 @@ EACH_TYPE(KERNEL)
 //
 // gorun_agpush: the allgather of n bytes per rank (same parameters as
 // arpush, n in bytes): in is pushed into slot rank of every peer, copied to
-// out + rank*n (unless it is there already), and, once every peer's flag
-// has come, every peer's slot is copied to out + p*n.
+// out + rank*n (unless it is there already), and, once every peer's data
+// word has come, every peer's slot is copied to out + p*n.
 //
 // gorun_rdpush_<op>_<type>: the reduce to rank root the same way, with
 // unsigned root after rank: every other rank pushes in into slot rank of
-// root's set alone and raises its flag there, and returns without waiting;
-// root's blocks wait for every peer's flag and fold into out as the
-// allreduce does. out is written, and read, only at root.
+// root's set alone and sets its data words there, and returns without
+// waiting for them to be read; root's blocks wait for every peer's data
+// words and fold into out as the allreduce does. out is written, and read,
+// only at root.
 //
 // gorun_bcpush: the broadcast of n bytes from rank root (parameters
 // (const u64 *regions, unsigned char *buf, u64 n, unsigned nranks,
 // unsigned rank, unsigned root, then seq onwards as arpush)): root's
-// blocks push buf into slot root of every peer's set, raise their flags
-// there and return; every other rank's block waits for root's flag and
+// blocks push buf into slot root of every peer's set, set their data words
+// there and return; every other rank's block waits for root's data word and
 // copies its chunk of that slot into buf.
 //
-// Nothing here waits forever: a peer whose flag has not come after
-// timeout_ns (a failed peer) makes the block set *err (mapped host memory)
-// to 1 and return without writing out; the host reports the error.
+// Every rank's block 0 acknowledges seq in every peer's region as it
+// begins, whatever its part in the call.
+//
+// Nothing here waits forever: a wait not satisfied after timeout_ns makes
+// the block set *err (mapped host memory) to 1 and return, its progress
+// kept in prog(b). The host then checks that the peers live and the call
+// was not aborted, and launches the same call again: each block resumes
+// where it stopped (a block that pushed does not push again; a block that
+// folded is done).
 #define ARPUSH_MAXB 128
+// ARPUSH_MAXR bounds nranks: one thread of a block per peer.
+#define ARPUSH_MAXR 512
 
 DEV u64 globaltimer() {
   u64 t;
@@ -255,79 +284,176 @@ DEV void chunkOf(u64 n, u64 &lo, u64 &hi) {
   hi = lo + per < n ? lo + per : n;
 }
 
-// ALLPEERS and NOPEER name, where signalwait takes one peer, every peer or
-// none.
+// ALLPEERS and NOPEER name, where the helpers below take one peer, every
+// peer or none.
 #define ALLPEERS 0xffffffffu
 #define NOPEER 0xfffffffeu
 
-// signalwait: after this block's stores into the peers' slots, fence, set
-// its flag to seq in the region of peer to (ALLPEERS: every peer's;
-// NOPEER: none) and wait until peer from (ALLPEERS, NOPEER likewise) has
-// set its flag for this block in this rank's region to seq or more (or the
-// timeout passed: *err and false). Every thread of the block calls it.
-DEV bool signalwait(const u64 *regions, unsigned nranks, unsigned rank, unsigned to,
-                    unsigned from, u64 seq, u64 flags, u64 timeout, unsigned *err) {
+// MEMBER is DEV for member functions (static would make them class-wide).
+#define MEMBER __device__ __forceinline__
+
+// Call is one launch's view of the regions (the kernels' parameters from
+// seq on).
+struct Call {
+  const u64 *regions;
+  unsigned nranks, rank;
+  u64 seq, wset, need, slot, flags, timeout;
+  unsigned *err;
+
+  MEMBER volatile u64 *words(unsigned r) const { return (volatile u64 *)((char *)regions[r] + flags); }
+  MEMBER volatile u64 *data(unsigned r, unsigned src, unsigned set, unsigned b) const {
+    return words(r) + ((u64)src * 2 + set) * ARPUSH_MAXB + b;
+  }
+  MEMBER volatile u64 *ack(unsigned r, unsigned src) const {
+    return words(r) + (u64)nranks * 2 * ARPUSH_MAXB + src;
+  }
+  MEMBER volatile u64 *prog(unsigned b) const {
+    return words(rank) + (u64)nranks * 2 * ARPUSH_MAXB + nranks + b;
+  }
+  // slotOf is slot src of set (0 or 1) in this rank's region.
+  MEMBER char *slotOf(unsigned set, unsigned src) const {
+    return (char *)regions[rank] + ((u64)set * nranks + src) * slot;
+  }
+  // peerSlot is slot rank of this call's set in peer p's region.
+  MEMBER char *peerSlot(unsigned p) const { return (char *)regions[p] + wset + (u64)rank * slot; }
+};
+
+// timedOut reports, for a wait that began at start, whether it has given
+// up, and then sets *err.
+DEV bool timedOut(const Call &c, u64 start) {
+  if (globaltimer() - start <= c.timeout) return false;
+  *(volatile unsigned *)c.err = 1;
+  return true;
+}
+
+// PROG_FRESH, PROG_PUSHED, PROG_DONE: a block's progress in its call.
+enum { PROG_FRESH, PROG_PUSHED, PROG_DONE };
+
+// begin acknowledges the call in every peer's region (block 0) and returns
+// this block's progress in it (an earlier launch of the same call may have
+// got some way). Every thread of the block calls it.
+DEV int begin(const Call &c) {
+  __shared__ int st;
+  const unsigned t = threadIdx.x;
+  if (blockIdx.x == 0 && t < c.nranks && t != c.rank) *c.ack(t, c.rank) = c.seq;
+  if (t == 0) {
+    const u64 p = *c.prog(blockIdx.x);
+    st = p == 4 * c.seq + 2 ? PROG_DONE : p == 4 * c.seq + 1 ? PROG_PUSHED : PROG_FRESH;
+  }
+  __syncthreads();
+  return st;
+}
+
+// mark records this block's progress (after every thread's part of it).
+DEV void mark(const Call &c, int st) {
+  __syncthreads();
+  if (threadIdx.x == 0) *c.prog(blockIdx.x) = 4 * c.seq + st;
+}
+
+// cleared waits until every peer this block writes to (to: one, ALLPEERS
+// or NOPEER) has acknowledged a call at or after c.need, so that nothing
+// there still reads the set this call writes; false: timed out.
+DEV bool cleared(const Call &c, unsigned to) {
   __shared__ int failed;
   if (threadIdx.x == 0) failed = 0;
+  __syncthreads();
+  const unsigned t = threadIdx.x;
+  if (t < c.nranks && t != c.rank && (to == ALLPEERS || to == t)) {
+    volatile u64 *a = c.ack(c.rank, t);
+    const u64 start = globaltimer();
+    while (*a < c.need)
+      if (timedOut(c, start)) {
+        failed = 1;
+        break;
+      }
+  }
+  __syncthreads();
+  return !failed;
+}
+
+// announce: after this block's stores into the peers' slots, fence and set
+// its data word to seq in the region of peer to (one, ALLPEERS or NOPEER).
+DEV void announce(const Call &c, unsigned to) {
   __threadfence_system();
   __syncthreads();
   const unsigned t = threadIdx.x;
-  if (t < nranks && t != rank) {
-    if (to == ALLPEERS || to == t) {
-      volatile u64 *f = (volatile u64 *)((char *)regions[t] + flags) + (u64)rank * ARPUSH_MAXB + blockIdx.x;
-      *f = seq;
-    }
-    if (from == ALLPEERS || from == t) {
-      volatile u64 *g = (volatile u64 *)((char *)regions[rank] + flags) + (u64)t * ARPUSH_MAXB + blockIdx.x;
-      const u64 start = globaltimer();
-      while (*g < seq) {
-        if (globaltimer() - start > timeout) {
-          failed = 1;
-          *(volatile unsigned *)err = 1;
-          break;
-        }
+  if (t < c.nranks && t != c.rank && (to == ALLPEERS || to == t))
+    *c.data(t, c.rank, c.wset != 0, blockIdx.x) = c.seq;
+}
+
+// awaitData waits until peer from (one, ALLPEERS or NOPEER) has set this
+// block's data word in this rank's region to seq, in either set, and
+// records the set in set[from]; false: timed out.
+DEV bool awaitData(const Call &c, unsigned from, unsigned char *set) {
+  __shared__ int failed;
+  if (threadIdx.x == 0) failed = 0;
+  __syncthreads();
+  const unsigned t = threadIdx.x;
+  if (t < c.nranks && t != c.rank && (from == ALLPEERS || from == t)) {
+    volatile u64 *d0 = c.data(c.rank, t, 0, blockIdx.x), *d1 = c.data(c.rank, t, 1, blockIdx.x);
+    const u64 start = globaltimer();
+    for (;;) {
+      if (*d0 == c.seq) {
+        set[t] = 0;
+        break;
       }
-      __threadfence_system();
+      if (*d1 == c.seq) {
+        set[t] = 1;
+        break;
+      }
+      if (timedOut(c, start)) {
+        failed = 1;
+        break;
+      }
     }
+    __threadfence_system();
   }
   __syncthreads();
   return !failed;
 }
 
 template <class T, int OP>
-DEV void arpush(const u64 *regions, const typename T::S *in, typename T::S *out, u64 n,
-                u64 stride, unsigned nranks, unsigned rank, unsigned root, u64 seq, u64 set,
-                u64 slot, u64 flags, u64 timeout, unsigned *err) {
+DEV void arpush(const Call &c, const typename T::S *in, typename T::S *out, u64 n, u64 stride,
+                unsigned root) {
   typedef typename T::S S;
   const int V = 16 / sizeof(S);
+  __shared__ unsigned char set[ARPUSH_MAXR];
   u64 lo, hi;
   chunkOf<S>(n, lo, hi);
-  char *own = (char *)regions[rank];
-  const bool vec = (((u64)in | (u64)out | set | slot | stride * sizeof(S)) & 15) == 0;
+  const unsigned rank = c.rank, nranks = c.nranks;
+  const bool vec = (((u64)in | (u64)out | c.slot | stride * sizeof(S)) & 15) == 0;
   // root == ALLPEERS: every rank folds (allreduce, reduce-scatter); else
   // only root does, and the others push to it alone (reduce).
   const bool folds = root == ALLPEERS || root == rank;
-  for (unsigned p = 0; p < nranks; p++) {
-    if (p == rank || (root != ALLPEERS && p != root)) continue;
-    S *dst = (S *)((char *)regions[p] + set + (u64)rank * slot);
-    if (lo < hi) copychunk<S>(dst, in + p * stride, lo, hi, vec);
+  const unsigned to = root == rank ? NOPEER : root;
+  int st = begin(c);
+  if (st == PROG_DONE) return;
+  if (st == PROG_FRESH) {
+    if (!cleared(c, to)) return;
+    for (unsigned p = 0; p < nranks; p++) {
+      if (p == rank || (root != ALLPEERS && p != root)) continue;
+      if (lo < hi) copychunk<S>((S *)c.peerSlot(p), in + p * stride, lo, hi, vec);
+    }
+    announce(c, to);
+    mark(c, PROG_PUSHED);
   }
-  if (!signalwait(regions, nranks, rank, root == rank ? NOPEER : root, folds ? ALLPEERS : NOPEER,
-                  seq, flags, timeout, err) ||
-      !folds || lo >= hi)
+  if (!folds) {
+    mark(c, PROG_DONE);
     return;
+  }
+  if (!awaitData(c, ALLPEERS, set)) return;
   in += rank * stride;  // this rank's own contribution
   const unsigned t = threadIdx.x;
   u64 done = lo;
-  if (vec) {
+  if (vec && lo < hi) {
     // 16 bytes at a time; the chunk starts on a 16-byte boundary.
     const u64 vlo = lo / V, vhi = vlo + (hi - lo) / V;
     for (u64 i = vlo + t; i < vhi; i += blockDim.x) {
       uint4 acc = rank == 0 ? reinterpret_cast<const uint4 *>(in)[i]
-                            : reinterpret_cast<const uint4 *>(own + set)[i];
+                            : reinterpret_cast<const uint4 *>(c.slotOf(set[0], 0))[i];
       for (unsigned r = 1; r < nranks; r++) {
         const uint4 x = r == rank ? reinterpret_cast<const uint4 *>(in)[i]
-                                  : reinterpret_cast<const uint4 *>(own + set + (u64)r * slot)[i];
+                                  : reinterpret_cast<const uint4 *>(c.slotOf(set[r], r))[i];
         acc = vapply<T, OP>(acc, x);
       }
       reinterpret_cast<uint4 *>(out)[i] = acc;
@@ -335,74 +461,92 @@ DEV void arpush(const u64 *regions, const typename T::S *in, typename T::S *out,
     done = vhi * V;
   }
   for (u64 i = done + t; i < hi; i += blockDim.x) {
-    S acc = rank == 0 ? in[i] : ((const S *)(own + set))[i];
+    S acc = rank == 0 ? in[i] : ((const S *)c.slotOf(set[0], 0))[i];
     for (unsigned r = 1; r < nranks; r++) {
-      const S x = r == rank ? in[i] : ((const S *)(own + set + (u64)r * slot))[i];
+      const S x = r == rank ? in[i] : ((const S *)c.slotOf(set[r], r))[i];
       acc = apply<T, OP>(acc, x);
     }
     out[i] = acc;
   }
+  mark(c, PROG_DONE);
 }
+
+// CALL_PARAMS are the kernels' parameters from seq on, and CALL the Call
+// they make.
+#define CALL_PARAMS u64 seq, u64 wset, u64 need, u64 slot, u64 flags, u64 timeout, unsigned *err
+#define CALL {regions, nranks, rank, seq, wset, need, slot, flags, timeout, err}
 
 #define ARPUSH(opname, OP, tname, T)                                                          \
   extern "C" __global__ void gorun_arpush_##opname##_##tname(                                \
       const u64 *regions, const T::S *in, T::S *out, u64 n, unsigned nranks, unsigned rank,    \
-      u64 seq, u64 set, u64 slot, u64 flags, u64 timeout, unsigned *err) {                     \
-    arpush<T, OP>(regions, in, out, n, 0, nranks, rank, ALLPEERS, seq, set, slot, flags,       \
-                  timeout, err);                                                               \
+      CALL_PARAMS) {                                                                           \
+    const Call c = CALL;                                                                       \
+    arpush<T, OP>(c, in, out, n, 0, ALLPEERS);                                                 \
   }                                                                                            \
   extern "C" __global__ void gorun_rspush_##opname##_##tname(                                \
       const u64 *regions, const T::S *in, T::S *out, u64 n, u64 stride, unsigned nranks,       \
-      unsigned rank, u64 seq, u64 set, u64 slot, u64 flags, u64 timeout, unsigned *err) {      \
-    arpush<T, OP>(regions, in, out, n, stride, nranks, rank, ALLPEERS, seq, set, slot, flags,  \
-                  timeout, err);                                                               \
+      unsigned rank, CALL_PARAMS) {                                                            \
+    const Call c = CALL;                                                                       \
+    arpush<T, OP>(c, in, out, n, stride, ALLPEERS);                                            \
   }                                                                                            \
   extern "C" __global__ void gorun_rdpush_##opname##_##tname(                                \
       const u64 *regions, const T::S *in, T::S *out, u64 n, unsigned nranks, unsigned rank,    \
-      unsigned root, u64 seq, u64 set, u64 slot, u64 flags, u64 timeout, unsigned *err) {      \
-    arpush<T, OP>(regions, in, out, n, 0, nranks, rank, root, seq, set, slot, flags, timeout,  \
-                  err);                                                                        \
+      unsigned root, CALL_PARAMS) {                                                            \
+    const Call c = CALL;                                                                       \
+    arpush<T, OP>(c, in, out, n, 0, root);                                                     \
   }
 
 EACH_TYPE(ARPUSH)
 
 extern "C" __global__ void gorun_agpush(const u64 *regions, const unsigned char *in,
                                         unsigned char *out, u64 n, unsigned nranks,
-                                        unsigned rank, u64 seq, u64 set, u64 slot, u64 flags,
-                                        u64 timeout, unsigned *err) {
+                                        unsigned rank, CALL_PARAMS) {
   typedef unsigned char S;
+  const Call c = CALL;
+  __shared__ unsigned char set[ARPUSH_MAXR];
   u64 lo, hi;
   chunkOf<S>(n, lo, hi);
-  const bool vec = (((u64)in | (u64)out | set | slot | n) & 15) == 0;
-  for (unsigned p = 0; p < nranks; p++) {
-    if (lo >= hi) break;
-    S *dst = p == rank ? out + (u64)rank * n : (S *)((char *)regions[p] + set + (u64)rank * slot);
-    if (dst != in) copychunk<S>(dst, in, lo, hi, vec);
+  const bool vec = (((u64)in | (u64)out | slot | n) & 15) == 0;
+  int st = begin(c);
+  if (st == PROG_DONE) return;
+  if (st == PROG_FRESH) {
+    if (!cleared(c, ALLPEERS)) return;
+    for (unsigned p = 0; p < nranks && lo < hi; p++) {
+      S *dst = p == rank ? out + (u64)rank * n : (S *)c.peerSlot(p);
+      if (dst != in) copychunk<S>(dst, in, lo, hi, vec);
+    }
+    announce(c, ALLPEERS);
+    mark(c, PROG_PUSHED);
   }
-  if (!signalwait(regions, nranks, rank, ALLPEERS, ALLPEERS, seq, flags, timeout, err) || lo >= hi)
-    return;
-  const char *own = (const char *)regions[rank] + set;
-  for (unsigned p = 0; p < nranks; p++) {
+  if (!awaitData(c, ALLPEERS, set)) return;
+  for (unsigned p = 0; p < nranks && lo < hi; p++) {
     if (p == rank) continue;
     // copychunk copies [lo, hi) of src to the same offsets of dst.
-    copychunk<S>(out + (u64)p * n, (const S *)(own + (u64)p * slot), lo, hi, vec);
+    copychunk<S>(out + (u64)p * n, (const S *)c.slotOf(set[p], p), lo, hi, vec);
   }
+  mark(c, PROG_DONE);
 }
 
 extern "C" __global__ void gorun_bcpush(const u64 *regions, unsigned char *buf, u64 n,
-                                        unsigned nranks, unsigned rank, unsigned root, u64 seq,
-                                        u64 set, u64 slot, u64 flags, u64 timeout,
-                                        unsigned *err) {
+                                        unsigned nranks, unsigned rank, unsigned root,
+                                        CALL_PARAMS) {
   typedef unsigned char S;
+  const Call c = CALL;
+  __shared__ unsigned char set[ARPUSH_MAXR];
   u64 lo, hi;
   chunkOf<S>(n, lo, hi);
-  const bool vec = (((u64)buf | set | slot) & 15) == 0;
+  const bool vec = (((u64)buf | slot) & 15) == 0;
+  int st = begin(c);
+  if (st == PROG_DONE) return;
   if (rank == root) {
+    if (!cleared(c, ALLPEERS)) return;
     for (unsigned p = 0; p < nranks && lo < hi; p++)
-      if (p != rank) copychunk<S>((S *)((char *)regions[p] + set + (u64)rank * slot), buf, lo, hi, vec);
-    signalwait(regions, nranks, rank, ALLPEERS, NOPEER, seq, flags, timeout, err);
+      if (p != rank) copychunk<S>((S *)c.peerSlot(p), buf, lo, hi, vec);
+    announce(c, ALLPEERS);
+    mark(c, PROG_DONE);
     return;
   }
-  if (!signalwait(regions, nranks, rank, NOPEER, root, seq, flags, timeout, err) || lo >= hi) return;
-  copychunk<S>(buf, (const S *)((const char *)regions[rank] + set + (u64)root * slot), lo, hi, vec);
+  if (!awaitData(c, root, set)) return;
+  if (lo < hi) copychunk<S>(buf, (const S *)c.slotOf(set[root], root), lo, hi, vec);
+  mark(c, PROG_DONE);
 }
