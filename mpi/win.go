@@ -158,7 +158,7 @@ type pending struct {
 	keep   []byte // memory the request uses until it completes
 	// chk, for a data operation's reply: the length that means success
 	// (a target replies otherwise to operations outside its memory).
-	chk *winCheck
+	chk winCheck
 	// share: r is also the Request of a request-based operation (Rput,
 	// Rget...), released once both that Request and the window are done
 	// with it.
@@ -209,11 +209,33 @@ func WinCreate[T Element](c *Comm, buf []T) (_ *Win[T], err error) {
 }
 
 // sharedParts is a shared window's segment (allocShared), set on the
-// window before its server starts.
+// window before its server starts, and what allocShared gathered.
 type sharedParts[T Element] struct {
-	parts [][]T
-	mem   []byte
-	locks []byte
+	parts    [][]T
+	mem      []byte
+	locks    []byte
+	sizes    []int64
+	oneSided bool
+}
+
+// winSizes gathers every rank's window length, n here, and whether every
+// rank has the one-sided paths on (GORUN_RMA_DIRECT): the ranks must
+// agree on that, since it decides collectives and lock protocols.
+func winSizes(c *Comm, n int) (sizes []int64, oneSided bool, err error) {
+	direct := int64(0)
+	if rmaDirect() {
+		direct = 1
+	}
+	both := make([]int64, 2*c.Size())
+	if err := Allgather(c, []int64{int64(n), direct}, both); err != nil {
+		return nil, false, err
+	}
+	sizes = make([]int64, c.Size())
+	for r := range sizes {
+		sizes[r] = both[2*r]
+		direct &= both[2*r+1]
+	}
+	return sizes, direct == 1, nil
 }
 
 // newWin makes a window of buf, or a dynamic one, or one of shared parts
@@ -232,19 +254,13 @@ func newWin[T Element](c *Comm, op string, buf []T, dynamic bool, sh *sharedPart
 		return nil, reop(op, err)
 	}
 	wc.SetName("window of " + c.name)
-	direct := int64(0)
-	if rmaDirect() {
-		direct = 1
-	}
-	both := make([]int64, 2*wc.Size())
-	if err := Allgather(wc, []int64{int64(len(buf)), direct}, both); err != nil {
+	var sizes []int64
+	var oneSided bool
+	if sh != nil {
+		sizes, oneSided = sh.sizes, sh.oneSided // allocShared gathered them
+	} else if sizes, oneSided, err = winSizes(wc, len(buf)); err != nil {
 		wc.Free()
 		return nil, reop(op, err)
-	}
-	sizes := make([]int64, wc.Size())
-	for r := range sizes {
-		sizes[r] = both[2*r]
-		direct &= both[2*r+1]
 	}
 	w := &Win[T]{
 		name:     fmt.Sprintf("window of %s", c.name),
@@ -261,7 +277,7 @@ func newWin[T Element](c *Comm, op string, buf []T, dynamic bool, sh *sharedPart
 		shmHeld:  map[int]LockType{},
 		dynamic:  dynamic,
 		flavor:   FlavorCreate,
-		oneSided: direct == 1,
+		oneSided: oneSided,
 	}
 	if sh != nil {
 		w.shared, w.shm, w.shLocks = sh.parts, sh.mem, sh.locks

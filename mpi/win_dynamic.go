@@ -137,25 +137,26 @@ func (w *Win[T]) span(h *winHdr) []byte {
 }
 
 // winCheck is what an operation's reply must be for it to have
-// succeeded: want bytes (a target answers an operation outside its memory
-// with another length, see refuse).
+// succeeded (on: it has one): want bytes (a target answers an operation
+// outside its memory with another length, see refuse).
 type winCheck struct {
-	want          int
-	target        int
-	kind          winKind
-	disp, count   int64
-	dynamic       bool
-	winName, name string
+	on          bool
+	want        int
+	target      int
+	kind        winKind
+	disp, count int64
+	name        string // the operation's call
 }
 
-// err returns the operation's error when its reply had got bytes.
-func (c *winCheck) err(got int) error {
-	if c == nil || got == c.want {
+// replyErr returns the error of the operation c checks when its reply
+// had got bytes.
+func (w *Win[T]) replyErr(c winCheck, got int) error {
+	if !c.on || got == c.want {
 		return nil
 	}
-	where := "its part of " + c.winName
-	if c.dynamic {
-		where = "every slice it attached to " + c.winName
+	where := "its part of " + w.name
+	if w.dynamic {
+		where = "every slice it attached to " + w.name
 	}
 	return errorf(ErrRMARange, c.name, "%v of %d elements at %d: rank %d refused it, as outside %s", c.kind, c.count, c.disp, c.target, where)
 }

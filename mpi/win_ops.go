@@ -186,30 +186,27 @@ func (w *Win[T]) issue(name string, k winKind, op opKind, data, reply []byte, ta
 		h.flags |= fFence
 		w.fenceOps[target]++
 	}
-	chk := &winCheck{want: len(reply), target: target, kind: k, disp: h.disp, count: h.count,
-		dynamic: w.dynamic, winName: w.name, name: name}
+	chk := winCheck{want: len(reply), target: target, kind: k, disp: h.disp, count: h.count, name: name}
 	if reply == nil && w.dynamic {
 		// Only the target can check the range: it acknowledges.
 		reply, chk.want = make([]byte, 1), 0
 		h.flags |= fStatus
 	}
-	if reply == nil {
-		chk = nil
-	}
+	chk.on = reply != nil
 	r, err := w.send(name, target, &h, data, reply, chk, share)
 	if err != nil || !user {
 		return nil, err
 	}
-	return share.request(w.wc, w.eng, r, name, chk), nil
+	return share.request(w.wc, w.eng, r, name, func(got int) error { return w.replyErr(chk, got) }), nil
 }
 
 // send sends the request h (and data) to target and, when reply is not
 // nil (or h expects an empty one: replyWanted), posts the receive of the
-// reply first, whose length chk (when not nil) checks. It returns the p2p request whose completion completes the
+// reply first, whose length chk (when on) checks. It returns the p2p request whose completion completes the
 // operation at the origin (the reply's receive, else the data's send,
 // else the request's), which share, when not nil, co-owns with the
 // window. w.mu is held.
-func (w *Win[T]) send(name string, target int, h *winHdr, data, reply []byte, chk *winCheck, share *rmaShare) (*p2p.Request, error) {
+func (w *Win[T]) send(name string, target int, h *winHdr, data, reply []byte, chk winCheck, share *rmaShare) (*p2p.Request, error) {
 	wt := w.wc.world[target]
 	var last *p2p.Request
 	if reply != nil || h.kind >= wkLock {
@@ -297,7 +294,7 @@ func (w *Win[T]) reap(name string, target int) error {
 		w.await(p.r.Done)
 		st, e := p.r.Result()
 		if e == nil {
-			e = p.chk.err(st.Bytes)
+			e = w.replyErr(p.chk, st.Bytes)
 		}
 		if p.share != nil {
 			e = nil // a request-based operation's error is its Request's

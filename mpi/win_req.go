@@ -84,12 +84,13 @@ func (s *rmaShare) drop(window bool) bool {
 }
 
 // request returns the Request over r, an operation named op of the
-// window whose private communicator is c, whose reply chk checks.
-func (s *rmaShare) request(c *Comm, e *p2p.Engine, r *p2p.Request, op string, chk *winCheck) *Request {
+// window whose private communicator is c; check, when not nil, turns
+// the reply's length into the operation's error.
+func (s *rmaShare) request(c *Comm, e *p2p.Engine, r *p2p.Request, op string, check func(got int) error) *Request {
 	q := &Request{r: r, c: c, op: op, elem: 1}
 	q.post = func(st Status, err error) error {
-		if err == nil {
-			err = chk.err(st.bytes)
+		if err == nil && check != nil {
+			err = check(st.bytes)
 		}
 		// The outcome is recorded: q no longer needs r.
 		q.r = nil

@@ -272,7 +272,7 @@ func (w *Win[T]) FlushAll() (err error) {
 	for t := range w.sent {
 		if _, ok := w.locks[t]; (ok || w.lockAll) && w.sent[t] > 0 {
 			h := winHdr{kind: wkFlush}
-			_, e := w.send(name, t, &h, nil, nil, nil, nil)
+			_, e := w.send(name, t, &h, nil, nil, winCheck{}, nil)
 			err = firstErr(err, e)
 			w.sent[t] = 0
 		}
@@ -325,7 +325,7 @@ func (w *Win[T]) ctl(name string, k winKind, typ LockType, target int) error {
 		err = w.completeAll(name, target)
 	}
 	h := winHdr{kind: k, lock: typ}
-	_, e := w.send(name, target, &h, nil, nil, nil, nil)
+	_, e := w.send(name, target, &h, nil, nil, winCheck{}, nil)
 	err = firstErr(err, e)
 	w.sent[target] = 0
 	return firstErr(err, w.completeAll(name, target))
@@ -339,7 +339,7 @@ func (w *Win[T]) ctlAll(name string, k winKind, typ LockType) error {
 	}
 	for t := range w.sizes {
 		h := winHdr{kind: k, lock: typ}
-		_, e := w.send(name, t, &h, nil, nil, nil, nil)
+		_, e := w.send(name, t, &h, nil, nil, winCheck{}, nil)
 		err = firstErr(err, e)
 	}
 	clear(w.sent)

@@ -57,25 +57,16 @@ func allocShared[T Element](c *Comm, n int, op string) (*Win[T], error) {
 	// Every rank's length, and whether it has the one-sided paths on:
 	// WinAllocate makes a shared window only if all have (the same
 	// answer at every rank, so the same collectives follow).
-	direct := int64(0)
-	if rmaDirect() {
-		direct = 1
-	}
-	both := make([]int64, 2*c.Size())
-	if err := Allgather(c, []int64{int64(n), direct}, both); err != nil {
+	sizes, oneSided, err := winSizes(c, n)
+	if err != nil {
 		return nil, reop(op, err)
-	}
-	sizes := make([]int64, c.Size())
-	for r := range sizes {
-		sizes[r] = both[2*r]
-		direct &= both[2*r+1]
 	}
 	for r, s := range sizes {
 		if s < 0 {
 			return nil, errorf(ErrArg, op, "rank %d asked for %d elements", r, s)
 		}
 	}
-	if direct == 0 && op == "WinAllocate" {
+	if !oneSided && op == "WinAllocate" {
 		return nil, errNotOneSided
 	}
 	if c.cc.Nodes != 1 {
@@ -99,7 +90,7 @@ func allocShared[T Element](c *Comm, n int, op string) (*Win[T], error) {
 			parts[r] = unsafe.Slice((*T)(unsafe.Pointer(&mem[offs[r]])), int(s))
 		}
 	}
-	w, err := newWin(c, op, parts[c.rank], false, &sharedParts[T]{parts: parts, mem: mem, locks: mem[locks:]})
+	w, err := newWin(c, op, parts[c.rank], false, &sharedParts[T]{parts: parts, mem: mem, locks: mem[locks:], sizes: sizes, oneSided: oneSided})
 	if err != nil {
 		unix.Munmap(mem)
 		return nil, err
