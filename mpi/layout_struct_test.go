@@ -4,6 +4,7 @@ import (
 	"errors"
 	"reflect"
 	"testing"
+	"unsafe"
 )
 
 var typeOfP = reflect.TypeFor[structP]()
@@ -27,15 +28,21 @@ func TestFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The fields' bytes, read through the fields themselves (not through
+	// fieldAt, which Fields uses).
+	raw := func(p unsafe.Pointer, n uintptr) []byte { return unsafe.Slice((*byte)(p), n) }
+	field := map[string]func(p *structP) []byte{
+		"A":   func(p *structP) []byte { return raw(unsafe.Pointer(&p.A), unsafe.Sizeof(p.A)) },
+		"B":   func(p *structP) []byte { return raw(unsafe.Pointer(&p.B), unsafe.Sizeof(p.B)) },
+		"C":   func(p *structP) []byte { return raw(unsafe.Pointer(&p.C), unsafe.Sizeof(p.C)) },
+		"D":   func(p *structP) []byte { return raw(unsafe.Pointer(&p.D), unsafe.Sizeof(p.D)) },
+		"D.Y": func(p *structP) []byte { return raw(unsafe.Pointer(&p.D.Y), unsafe.Sizeof(p.D.Y)) },
+		"E":   func(p *structP) []byte { return raw(unsafe.Pointer(&p.E), unsafe.Sizeof(p.E)) },
+	}
 	one := func(p *structP, names ...string) []byte {
 		var out []byte
 		for _, n := range names {
-			x, _ := Bytes([]structP{*p})
-			off, size, err := fieldAt(typeOfP, n)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, x[off:off+size]...)
+			out = append(out, field[n](p)...)
 		}
 		return out
 	}
