@@ -1,6 +1,7 @@
 package osu
 
 import (
+	"errors"
 	"log"
 
 	"github.com/gorun/gorun/mpi"
@@ -83,21 +84,12 @@ func RMALatency(name, kind string) {
 				}
 			}
 			lat = (mpi.Wtime() - t0) * 1e6 / float64(iters)
-			Must(firstErr(win.Unlock(1), ints.Unlock(1), counter.Unlock(1)))
+			Must(errors.Join(win.Unlock(1), ints.Unlock(1), counter.Unlock(1)))
 		}
 		Must(mpi.Barrier(w))
 		if me == 0 {
 			Line(size, lat)
 		}
 	}
-	Must(firstErr(win.Free(), ints.Free(), counter.Free()))
-}
-
-func firstErr(errs ...error) error {
-	for _, e := range errs {
-		if e != nil {
-			return e
-		}
-	}
-	return nil
+	Must(errors.Join(win.Free(), ints.Free(), counter.Free()))
 }
