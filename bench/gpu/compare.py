@@ -88,4 +88,5 @@ def main():
     if len(sys.argv) > 3:
         plot(sys.argv[3], n, d, series)
 
-main()
+if __name__ == "__main__":
+    main()

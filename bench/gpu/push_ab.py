@@ -8,29 +8,10 @@ median time (µs) of each algorithm over the rounds, NCCL's (one run), the
 first algorithm's median over each other's and over NCCL's, and the first
 algorithm's spread, (max - min) / median.
 """
-import glob, os, re, statistics, sys
+import glob, os, statistics, sys
 
-def osu(path):
-    out = {}
-    for line in open(path):
-        f = line.split()
-        if len(f) == 2 and f[0].isdigit():
-            out[int(f[0])] = float(f[1])
-    return out
+from compare import nccl, osu  # the readers of osu -d cuda and nccl_coll.py output
 
-def nccl(path):
-    out, cur = {}, None
-    if not os.path.exists(path):
-        return out
-    for line in open(path):
-        m = re.match(r"# (\w+) ", line)
-        if m:
-            cur = out.setdefault(m.group(1), {})
-            continue
-        f = line.split()
-        if cur is not None and len(f) == 2 and f[0].isdigit():
-            cur[int(f[0])] = float(f[1])
-    return out
 
 def main():
     d, specs = sys.argv[1], sys.argv[2:]
