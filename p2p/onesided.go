@@ -3,6 +3,7 @@ package p2p
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/gorun/gorun/btl"
 )
@@ -140,11 +141,14 @@ func (e *Engine) GetFrom(local btl.Mem, rm *Remote, off int) (*Request, error) {
 	return e.oneSided(local, rm, off, false)
 }
 
-// osOp is a one-sided transfer's RMA operation and its request.
+// osOp is a one-sided transfer's RMA operation and its request, from
+// osPool (one per Put or Get otherwise) and back there at RMADone.
 type osOp struct {
 	op btl.RMAOp
 	r  *Request
 }
+
+var osPool = sync.Pool{New: func() any { return new(osOp) }}
 
 // RMADone implements btl.RMACompleter: the transfer is over.
 func (o *osOp) RMADone(op *btl.RMAOp, err error) {
@@ -161,6 +165,8 @@ func (o *osOp) RMADone(op *btl.RMAOp, err error) {
 	if r.pooled && r.frames == 0 {
 		r.reset()
 	}
+	*o = osOp{} // the module is done with op (btl.RMA's contract)
+	osPool.Put(o)
 }
 
 func (e *Engine) oneSided(local btl.Mem, rm *Remote, off int, put bool) (*Request, error) {
@@ -178,10 +184,13 @@ func (e *Engine) oneSided(local btl.Mem, rm *Remote, off int, put bool) (*Reques
 	r := e.newRequest()
 	r.recv, r.peer = !put, rm.peer
 	r.st = Status{Source: rm.peer, Bytes: local.Len()}
-	o := &osOp{r: r}
+	o := osPool.Get().(*osOp)
+	o.r = r
 	o.op = btl.RMAOp{Peer: rm.peer, Local: local, Remote: &rm.reg, Offset: uint64(off), Owner: o}
 	if !o.op.InRegion() {
 		r.reset()
+		*o = osOp{}
+		osPool.Put(o)
 		return nil, fmt.Errorf("one-sided transfer with rank %d: %d bytes at %d outside its %d", rm.peer, local.Len(), off, rm.reg.Len)
 	}
 	r.frames++
@@ -194,6 +203,8 @@ func (e *Engine) oneSided(local btl.Mem, rm *Remote, off int, put bool) (*Reques
 	if err != nil {
 		r.frames--
 		r.reset()
+		*o = osOp{}
+		osPool.Put(o)
 		return nil, err
 	}
 	return r, nil
