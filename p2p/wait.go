@@ -16,7 +16,7 @@ var (
 	pSleep = params.Duration("GORUN_WAIT_SLEEP", time.Millisecond,
 		"longest single sleep of a blocked call in its third phase; a transport wakes it earlier when data arrives")
 	pOversub = params.Int("GORUN_OVERSUBSCRIBED", -1,
-		"1 when ranks outnumber this host's cores (set by gorun), 0 when not, -1 to decide from the local rank count")
+		"1 when ranks outnumber this host's cores, 0 when not (gorun sets it), -1 to compare the world's size with the CPUs this process may run on")
 )
 
 // waitPolicy is the three-phase wait of docs/measurements.md: poll flat out, then poll

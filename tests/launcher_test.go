@@ -265,6 +265,16 @@ func TestEnvironment(t *testing.T) {
 			t.Errorf("missing %q in:\n%s", want, r.stdout)
 		}
 	}
+	// Each rank is told whether its host is oversubscribed: bound to one
+	// CPU, it cannot tell from runtime.NumCPU (it once took every run of
+	// two ranks for an oversubscribed one, and never spun in its waits).
+	for _, np := range []int{1, runtime.NumCPU() + 1} {
+		r := job{np: np, args: []string{"sh", "-c", `echo "over=$GORUN_OVERSUBSCRIBED"`}}.ok(t)
+		want := fmt.Sprintf("over=%d\n", b2i[int](np > runtime.NumCPU()))
+		if strings.Count(r.stdout, want) != np {
+			t.Errorf("np=%d on %d CPUs: want %d lines %q in:\n%s", np, runtime.NumCPU(), np, want, r.stdout)
+		}
+	}
 	// The job secret is never in argv or the environment: the rank reads
 	// it from its control socket and looks for it, raw, in hex and in
 	// base64, everywhere a process of the same user could read.
