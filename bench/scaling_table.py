@@ -2,7 +2,8 @@
 """Medians of bench/scaling.sh's outputs: per benchmark, np and size, the
 median time of gorun (g), gorun with GORUN_COLL_SHM=0 (p) and Open MPI (o),
 the spread of each ((max-min)/median of the repeats) and the ratios to
-Open MPI. Usage: scaling_table.py OUTDIR"""
+Open MPI. Usage: scaling_table.py OUTDIR [NAME], NAME heading the p
+column when scaling.sh ran with ALT (default shm=0)"""
 import collections
 import glob
 import os
@@ -11,6 +12,7 @@ import statistics
 import sys
 
 d = sys.argv[1]
+alt = sys.argv[2] if len(sys.argv) > 2 else "shm=0"
 runs = collections.defaultdict(list)  # (who, bench, np, size) -> [us]
 for f in glob.glob(os.path.join(d, "[gpo]-*-np*-*.txt")):
     m = re.match(r"([gpo])-(\w+)-np(\d+)-(\d+)\.txt", os.path.basename(f))
@@ -38,7 +40,7 @@ def med(k):
 
 
 keys = sorted({(b, n, s) for (_, b, n, s) in runs})
-print(f"{'bench':10} {'np':>3} {'bytes':>7} {'gorun':>9} {'spr':>5} {'shm=0':>9} {'spr':>5} {'ompi':>9} {'spr':>5} {'g/o':>6} {'p/o':>6}")
+print(f"{'bench':10} {'np':>3} {'bytes':>7} {'gorun':>9} {'spr':>5} {alt:>9} {'spr':>5} {'ompi':>9} {'spr':>5} {'g/o':>6} {'p/o':>6}")
 for b, n, s in keys:
     g, gs = med(("g", b, n, s))
     p, ps = med(("p", b, n, s))
