@@ -45,6 +45,14 @@ import (
 //	                   for a rank that ran ahead too
 //	done[r]  = s       rank r finished its share of call s (reduce owners)
 //
+// Data of up to shmInline (24) bytes is not in the buffers but in the
+// ready line itself, after the two words: one area per buffer number b
+// (the parity rule holds for them as for the buffers), so that a reader
+// takes the flag and the data in one cache-line transfer instead of two,
+// and a writer stores into one line. Every rank agrees where a call's data
+// is from the length it published (area), also where a rank writes into
+// another's (the reductions' owners fold into the slots they read).
+//
 // s is the call's sequence number (Comm.Begin), which every rank gives to
 // the same call, whether the call failed before its algorithm at some rank
 // or not; flags only grow, so a check is "flag >= s" and nothing is ever
@@ -169,6 +177,20 @@ func (g *shmSeg) buf(r int, b uint64) []byte {
 	return g.mem[off : off+g.slot : off+g.slot]
 }
 
+// shmInline is the largest data that rides in the ready line: two areas
+// of 24 bytes after its two words.
+const shmInline = 24
+
+// area returns where rank r's size bytes of data for a call on buffer b
+// are: the ready line's area b for up to shmInline bytes, else buffer b.
+func (g *shmSeg) area(r int, b uint64, size int) []byte {
+	if size <= shmInline {
+		off := g.rank(r) + 16 + int(b&1)*shmInline
+		return g.mem[off : off+size : off+size]
+	}
+	return g.buf(r, b)
+}
+
 // publish says that this rank entered call s with size bytes in buffer b.
 func (g *shmSeg) publish(me int, s, b uint64, size int) {
 	v := s<<32 | uint64(size)<<1 | b
@@ -199,7 +221,8 @@ func (g *shmSeg) data(r int, s uint64) (b []byte, size int, ok bool) {
 			return nil, 0, false
 		}
 	}
-	return g.buf(r, v&1), int(uint32(v) >> 1), true
+	size = int(uint32(v) >> 1)
+	return g.area(r, v&1, size), size, true
 }
 
 // shmShared is a communicator's shm state (in shared).
@@ -445,8 +468,8 @@ func (k *shmCall) enteredAll(t uint64) error {
 	return nil
 }
 
-// mine returns this rank's buffer for the call.
-func (k *shmCall) mine() []byte { return k.g.buf(k.c.Me, k.b) }
+// mine returns where this rank writes size bytes of data for the call.
+func (k *shmCall) mine(size int) []byte { return k.g.area(k.c.Me, k.b, size) }
 
 // publish says this rank has entered the call, with size bytes of data.
 func (k *shmCall) publish(size int) { k.g.publish(k.c.Me, k.s, k.b, size) }
@@ -535,7 +558,7 @@ func barrierShm(c *Comm, a *Args) error {
 func bcastShm(c *Comm, a *Args) error {
 	return c.shmRun(a, func(k *shmCall) error {
 		if c.Me == a.Root {
-			copy(k.mine(), a.Recv)
+			copy(k.mine(len(a.Recv)), a.Recv)
 			k.publish(len(a.Recv))
 			return nil
 		}
@@ -558,7 +581,7 @@ func allgatherShm(c *Comm, a *Args) error {
 		if mine == nil {
 			mine = a.Recv[c.Me*blk : (c.Me+1)*blk]
 		}
-		copy(k.mine(), mine)
+		copy(k.mine(blk), mine)
 		k.publish(blk)
 		if a.Send != nil {
 			copy(a.Recv[c.Me*blk:], a.Send)
@@ -602,7 +625,7 @@ func shmSegments(m, elem, n int) (int, int) {
 func (k *shmCall) reduce(a *Args, own []byte, wantResult bool) ([]byte, error) {
 	c, g, s := k.c, k.g, k.s
 	n, me, m := g.n, c.Me, len(own)
-	copy(k.mine(), own)
+	copy(k.mine(m), own)
 	k.publish(m)
 	per, owners := shmSegments(m, a.Elem, n)
 	if me < owners {
@@ -685,7 +708,7 @@ const shmAllReadRanks = 8
 // bound GORUN_COLL_SHM_ALLREAD on len(own)*n.
 func (k *shmCall) reduceLocal(a *Args, own []byte, want bool) error {
 	g, m := k.g, len(own)
-	copy(k.mine(), own)
+	copy(k.mine(m), own)
 	k.publish(m)
 	if !want || m == 0 {
 		return nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"testing"
+	"unsafe"
 )
 
 // TestShmSetupSurvivesOneRankFailing: the first blocking call on a
@@ -94,8 +95,9 @@ func (byteMax) Apply(in, inout []byte) {
 func (byteMax) Commutative() bool { return true }
 
 // TestShmDataOfARankAhead: a reader still in call s finds, through last,
-// the buffer and the length of a rank already in its next call, and that
-// a rank which went past s without publishing it did not run s here.
+// the data and the length of a rank already in its next call (in the
+// ready line's area for up to shmInline bytes, else in the buffer), and
+// that a rank which went past s without publishing it did not run s here.
 func TestShmDataOfARankAhead(t *testing.T) {
 	const n, slot = 3, 256
 	stride := 2*line + 2*slot
@@ -111,17 +113,29 @@ func TestShmDataOfARankAhead(t *testing.T) {
 		ranks[r].next ^= 1
 		return b
 	}
+	at := func(b []byte) uintptr {
+		return uintptr(unsafe.Pointer(unsafe.SliceData(b))) - uintptr(unsafe.Pointer(&mem[0]))
+	}
+	line1 := uintptr(line + stride) // rank 1's ready line
+	check := func(when string, s uint64, size int, want uintptr) {
+		t.Helper()
+		b, got, ok := g.data(1, s)
+		if !ok || got != size || len(b) < size || at(b) != want {
+			t.Errorf("%s: data of call %d = offset %d, %d bytes, %v; want offset %d, %d, true", when, s, at(b), got, ok, want, size)
+		}
+	}
 	b5 := pub(1, 5, 20)
-	if b, size, ok := g.data(1, 5); !ok || size != 20 || &b[0] != &g.buf(1, b5)[0] {
-		t.Fatalf("rank 1 in call 5: data = %v, %d, %v; want its buffer %d, 20, true", b != nil, size, ok, b5)
+	inline5 := line1 + 16 + uintptr(b5)*shmInline
+	check("rank 1 in call 5", 5, 20, inline5)
+	b6 := pub(1, 6, 100)
+	buf6 := line1 + 2*line + uintptr(b6)*slot
+	check("rank 1 ahead in call 6", 5, 20, inline5)
+	check("rank 1 in call 6", 6, 100, buf6)
+	if b6 == b5 {
+		t.Fatal("two calls on one buffer")
 	}
-	b6 := pub(1, 6, 0)
-	if b, size, ok := g.data(1, 5); !ok || size != 20 || &b[0] != &g.buf(1, b5)[0] {
-		t.Errorf("rank 1 ahead in call 6: data of call 5 = %v, %d, %v; want buffer %d, 20, true", b != nil, size, ok, b5)
-	}
-	if b, size, ok := g.data(1, 6); !ok || size != 0 || &b[0] != &g.buf(1, b6)[0] {
-		t.Errorf("rank 1 in call 6: data = %v, %d, %v; want buffer %d, 0, true", b != nil, size, ok, b6)
-	}
+	pub(1, 7, 0)
+	check("rank 1 ahead in call 7", 6, 100, buf6)
 	pub(2, 4, 8)
 	pub(2, 6, 8) // rank 2 skipped call 5
 	if _, _, ok := g.data(2, 5); ok {

@@ -159,7 +159,7 @@ func (k *shmCall) released() error {
 // that wants it (nil elsewhere).
 func (k *shmCall) reduceTree(a *Args, own []byte, want bool) ([]byte, error) {
 	m := len(own)
-	copy(k.mine(), own)
+	copy(k.mine(m), own)
 	k.publish(m)
 	if err := k.fanIn(a, m); err != nil {
 		return nil, err
