@@ -17,6 +17,9 @@ type Comm struct {
 	index map[int]int // world rank -> rank in the communicator
 	cc    coll.Comm
 	freed atomic.Bool
+	// sent is the completed send request Isend returns for sends that
+	// completed within the call (pt2pt.go, sentReq).
+	sent atomic.Pointer[Request]
 	// cart is the Cartesian topology of a communicator made by
 	// CartCreate or CartSub; nil otherwise.
 	cart *cartTopo
