@@ -6,7 +6,8 @@ package btl
 // reaches (another host over tcp, a GPU without IPC): the sender copies the
 // message to host memory chunk by chunk and sends each chunk as a frame
 // while the next is being copied, and the receiver copies each arriving
-// chunk to the device (doc.go, "Staging").
+// chunk to the device (doc.go, "Staging"). A message up to the route's
+// eager limit is copied at once (StageNow) and goes as one eager frame.
 //
 // Every method is called with the engine lock held.
 type Stager interface {
@@ -30,6 +31,12 @@ type Stager interface {
 	// it. An error means nothing started. Until StageDone, op and both
 	// buffers stay valid and untouched by the caller.
 	Stage(op *StageOp) error
+	// StageNow is Stage done before it returns, for a message small enough
+	// to go eagerly (p2p's eager staged send): the bytes are in place when
+	// it returns nil; op.Owner is not called. It does not queue behind the
+	// pipeline's chunks in flight, so its wait is one small copy's. The
+	// copy is bounded (an eager limit's bytes), not a wait on the network.
+	StageNow(op *StageOp) error
 	// StageChunk is the chunk size of the staging pipeline: a frame's worth
 	// of host memory, large enough to run the copy engines near their
 	// speed and small enough that copying one chunk overlaps sending the

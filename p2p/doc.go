@@ -12,9 +12,23 @@
 //	RMA:        RTS(region) -> CTS(region) -> Get | Put -> FIN_R, FIN_S
 //	                                                        the route's module has btl.RMA for both buffers' kinds
 //	staged:     RTS -> CTS -> DATA(chunk, offset)...       device memory on a route without RMA for it (stage.go)
+//	eager staged: (copy to host) EAGER(header+data)       such device memory, len <= the route's EagerLimit and
+//	                                                        GORUN_P2P_DEVICE_EAGER, not synchronous (stage.go)
 //	no path:    RTS -> CTS(fNoPath), both fail with ErrNoDevicePath
 //	                                                        device memory and no module to reach or stage it (the
 //	                                                        RTS says fDevice when it is the sender's memory)
+//
+// An eager staged send copies the device bytes to host memory before its
+// frame goes (btl.Stager.StageNow: one small copy, waited for in the call,
+// into a pinned buffer of the pool given back at FrameDone), so that it
+// takes its place among the route's frames like a host eager send and
+// completes like one. The receiver takes it like any eager message: into
+// a host buffer by a plain copy; for a device buffer it lands in pinned
+// host memory and is copied to the device asynchronously (the staged
+// receive's path), and the receive completes when that copy is done; an
+// unexpected one waits in host memory until a receive takes it. A copy
+// that fails at the sender sends an empty EAGER with fFail (the header
+// keeps the length): the receive that matches it fails too.
 //
 // The CTS carries the length the receiver accepts, so a truncated receive
 // never moves the bytes it would throw away. DATA is a single frame; the

@@ -58,6 +58,10 @@ type Engine struct {
 	busies []btl.Busy
 	// stageQ are staged sends waiting for a pinned buffer (stage.go).
 	stageQ []*staged
+	// devEager is GORUN_P2P_DEVICE_EAGER; nowOp is the copy of an eager
+	// staged send (stage.go), reused under the lock.
+	devEager int
+	nowOp    btl.StageOp
 }
 
 // busy reports whether some module has work that only polling completes;
@@ -123,6 +127,9 @@ type unexpected struct {
 	remote *btl.Region
 	dev    bool
 	data   []byte
+	// failed: an eager staged message whose sender could not copy its
+	// device memory (fFail); the receive that takes it fails with this.
+	failed error
 	// complete is false while an eager payload is still arriving; claimed
 	// is the receive that matched it meanwhile.
 	complete bool
@@ -146,6 +153,8 @@ func Alloc(rank, size int) *Engine {
 		sends:  map[uint64]*Request{},
 		recvs:  map[uint64]*Request{},
 		wait:   defaultWaitPolicy(size),
+
+		devEager: pDeviceEager(),
 	}
 }
 
@@ -249,10 +258,13 @@ func (e *Engine) IsendMem(ctx uint32, dst, tag int, m btl.Mem, sync bool) (*Requ
 // allocation per operation). The caller must not Release it.
 //
 // The protocol: host memory up to the route's eager limit goes eagerly
-// (unless sync); anything else by rendezvous, through RMA when the route's
-// module reaches the buffer's kind, else by frames for host memory, else
-// (device memory) through the host staging pipeline (stage.go); without a
-// module that stages it, device memory fails with ErrNoDevicePath.
+// (unless sync), and so does device memory that a module stages and no
+// RMA of the route reaches, up to the smaller of that limit and
+// GORUN_P2P_DEVICE_EAGER (copied to host memory first, stage.go); anything
+// else by rendezvous, through RMA when the route's module reaches the
+// buffer's kind, else by frames for host memory, else (device memory)
+// through the host staging pipeline (stage.go); without a module that
+// stages it, device memory fails with ErrNoDevicePath.
 func (e *Engine) IsendInto(r *Request, ctx uint32, dst, tag int, m btl.Mem, sync bool) error {
 	if r.e == nil {
 		initRequest(r, e)
@@ -287,6 +299,11 @@ func (e *Engine) isend(r *Request, ctx uint32, dst, tag int, m btl.Mem, sync boo
 			return fmt.Errorf("send to rank %d: %w", dst, err)
 		}
 		return nil
+	}
+	if m.Kind != btl.MemHost && !sync && m.N <= rt.eager && m.N <= e.devEager && rt.rmaFor(m.Kind) == nil {
+		if st := e.stagerFor(m.Kind); st != nil {
+			return e.eagerStaged(r, rt, st, m)
+		}
 	}
 	return e.rendezvous(r, rt, m)
 }
@@ -399,6 +416,9 @@ func (e *Engine) take(r *Request, u *unexpected) {
 	switch {
 	case u.rts:
 		e.startRendezvous(r, u.src, u.length, u.sreq, u.remote, u.dev)
+	case u.failed != nil:
+		r.st.Bytes = 0
+		r.complete(u.failed)
 	case u.complete:
 		e.deliver(r, u.data)
 	default:

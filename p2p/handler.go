@@ -30,13 +30,21 @@ func (hd *handler) Begin(src int, bh *btl.Header, n int) []byte {
 			e.protocolError(src, fmt.Sprintf("eager frame of %d bytes, above every transport's eager limit (%d)", n, e.maxEager))
 			return nil
 		}
+		if h.flags&fFail != 0 {
+			e.eagerFailed(src, &h, n)
+			return nil
+		}
 		if r := e.matchPosted(h.ctx, src, int(h.tag)); r != nil {
 			r.st = Status{Source: src, Tag: int(h.tag), Bytes: n}
 			cur.req = r
-			if r.mem.Kind == btl.MemHost && n <= len(r.mem.Bytes) {
-				return r.mem.Bytes[:n]
+			if r.mem.Kind == btl.MemHost {
+				if n <= len(r.mem.Bytes) {
+					return r.mem.Bytes[:n]
+				}
+				cur.trsh = make([]byte, n)
+				return cur.trsh
 			}
-			cur.trsh = make([]byte, n)
+			cur.trsh = e.landEager(r, n)
 			return cur.trsh
 		}
 		if e.tagErr(h.ctx, int(h.tag)) != nil {
@@ -195,6 +203,27 @@ func (hd *handler) End(src int, bh *btl.Header, data []byte) {
 	}
 }
 
+// eagerFailed takes an EAGER with fFail (stage.go): its sender could not
+// copy its device memory. The receive it matches fails; unmatched, it
+// waits in the unexpected queue like any message, and fails the receive
+// that takes it.
+func (e *Engine) eagerFailed(src int, h *header, n int) {
+	if n != 0 {
+		e.protocolError(src, fmt.Sprintf("failed EAGER with %d payload bytes", n))
+		return
+	}
+	err := fmt.Errorf("receive from rank %d: its device memory (%d bytes) could not be copied to host memory to send it", src, h.length)
+	if r := e.matchPosted(h.ctx, src, int(h.tag)); r != nil {
+		r.st = Status{Source: src, Tag: int(h.tag)}
+		r.complete(err)
+		return
+	}
+	if e.tagErr(h.ctx, int(h.tag)) != nil {
+		return
+	}
+	e.q(h.ctx).unexp.push(&unexpected{ctx: h.ctx, src: src, tag: int(h.tag), complete: true, failed: err})
+}
+
 // cleared acts on the CTS h for the send r: refuse (fNoPath), RMA (the
 // receiver's region in data), or the message's bytes as one DATA frame.
 func (e *Engine) cleared(r *Request, dst int, h *header, data []byte) {
@@ -278,6 +307,8 @@ func (hd *handler) PeerFailed(src int, err error) {
 	ferr := e.failed[src]
 	if c := e.cur[src]; c.stage != nil {
 		c.stage.free() // a chunk that will never finish arriving
+	} else if c.req != nil && c.trsh != nil && e.stager != nil {
+		e.stager.ReleaseHost(c.trsh) // landEager's, if pinned
 	}
 	for _, q := range e.mq {
 		failPosted(q, func(r *Request) bool { return r.peer == src }, ferr)

@@ -33,6 +33,10 @@ const fNoPath = 2
 // the receiver answers fNoPath, so that neither side waits for the other.
 const fDevice = 4
 
+// fFail also flags a staged DATA (the sender's copy failed: no more chunks)
+// and an empty EAGER whose sender could not copy its device memory to host
+// memory (stage.go): the receive that gets it fails.
+//
 // fFail flags a FIN by which a side of an RMA rendezvous says its part
 // failed (its Get or Put was refused or ended in error): the other side
 // fails too, instead of taking the message as complete. Each side of an

@@ -45,8 +45,12 @@ type Request struct {
 	sg  *staged
 	got int
 	// devErr: a device buffer met a route that can neither reach nor
-	// stage it; the request fails with it.
+	// stage it, or its eager copy to host memory failed; the request fails
+	// with it.
 	devErr error
+	// bounce is the host copy of an eager staged send's device memory,
+	// in flight as its EAGER frame's payload until FrameDone (stage.go).
+	bounce []byte
 
 	// frames counts frames and RMA operations handed to a transport and not
 	// yet done; a released request is recycled only once it is zero.
@@ -118,6 +122,10 @@ func (r *Request) complete(err error) {
 
 // FrameDone implements btl.Completer.
 func (r *Request) FrameDone(f *btl.Frame, err error) {
+	if r.bounce != nil && f == &r.data {
+		r.e.stager.ReleaseHost(r.bounce)
+		r.bounce = nil
+	}
 	f.Payload = nil
 	r.frames--
 	if r.pooled {

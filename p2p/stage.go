@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/gorun/gorun/btl"
+	"github.com/gorun/gorun/internal/params"
 )
 
 // Staging moves device memory over a route that no RMA reaches (doc.go,
@@ -15,6 +16,23 @@ import (
 // k is on the wire. The receiver lands each chunk in host memory and copies
 // it to its device buffer; a host receiver takes the chunks straight into
 // its buffer. A side completes when every byte is in place.
+//
+// A message up to the route's eager limit (and GORUN_P2P_DEVICE_EAGER)
+// skips the rendezvous, whose round trip dominated small messages
+// (bench/results/gpu-staged-2026-11-23-h200x2.txt: 0.32-0.45x of host
+// memory over TCP below 64 KiB): the sender copies it to host memory at
+// once (btl.Stager.StageNow, into a pinned buffer of the pool) and sends
+// it as an EAGER frame, as host memory goes; the receiver lands it in host
+// memory (pinned when the posted buffer is device memory) and deliver
+// copies it to a device buffer through the pipeline's own receive path. A
+// copy that fails sends an empty EAGER with fFail, so that the receive
+// that matches it fails too instead of waiting.
+
+// pDeviceEager bounds the eager staged send; the route's eager limit
+// bounds it too (tcp 64 KiB, sm 16 KiB). 0 turns it off: every staged
+// device message goes by rendezvous, as before issue 10.
+var pDeviceEager = params.Int("GORUN_P2P_DEVICE_EAGER", 64<<10,
+	"largest GPU message sent eagerly through host memory (copied to a pinned buffer at once, one frame, no rendezvous) over routes without GPU RMA; the route's eager limit caps it; 0: always by rendezvous")
 
 // stageDepth is how many chunks a sender has between its device and the
 // wire: two would overlap one copy with one send; four keep the copy
@@ -309,6 +327,60 @@ func (sg *staged) landed(s *stageSlot) {
 	}
 }
 
+// eagerStaged sends the device memory m, at most the route's eager limit,
+// as one EAGER frame (doc.go, "Protocols"): copied to host memory before
+// the frame goes, so that it keeps its place among the route's messages
+// (non-overtaking) without a queue. The copy's wait is bounded by the
+// eager limit; it is not a wait on the network. A failed copy sends an
+// empty EAGER with fFail and fails r with the copy's error.
+func (e *Engine) eagerStaged(r *Request, rt *route, st btl.Stager, m btl.Mem) error {
+	dst := r.peer
+	n := m.N
+	h := header{kind: kEager, ctx: r.ctx, src: int32(e.rank), tag: int32(r.tag), seq: rt.seq, length: uint64(n)}
+	var buf []byte
+	if n > 0 {
+		if buf = st.HostBuffer(int(m.Device), n); buf == nil {
+			buf = make([]byte, n) // the pool is spent: a sender of this path does not wait
+		}
+		op := &e.nowOp
+		*op = btl.StageOp{Dev: m, Host: buf, ToHost: true}
+		err := st.StageNow(op)
+		*op = btl.StageOp{}
+		if err != nil {
+			st.ReleaseHost(buf)
+			buf = nil
+			h.flags = fFail
+			r.devErr = fmt.Errorf("send to rank %d: copy %v to host memory: %w", dst, m, err)
+		}
+	}
+	rt.seq++
+	h.encode(&r.data.Hdr)
+	r.data.Payload = buf
+	r.bounce = buf // FrameDone gives it back
+	if err := e.post(rt, r, &r.data); err != nil {
+		if r.bounce != nil {
+			st.ReleaseHost(r.bounce)
+			r.bounce = nil
+		}
+		return fmt.Errorf("send to rank %d: %w", dst, err)
+	}
+	return nil
+}
+
+// landEager returns host memory for an eager message of n bytes matched
+// by the device receive r: pinned from the pool, so that the copy to the
+// device is the copy engines' (deliver gives it back), or plain memory.
+func (e *Engine) landEager(r *Request, n int) []byte {
+	if n > 0 {
+		if st := e.stagerFor(r.mem.Kind); st != nil {
+			if b := st.HostBuffer(int(r.mem.Device), n); b != nil {
+				return b
+			}
+		}
+	}
+	return make([]byte, n)
+}
+
 // deliver hands a whole eager message in host memory (data) to r: copied
 // into a host buffer, or staged to a device buffer, or refused when no
 // module stages device memory. r completes now or when the copy is done.
@@ -331,12 +403,13 @@ func (e *Engine) deliver(r *Request, data []byte) {
 		r.st.Bytes = n
 	}
 	if n == 0 {
+		st.ReleaseHost(data) // pinned by landEager, or plain: left alone
 		r.complete(nil)
 		return
 	}
 	sg := newStaged(r, st, r.st.Source, n)
 	s := sg.slot()
-	s.op.Host = data[:n] // not from HostBuffer: ReleaseHost leaves it alone
+	s.op.Host = data[:n] // from landEager (pinned: free gives it back) or plain memory (ReleaseHost leaves it alone)
 	sg.landed(s)
 }
 

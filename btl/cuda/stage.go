@@ -150,3 +150,54 @@ func (m *module) Stage(op *btl.StageOp) error {
 	}
 	return nil
 }
+
+// StageNow copies on the device's eager stream, apart from the copy stream
+// so that it does not wait for the pipeline's chunks queued there, and
+// waits for it (cuStreamSynchronize: the primary context spins while it
+// has fewer threads than cores).
+func (m *module) StageNow(op *btl.StageOp) error {
+	fail := func(err error) error {
+		return fmt.Errorf("cuda: rank %d: stage %v: %w", m.env.Rank, op.Dev, err)
+	}
+	if m.closed {
+		return fail(btl.ErrClosed)
+	}
+	if op.Dev.Kind != btl.MemDevice || len(op.Host) != op.Dev.N {
+		return fail(fmt.Errorf("want device memory and a host buffer of its length (%d bytes)", len(op.Host)))
+	}
+	if op.Dev.N == 0 {
+		return nil
+	}
+	s, err := m.nowStream(int(op.Dev.Device))
+	if err != nil {
+		return fail(err)
+	}
+	p := drv.DevicePtr(op.Dev.Ptr)
+	if op.ToHost {
+		err = s.CopyDtoHAsync(op.Host, p)
+	} else {
+		err = s.CopyHtoDAsync(p, op.Host)
+	}
+	if err == nil {
+		err = s.Synchronize()
+	}
+	if err != nil {
+		return fail(err)
+	}
+	return nil
+}
+
+// nowStream returns the eager stream of device dev. It is kept among the
+// copy streams under the key ^dev (negative: m.stream's keys are devices),
+// so that Close synchronizes and destroys it with them.
+func (m *module) nowStream(dev int) (*drv.Stream, error) {
+	if s := m.streams[^dev]; s != nil {
+		return s, nil
+	}
+	s, err := gpu.NewStream(dev)
+	if err != nil {
+		return nil, err
+	}
+	m.streams[^dev] = s
+	return s, nil
+}
