@@ -194,8 +194,8 @@ func (g *shmSeg) area(r int, b uint64, size int) []byte {
 // publish says that this rank entered call s with size bytes in buffer b.
 func (g *shmSeg) publish(me int, s, b uint64, size int) {
 	v := s<<32 | uint64(size)<<1 | b
-	storeRelease(g.word(me, 8), g.pub)
-	storeRelease(g.ready(me), v)
+	atomic.StoreUint64(g.word(me, 8), g.pub)
+	atomic.StoreUint64(g.ready(me), v)
 	g.pub = v
 }
 
@@ -417,16 +417,8 @@ func (c *Comm) shmWait(ok func(r int) bool, lo, hi int) error {
 		return nil
 	}
 	sh := c.sh
-	// Counted among the waiters (for the watchdog's ticks) only once the
-	// wait is not short: the count's atomic add, a locked instruction
-	// right after this rank's publish, waited there for the ready line
-	// to come over from the ranks polling it.
-	waiting := false
-	defer func() {
-		if waiting {
-			sh.waiters.Add(-1)
-		}
-	}()
+	sh.waiters.Add(1)
+	defer sh.waiters.Add(-1)
 	t0 := sh.tick.Load()
 	idle := c.E.Idler()
 	for i := 1; ; i++ {
@@ -437,10 +429,6 @@ func (c *Comm) shmWait(ok func(r int) bool, lo, hi int) error {
 			return nil
 		}
 		if i&1023 == 0 || idle.Sleeping() {
-			if !waiting {
-				waiting = true
-				sh.waiters.Add(1)
-			}
 			if err := sh.check(c); err != nil {
 				return err
 			}
@@ -655,7 +643,7 @@ func (k *shmCall) reduce(a *Args, own []byte, wantResult bool) ([]byte, error) {
 			acc = b
 		}
 		g.seen = s
-		storeRelease(g.done(me), s)
+		atomic.StoreUint64(g.done(me), s)
 	}
 	if !wantResult || owners == 0 {
 		return nil, nil

@@ -136,10 +136,10 @@ func (k *shmCall) fanIn(a *Args, m int) error {
 			a.Op.Apply(acc[:m], b[:m])
 			acc = b
 		}
-		storeRelease(g.level(me, l), s)
+		atomic.StoreUint64(g.level(me, l), s)
 	}
 	if me == 0 {
-		storeRelease(g.release(), s)
+		atomic.StoreUint64(g.release(), s)
 	}
 	return nil
 }
