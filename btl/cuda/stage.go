@@ -119,34 +119,16 @@ func (m *module) ReleaseHost(b []byte) {
 // Stage queues the copy on the device's copy stream with an event behind
 // it; Progress reports it.
 func (m *module) Stage(op *btl.StageOp) error {
-	fail := func(err error) error {
-		return fmt.Errorf("cuda: rank %d: stage %v: %w", m.env.Rank, op.Dev, err)
+	s, err := m.startCopy(op, m.stream)
+	if err != nil {
+		return m.stageErr(op, err)
 	}
-	if m.closed {
-		return fail(btl.ErrClosed)
-	}
-	if op.Dev.Kind != btl.MemDevice || len(op.Host) != op.Dev.N {
-		return fail(fmt.Errorf("want device memory and a host buffer of its length (%d bytes)", len(op.Host)))
-	}
-	if op.Dev.N == 0 {
+	if s == nil {
 		op.Owner.StageDone(op, nil)
 		return nil
 	}
-	s, err := m.stream(int(op.Dev.Device))
-	if err != nil {
-		return fail(err)
-	}
-	p := drv.DevicePtr(op.Dev.Ptr)
-	if op.ToHost {
-		err = s.CopyDtoHAsync(op.Host, p)
-	} else {
-		err = s.CopyHtoDAsync(p, op.Host)
-	}
-	if err != nil {
-		return fail(err)
-	}
 	if err := m.watch(s, &copyOp{stage: op}); err != nil {
-		op.Owner.StageDone(op, fail(err))
+		op.Owner.StageDone(op, m.stageErr(op, err))
 	}
 	return nil
 }
@@ -156,21 +138,31 @@ func (m *module) Stage(op *btl.StageOp) error {
 // waits for it (cuStreamSynchronize: the primary context spins while it
 // has fewer threads than cores).
 func (m *module) StageNow(op *btl.StageOp) error {
-	fail := func(err error) error {
-		return fmt.Errorf("cuda: rank %d: stage %v: %w", m.env.Rank, op.Dev, err)
+	s, err := m.startCopy(op, m.nowStream)
+	if err == nil && s != nil {
+		err = s.Synchronize()
 	}
+	if err != nil {
+		return m.stageErr(op, err)
+	}
+	return nil
+}
+
+// startCopy checks op and starts its copy on the stream that pick gives
+// for its device, which it returns (nil when op has no bytes).
+func (m *module) startCopy(op *btl.StageOp, pick func(dev int) (*drv.Stream, error)) (*drv.Stream, error) {
 	if m.closed {
-		return fail(btl.ErrClosed)
+		return nil, btl.ErrClosed
 	}
 	if op.Dev.Kind != btl.MemDevice || len(op.Host) != op.Dev.N {
-		return fail(fmt.Errorf("want device memory and a host buffer of its length (%d bytes)", len(op.Host)))
+		return nil, fmt.Errorf("want device memory and a host buffer of its length (%d bytes)", len(op.Host))
 	}
 	if op.Dev.N == 0 {
-		return nil
+		return nil, nil
 	}
-	s, err := m.nowStream(int(op.Dev.Device))
+	s, err := pick(int(op.Dev.Device))
 	if err != nil {
-		return fail(err)
+		return nil, err
 	}
 	p := drv.DevicePtr(op.Dev.Ptr)
 	if op.ToHost {
@@ -178,13 +170,11 @@ func (m *module) StageNow(op *btl.StageOp) error {
 	} else {
 		err = s.CopyHtoDAsync(p, op.Host)
 	}
-	if err == nil {
-		err = s.Synchronize()
-	}
-	if err != nil {
-		return fail(err)
-	}
-	return nil
+	return s, err
+}
+
+func (m *module) stageErr(op *btl.StageOp, err error) error {
+	return fmt.Errorf("cuda: rank %d: stage %v: %w", m.env.Rank, op.Dev, err)
 }
 
 // nowStream returns the eager stream of device dev. It is kept among the
