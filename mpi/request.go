@@ -17,7 +17,9 @@ import (
 // the Request and gives the engine's part back for reuse, so that the
 // public Request stays small and stays valid: repeated Waits, Test and
 // Cancelled after completion report the same outcome, and nothing the
-// caller holds is ever reused.
+// caller holds is ever reused. The one exception: Isend returns one
+// shared, completed request for every send that completed within the
+// call (Comm.sentReq), which only reads can reach.
 type Request struct {
 	r *p2p.Request // nil for ProcNull, and once completion is reported
 	// own: r is from the engine's free list and goes back to it at
@@ -243,8 +245,8 @@ func Waitall(reqs []*Request) ([]Status, error) {
 		}
 		e.ReleaseN(len(reqs), func(i int) *p2p.Request {
 			q := reqs[i]
-			if q == nil {
-				return nil
+			if q == nil || q.rel == nil {
+				return nil // the shared completed send request too: never written
 			}
 			r := q.rel
 			q.rel = nil

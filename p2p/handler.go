@@ -221,7 +221,9 @@ func (e *Engine) eagerFailed(src int, h *header, n int) {
 	if e.tagErr(h.ctx, int(h.tag)) != nil {
 		return
 	}
-	e.q(h.ctx).unexp.push(&unexpected{ctx: h.ctx, src: src, tag: int(h.tag), complete: true, failed: err})
+	// The length the sender announced, for Probe and Mprobe: a program
+	// that probes to size its buffer sees the message as it was sent.
+	e.q(h.ctx).unexp.push(&unexpected{ctx: h.ctx, src: src, tag: int(h.tag), length: int(h.length), complete: true, failed: err})
 }
 
 // cleared acts on the CTS h for the send r: refuse (fNoPath), RMA (the
@@ -307,9 +309,12 @@ func (hd *handler) PeerFailed(src int, err error) {
 	ferr := e.failed[src]
 	if c := e.cur[src]; c.stage != nil {
 		c.stage.free() // a chunk that will never finish arriving
-	} else if c.req != nil && c.trsh != nil && e.stager != nil {
-		e.stager.ReleaseHost(c.trsh) // landEager's, if pinned
 	}
+	// An eager frame half received into landEager's pinned memory keeps
+	// it: this may be the failure detector's verdict (Engine.PeerFailed)
+	// while the transport still writes the frame's rest into it, so it
+	// must not go back to the pool for another message; the pool is one
+	// buffer short until Close.
 	for _, q := range e.mq {
 		failPosted(q, func(r *Request) bool { return r.peer == src }, ferr)
 	}
