@@ -35,35 +35,52 @@ func (c *Comm) Idup() (*Comm, *Request, error) {
 	}
 	nc := &Comm{name: c.name + " idup", rank: Undefined}
 	q, err := launch(c, op, v, func(v *coll.Comm) error {
-		ctx, err := c.agreeCtxBy(op, func(buf []uint64) error {
-			cl, err := reductionCall(op, coll.Allreduce, buf, buf, Band)
-			if err != nil {
-				return err
+		ctx, err := c.agreeCtxBy(op, idupRound(op, v))
+		return c.idupDone(op, nc, err, func() {
+			nc.init(nc.name, c.rt, ctx, slices.Clone(c.world), c.rank)
+			if c.cart != nil {
+				nc.cart = c.cart.clone()
 			}
-			cl.args.Nonblocking = true // point-to-point algorithms only: no shared state with c's other calls
-			round := *v
-			return wrapColl(op, cl.fn(&round, &cl.args))
+			if c.graph != nil {
+				nc.graph = c.graph.clone()
+			}
 		})
-		if err != nil {
-			nc.freed.Store(true)
-			return err
-		}
-		nc.init(nc.name, c.rt, ctx, slices.Clone(c.world), c.rank)
-		if c.cart != nil {
-			nc.cart = c.cart.clone()
-		}
-		if c.graph != nil {
-			nc.graph = c.graph.clone()
-		}
-		nc.inherit(c)
-		if err := c.copyAttrs(op, nc); err != nil {
-			nc.release()
-			return err
-		}
-		return nil
 	})
 	if err != nil {
 		return nil, nil, c.fail(err)
 	}
 	return nc, q, nil
+}
+
+// idupRound is one round of an Idup's context agreement: a bitwise-and
+// Allreduce inside the Idup's own call v, by point-to-point algorithms
+// only (no shared state with c's other calls).
+func idupRound(op string, v *coll.Comm) func(buf []uint64) error {
+	return func(buf []uint64) error {
+		cl, err := reductionCall(op, coll.Allreduce, buf, buf, Band)
+		if err != nil {
+			return err
+		}
+		cl.args.Nonblocking = true
+		round := *v
+		return wrapColl(op, cl.fn(&round, &cl.args))
+	}
+}
+
+// idupDone ends an Idup's goroutine once the agreement is over (err):
+// set sets the duplicate up on the agreed context (as a communicator or
+// an intercommunicator), which then inherits c's settings and copies of
+// its attributes; a failure leaves it freed.
+func (c *Comm) idupDone(op string, nc *Comm, err error, set func()) error {
+	if err != nil {
+		nc.freed.Store(true)
+		return err
+	}
+	set()
+	nc.inherit(c)
+	if err := c.copyAttrs(op, nc); err != nil {
+		nc.release()
+		return err
+	}
+	return nil
 }

@@ -74,26 +74,8 @@ func (c *Comm) interIdup() (*Comm, *Request, error) {
 	nc := &Comm{name: c.name + " idup", rank: Undefined}
 	local, rank, remote := slices.Clone(c.world), c.rank, slices.Clone(c.inter.remote)
 	q, err := launch(c, op, v, func(v *coll.Comm) error {
-		ctx, err := c.agreeCtxKey(op, ctxKey(c.ctx, 0), func(buf []uint64) error {
-			cl, err := reductionCall(op, coll.Allreduce, buf, buf, Band)
-			if err != nil {
-				return err
-			}
-			cl.args.Nonblocking = true
-			round := *v
-			return wrapColl(op, cl.fn(&round, &cl.args))
-		})
-		if err != nil {
-			nc.freed.Store(true)
-			return err
-		}
-		nc.initInter(nc.name, c.rt, ctx, local, rank, remote)
-		nc.inherit(c)
-		if err := c.copyAttrs(op, nc); err != nil {
-			nc.release()
-			return err
-		}
-		return nil
+		ctx, err := c.agreeCtxKey(op, ctxKey(c.ctx, 0), idupRound(op, v))
+		return c.idupDone(op, nc, err, func() { nc.initInter(nc.name, c.rt, ctx, local, rank, remote) })
 	})
 	if err != nil {
 		return nil, nil, c.fail(err)
