@@ -4,23 +4,15 @@
 package main
 
 import (
-	"log"
-
 	"github.com/gorun/gorun/examples/osu/internal/osu"
 	"github.com/gorun/gorun/mpi"
 )
 
 func main() {
 	o := osu.Parse("bibw", 1, 4<<20, 100, 10, 20, 2, 8192)
-	if err := mpi.Init(); err != nil {
-		log.Fatal(err)
-	}
+	w := osu.InitPair("bibw")
 	defer mpi.Finalize()
-	w := mpi.World()
 	me := w.Rank()
-	if w.Size() < 2 {
-		log.Fatal("bibw: needs at least 2 ranks")
-	}
 	if me == 0 {
 		osu.Header("Bi-Directional Bandwidth Test", "Bandwidth (MB/s)")
 	}

@@ -4,23 +4,15 @@
 package main
 
 import (
-	"log"
-
 	"github.com/gorun/gorun/examples/osu/internal/osu"
 	"github.com/gorun/gorun/mpi"
 )
 
 func main() {
 	o := osu.Parse("latency", 0, 4<<20, 10000, 1000, 1000, 100, 8192)
-	if err := mpi.Init(); err != nil {
-		log.Fatal(err)
-	}
+	w := osu.InitPair("latency")
 	defer mpi.Finalize()
-	w := mpi.World()
 	me, n := w.Rank(), w.Size()
-	if n < 2 {
-		log.Fatal("latency: needs at least 2 ranks")
-	}
 	pairs := n / 2
 	active := me < 2*pairs
 	peer := me ^ 1

@@ -11,7 +11,6 @@ package main
 
 import (
 	"fmt"
-	"log"
 
 	"github.com/gorun/gorun/examples/osu/internal/osu"
 	"github.com/gorun/gorun/mpi"
@@ -19,15 +18,9 @@ import (
 
 func main() {
 	o := osu.Parse("mbw_mr", 1, 4<<20, 100, 10, 20, 2, 8192)
-	if err := mpi.Init(); err != nil {
-		log.Fatal(err)
-	}
+	w := osu.InitPair("mbw_mr")
 	defer mpi.Finalize()
-	w := mpi.World()
 	me, n := w.Rank(), w.Size()
-	if n < 2 {
-		log.Fatal("mbw_mr: needs at least 2 ranks")
-	}
 	pairs := n / 2
 	sender := me < pairs
 	active := me < 2*pairs

@@ -215,3 +215,17 @@ func Must(err error) {
 		log.Fatal(err)
 	}
 }
+
+// InitPair starts MPI for a point-to-point benchmark and returns the
+// world, ending the program unless it has two ranks at least. The caller
+// defers mpi.Finalize.
+func InitPair(name string) *mpi.Comm {
+	if err := mpi.Init(); err != nil {
+		log.Fatal(err)
+	}
+	w := mpi.World()
+	if w.Size() < 2 {
+		log.Fatalf("%s: needs at least 2 ranks", name)
+	}
+	return w
+}

@@ -2,7 +2,6 @@ package osu
 
 import (
 	"errors"
-	"log"
 
 	"github.com/gorun/gorun/mpi"
 )
@@ -26,15 +25,9 @@ func RMALatency(name, kind string) {
 	if o.Device {
 		fail(name, "-d cuda: windows hold host memory")
 	}
-	if err := mpi.Init(); err != nil {
-		log.Fatal(err)
-	}
+	w := InitPair(name)
 	defer mpi.Finalize()
-	w := mpi.World()
 	me := w.Rank()
-	if w.Size() < 2 {
-		log.Fatalf("%s: needs at least 2 ranks", name)
-	}
 	win, err := mpi.WinAllocate[byte](w, o.Max)
 	Must(err)
 	buf := make([]byte, o.Max)
