@@ -276,15 +276,19 @@ func (m *module) watch(s *drv.Stream, c *copyOp) error {
 }
 
 // stream returns the copy stream of device dev.
-func (m *module) stream(dev int) (*drv.Stream, error) {
-	if s := m.streams[dev]; s != nil {
+func (m *module) stream(dev int) (*drv.Stream, error) { return m.streamAt(dev, dev) }
+
+// streamAt returns the stream of device dev kept under key in m.streams,
+// made at its first use; Close synchronizes and destroys them all.
+func (m *module) streamAt(key, dev int) (*drv.Stream, error) {
+	if s := m.streams[key]; s != nil {
 		return s, nil
 	}
 	s, err := gpu.NewStream(dev)
 	if err != nil {
 		return nil, err
 	}
-	m.streams[dev] = s
+	m.streams[key] = s
 	return s, nil
 }
 

@@ -177,17 +177,6 @@ func (m *module) stageErr(op *btl.StageOp, err error) error {
 	return fmt.Errorf("cuda: rank %d: stage %v: %w", m.env.Rank, op.Dev, err)
 }
 
-// nowStream returns the eager stream of device dev. It is kept among the
-// copy streams under the key ^dev (negative: m.stream's keys are devices),
-// so that Close synchronizes and destroys it with them.
-func (m *module) nowStream(dev int) (*drv.Stream, error) {
-	if s := m.streams[^dev]; s != nil {
-		return s, nil
-	}
-	s, err := gpu.NewStream(dev)
-	if err != nil {
-		return nil, err
-	}
-	m.streams[^dev] = s
-	return s, nil
-}
+// nowStream returns the eager stream of device dev, kept among the copy
+// streams under the key ^dev (negative: stream's keys are devices).
+func (m *module) nowStream(dev int) (*drv.Stream, error) { return m.streamAt(^dev, dev) }
