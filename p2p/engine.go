@@ -245,6 +245,12 @@ func (e *Engine) Isend(ctx uint32, dst, tag int, buf []byte, sync bool) (*Reques
 func (e *Engine) IsendMem(ctx uint32, dst, tag int, m btl.Mem, sync bool) (*Request, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	return e.isendNew(ctx, dst, tag, m, sync)
+}
+
+// isendNew is isend into a request of the free list, given back if the
+// send fails to start; the lock is held.
+func (e *Engine) isendNew(ctx uint32, dst, tag int, m btl.Mem, sync bool) (*Request, error) {
 	r := e.newRequest()
 	if err := e.isend(r, ctx, dst, tag, m, sync); err != nil {
 		r.reset()

@@ -15,14 +15,10 @@ import "github.com/gorun/gorun/btl"
 func (e *Engine) IsendNow(ctx uint32, dst, tag int, m btl.Mem) (*Request, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	r := e.newRequest()
-	if err := e.isend(r, ctx, dst, tag, m, false); err != nil {
-		r.reset()
-		return nil, err
-	}
-	if r.done.Load() && r.err == nil && r.frames == 0 {
+	r, err := e.isendNew(ctx, dst, tag, m, false)
+	if err == nil && r.done.Load() && r.err == nil && r.frames == 0 {
 		r.reset()
 		return nil, nil
 	}
-	return r, nil
+	return r, err
 }
