@@ -13,14 +13,17 @@
 #         GORUN_COLL_SHM=0; ALT="VAR=value ..." replaces GORUN_COLL_SHM=0
 #         in those runs (an A/B of a setting; they then also run for the
 #         point-to-point part), BIN_ALT=DIR runs them with the binaries of
-#         DIR (an A/B of two builds; ALT is then a no-op unless given); for bw
+#         DIR (an A/B of two builds; with ALT too, both differ); for bw
 #         and mbw_mr the figure is
 #         MB/s, so there a ratio g/o above 1 means gorun is faster
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.devbin}
+# The p runs: the binaries of BIN_ALT (else BIN's) in the environment ALT
+# (else, without BIN_ALT, GORUN_COLL_SHM=0).
 PBIN=${BIN_ALT:-$BIN}
-[ -n "${BIN_ALT:-}" ] && ALT=${ALT:-GORUN_AB=alt}
+PENV=${ALT-}
+[ -z "${BIN_ALT:-}" ] && PENV=${ALT:-GORUN_COLL_SHM=0}
 case "${1:-}" in
 build)
 	mkdir -p $BIN
@@ -66,8 +69,8 @@ run)
 		[ -x $BIN/osu_$b ] || continue
 		for i in $(seq "$reps"); do
 			timeout 120 $BIN/gorun -np 2 $BIN/osu_$b "${pargs[@]}" >"$out/g-$b-np2-$i.txt" 2>&1 || echo "gorun $b np=2 failed" >&2
-			if [ -n "${ALT:-}" ] && [ "${SHM0:-1}" = 1 ]; then
-				env $ALT timeout 120 $PBIN/gorun -np 2 $PBIN/osu_$b "${pargs[@]}" >"$out/p-$b-np2-$i.txt" 2>&1 || echo "gorun ($ALT) $b np=2 failed" >&2
+			if [ -n "${ALT:-}${BIN_ALT:-}" ] && [ "${SHM0:-1}" = 1 ]; then
+				env $PENV timeout 120 $PBIN/gorun -np 2 $PBIN/osu_$b "${pargs[@]}" >"$out/p-$b-np2-$i.txt" 2>&1 || echo "gorun ($PBIN $PENV) $b np=2 failed" >&2
 			fi
 			timeout 120 bash -c "$(declare -f ompi); MPIRUN=$MPIRUN ncores=$ncores ompi 2 $ref/osu_$b ${pargs[*]}" >"$out/o-$b-np2-$i.txt" 2>&1 || echo "ompi $b np=2 failed" >&2
 		done
@@ -79,7 +82,7 @@ run)
 			for i in $(seq "$reps"); do
 				timeout 120 $BIN/gorun -np $np $BIN/osu_$b "${args[@]}" >"$out/g-$b-np$np-$i.txt" 2>&1 || echo "gorun $b np=$np failed" >&2
 				if [ "${SHM0:-1}" = 1 ]; then
-					env ${ALT:-GORUN_COLL_SHM=0} timeout 120 $PBIN/gorun -np $np $PBIN/osu_$b "${args[@]}" >"$out/p-$b-np$np-$i.txt" 2>&1 || echo "gorun (${ALT:-GORUN_COLL_SHM=0}) $b np=$np failed" >&2
+					env $PENV timeout 120 $PBIN/gorun -np $np $PBIN/osu_$b "${args[@]}" >"$out/p-$b-np$np-$i.txt" 2>&1 || echo "gorun ($PBIN $PENV) $b np=$np failed" >&2
 				fi
 				timeout 120 bash -c "$(declare -f ompi); MPIRUN=$MPIRUN ncores=$ncores ompi $np $ref/osu_$b ${args[*]}" >"$out/o-$b-np$np-$i.txt" 2>&1 || echo "ompi $b np=$np failed" >&2
 			done
