@@ -49,7 +49,9 @@
 //
 // Requests: Wait, Test and their Waitall/Waitany/Waitsome/Testall/
 // Testany/Testsome forms complete them; Waitall's error holds every
-// request's error (*RequestErrors). Receives can be cancelled
+// request's error (*RequestErrors), and WaitallInto takes the caller's
+// status slice, or nil to ignore statuses (MPI_STATUSES_IGNORE), so that
+// a loop at the message rate allocates nothing per call. Receives can be cancelled
 // (Request.Cancel) or given up with a context (Request.WaitContext), and
 // persistent requests (SendInit, RecvInit, Start, and the collectives'
 // BarrierInit, AllreduceInit, ...) run one operation many times. Mprobe and Mrecv receive a probed message without a race.

@@ -1,6 +1,7 @@
 package mpi
 
 import (
+	"errors"
 	"testing"
 )
 
@@ -109,5 +110,53 @@ func TestWindowAllocs(t *testing.T) {
 	}
 	if want := float64(2*n + 1); allocs > want {
 		t.Errorf("%v allocations per window of %d messages, want at most %v", allocs, n, want)
+	}
+}
+
+// TestWaitallInto: statuses land in the caller's slice (the receive's
+// source, tag and count; nil requests leave their entry alone), nil
+// statuses are ignored, a short slice is refused before anything waits,
+// and a truncated receive's error comes back as Waitall's would.
+func TestWaitallInto(t *testing.T) {
+	w := initSingleton(t)
+	me := w.Rank()
+	rbuf := make([]int16, 5)
+	rq, err := Irecv(w, rbuf, me, 11)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sq, err := Isend(w, []int16{4, 5, 6}, me, 11)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs := []*Request{rq, nil, sq}
+	if err := WaitallInto(reqs, make([]Status, 2)); !errors.Is(err, ErrArg) {
+		t.Fatalf("2 statuses for 3 requests: %v, want ErrArg", err)
+	}
+	if rq.r == nil || rq.fin {
+		t.Fatal("the refused call completed the receive")
+	}
+	sts := []Status{{}, {Tag: -42}, {}}
+	if err := WaitallInto(reqs, sts); err != nil {
+		t.Fatal(err)
+	}
+	if st := sts[0]; st.Source != me || st.Tag != 11 || st.Count() != 3 || rbuf[2] != 6 {
+		t.Fatalf("receive status %+v (count %d), buffer %v", st, st.Count(), rbuf)
+	}
+	if sts[1].Tag != -42 {
+		t.Fatalf("nil request's entry written: %+v", sts[1])
+	}
+	rq, err = Irecv(w, rbuf[:1], me, 12)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Isend(w, []int16{1, 2}, me, 12); err != nil {
+		t.Fatal(err)
+	}
+	if err := WaitallInto([]*Request{rq}, nil); !errors.Is(err, ErrTruncate) || !errors.Is(err, ErrInStatus) {
+		t.Fatalf("truncated receive, statuses ignored: %v", err)
+	}
+	if st, _ := rq.Wait(); st.Tag != 12 || st.Count() != 1 {
+		t.Fatalf("status kept by the request: %+v", st)
 	}
 }

@@ -38,7 +38,7 @@ func main() {
 					}
 					osu.Must(err)
 				}
-				_, err = mpi.Waitall(reqs)
+				err = mpi.WaitallInto(reqs, nil) // MPI_STATUSES_IGNORE, as the C twin
 				osu.Must(err)
 				if me == 0 {
 					_, err = mpi.Recv(w, ack, 1, 101)

@@ -56,7 +56,7 @@ func main() {
 					}
 					osu.Must(err)
 				}
-				_, err = mpi.Waitall(reqs)
+				err = mpi.WaitallInto(reqs, nil) // MPI_STATUSES_IGNORE, as the C twin
 				osu.Must(err)
 				if sender {
 					_, err = mpi.Recv(w, ack, peer, 101)
