@@ -7,7 +7,8 @@ package btl
 // message to host memory chunk by chunk and sends each chunk as a frame
 // while the next is being copied, and the receiver copies each arriving
 // chunk to the device (doc.go, "Staging"). A message up to the route's
-// eager limit is copied at once (StageNow) and goes as one eager frame.
+// eager limit is copied whole (StageOp.Eager) and goes as one eager frame
+// once its copy is done.
 //
 // Every method is called with the engine lock held.
 type Stager interface {
@@ -31,12 +32,6 @@ type Stager interface {
 	// it. An error means nothing started. Until StageDone, op and both
 	// buffers stay valid and untouched by the caller.
 	Stage(op *StageOp) error
-	// StageNow is Stage done before it returns, for a message small enough
-	// to go eagerly (p2p's eager staged send): the bytes are in place when
-	// it returns nil; op.Owner is not called. It does not queue behind the
-	// pipeline's chunks in flight, so its wait is one small copy's. The
-	// copy is bounded (an eager limit's bytes), not a wait on the network.
-	StageNow(op *StageOp) error
 	// StageChunk is the chunk size of the staging pipeline: a frame's worth
 	// of host memory, large enough to run the copy engines near their
 	// speed and small enough that copying one chunk overlaps sending the
@@ -50,7 +45,12 @@ type StageOp struct {
 	Host []byte // as long as Dev
 	// ToHost: device to host; else host to device.
 	ToHost bool
-	Owner  StageCompleter
+	// Eager: the copy of a whole eager message, queued apart from the
+	// pipeline's chunks (its own stream) so that it does not wait behind
+	// them: a chunk of the pipeline takes milliseconds, an eager message
+	// microseconds.
+	Eager bool
+	Owner StageCompleter
 }
 
 // StageCompleter is told when a staging copy ends, with the engine lock

@@ -19,10 +19,12 @@
 //	                                                        RTS says fDevice when it is the sender's memory)
 //
 // An eager staged send copies the device bytes to host memory before its
-// frame goes (btl.Stager.StageNow: one small copy, waited for in the call,
-// into a pinned buffer of the pool given back at FrameDone), so that it
-// takes its place among the route's frames like a host eager send and
-// completes like one. The receiver takes it like any eager message: into
+// frame goes (one small copy on the GPU's eager stream, into a pinned
+// buffer of the pool given back at FrameDone); the call returns while the
+// copy runs, and the frame goes when it is done. Meanwhile the route holds
+// every later EAGER and RTS behind it, in order (stage.go, hold), so
+// that nothing overtakes it; control frames (CTS, DATA, FIN) do not wait.
+// It completes like a host eager send once its frame is done. The receiver takes it like any eager message: into
 // a host buffer by a plain copy; for a device buffer it lands in pinned
 // host memory and is copied to the device asynchronously (the staged
 // receive's path), and the receive completes when that copy is done; an

@@ -58,10 +58,8 @@ type Engine struct {
 	busies []btl.Busy
 	// stageQ are staged sends waiting for a pinned buffer (stage.go).
 	stageQ []*staged
-	// devEager is GORUN_P2P_DEVICE_EAGER; nowOp is the copy of an eager
-	// staged send (stage.go), reused under the lock.
+	// devEager is GORUN_P2P_DEVICE_EAGER.
 	devEager int
-	nowOp    btl.StageOp
 }
 
 // busy reports whether some module has work that only polling completes;
@@ -80,6 +78,10 @@ type route struct {
 	mod   btl.Module
 	eager int
 	seq   uint32
+	// held are sends whose matched frame (EAGER, RTS) waits, in order,
+	// behind an eager staged send's copy to host memory (stage.go,
+	// hold): a frame that overtook it would be matched before it.
+	held []*heldSend
 	// rmas are the modules that move memory straight between this process
 	// and the peer (RMA rendezvous), in registry order, with the kinds each
 	// reaches; they need not be the module that carries the frames.
@@ -301,7 +303,7 @@ func (e *Engine) isend(r *Request, ctx uint32, dst, tag int, m btl.Mem, sync boo
 		rt.seq++
 		h.encode(&r.data.Hdr)
 		r.data.Payload = m.Bytes
-		if err := e.post(rt, r, &r.data); err != nil {
+		if err := e.postMatched(rt, r, &r.data); err != nil {
 			return fmt.Errorf("send to rank %d: %w", dst, err)
 		}
 		return nil
@@ -340,7 +342,7 @@ func (e *Engine) rendezvous(r *Request, rt *route, m btl.Mem) error {
 	h.sreq = r.id
 	h.encode(&r.ctl.Hdr)
 	e.sends[r.id] = r
-	if err := e.post(rt, r, &r.ctl); err != nil {
+	if err := e.postMatched(rt, r, &r.ctl); err != nil {
 		delete(e.sends, r.id)
 		if x := r.x; x != nil {
 			r.x = nil
@@ -521,6 +523,16 @@ func (e *Engine) sendCtl(peer int, r *Request, f *btl.Frame) error {
 	return e.post(rt, r, f)
 }
 
+// postMatched is post for a frame the receiver matches in order (EAGER,
+// RTS): behind the route's held frames when it has some (stage.go).
+func (e *Engine) postMatched(rt *route, r *Request, f *btl.Frame) error {
+	if len(rt.held) > 0 {
+		e.hold(rt, &heldSend{r: r, f: f, ready: true})
+		return nil
+	}
+	return e.post(rt, r, f)
+}
+
 // post hands one of r's frames to the route, counting it in flight until
 // its FrameDone (which may come from inside Send).
 func (e *Engine) post(rt *route, r *Request, f *btl.Frame) error {
@@ -645,6 +657,11 @@ func (e *Engine) Close() error {
 	for _, q := range e.mq {
 		for _, r := range q.posted.items() {
 			r.complete(ErrClosed)
+		}
+	}
+	for _, rt := range e.routes {
+		if rt != nil {
+			e.dropHeld(rt, ErrClosed, true) // before the sends: it takes its RTSs out of them
 		}
 	}
 	for _, r := range e.sends {

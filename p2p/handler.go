@@ -318,6 +318,9 @@ func (hd *handler) PeerFailed(src int, err error) {
 	for _, q := range e.mq {
 		failPosted(q, func(r *Request) bool { return r.peer == src }, ferr)
 	}
+	if rt := e.routes[src]; rt != nil {
+		e.dropHeld(rt, ferr, false) // before the sends: it takes its RTSs out of them
+	}
 	for id, r := range e.sends {
 		if r.peer == src {
 			delete(e.sends, id)

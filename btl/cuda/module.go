@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 
 	"github.com/gorun/gorun/btl"
 	"github.com/gorun/gorun/gpu"
@@ -112,7 +113,8 @@ type copyOp struct {
 	op    *btl.RMAOp
 	stage *btl.StageOp
 	ev    *drv.Event
-	m     *mapping // nil for a copy within this process
+	s     *drv.Stream // the stream the copy was queued on
+	m     *mapping    // nil for a copy within this process
 	dev   int
 }
 
@@ -267,7 +269,7 @@ func (m *module) watch(s *drv.Stream, c *copyOp) error {
 	if err != nil {
 		return errors.Join(err, s.Synchronize())
 	}
-	c.ev = ev
+	c.ev, c.s = ev, s
 	if c.m != nil {
 		c.m.busy++
 	}
@@ -359,23 +361,41 @@ func (m *module) Progress() int {
 	if len(m.pending) == 0 {
 		return 0
 	}
-	// Completions may queue new copies (a staged chunk sent, the next
-	// one started): they go to a fresh list, not the one being walked.
-	n := 0
+	// A stream runs its copies in order: behind one that has not ended,
+	// none has, and its event is not queried (a window of 64 eager copies
+	// would cost 64 queries a poll). The ended copies are taken out first
+	// and finished after: a finish may queue new copies (a staged chunk
+	// sent, the next one started), which go behind the ones still
+	// pending, in the order of their streams.
 	pend := m.pending
 	m.pending = m.spare[:0]
+	var bb [4]*drv.Stream
+	busy := bb[:0]
+	type ended struct {
+		c   *copyOp
+		err error
+	}
+	var eb [8]ended
+	done := eb[:0]
 	for _, c := range pend {
-		done, err := c.ev.Done()
-		if !done && err == nil {
+		if slices.Contains(busy, c.s) {
 			m.pending = append(m.pending, c)
 			continue
 		}
-		m.finish(c, err)
-		n++
+		ok, err := c.ev.Done()
+		if !ok && err == nil {
+			m.pending = append(m.pending, c)
+			busy = append(busy, c.s)
+			continue
+		}
+		done = append(done, ended{c, err})
 	}
 	clear(pend)
 	m.spare = pend[:0]
-	return n
+	for _, d := range done {
+		m.finish(d.c, d.err)
+	}
+	return len(done)
 }
 
 func (m *module) finish(c *copyOp, err error) {

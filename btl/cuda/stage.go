@@ -116,10 +116,15 @@ func (m *module) ReleaseHost(b []byte) {
 	}
 }
 
-// Stage queues the copy on the device's copy stream with an event behind
-// it; Progress reports it.
+// Stage queues the copy on the device's copy stream (an eager message's on
+// the eager stream, so that it does not wait behind the pipeline's chunks)
+// with an event behind it; Progress reports it.
 func (m *module) Stage(op *btl.StageOp) error {
-	s, err := m.startCopy(op, m.stream)
+	pick := m.stream
+	if op.Eager {
+		pick = m.eagerStream
+	}
+	s, err := m.startCopy(op, pick)
 	if err != nil {
 		return m.stageErr(op, err)
 	}
@@ -129,21 +134,6 @@ func (m *module) Stage(op *btl.StageOp) error {
 	}
 	if err := m.watch(s, &copyOp{stage: op}); err != nil {
 		op.Owner.StageDone(op, m.stageErr(op, err))
-	}
-	return nil
-}
-
-// StageNow copies on the device's eager stream, apart from the copy stream
-// so that it does not wait for the pipeline's chunks queued there, and
-// waits for it (cuStreamSynchronize: the primary context spins while it
-// has fewer threads than cores).
-func (m *module) StageNow(op *btl.StageOp) error {
-	s, err := m.startCopy(op, m.nowStream)
-	if err == nil && s != nil {
-		err = s.Synchronize()
-	}
-	if err != nil {
-		return m.stageErr(op, err)
 	}
 	return nil
 }
@@ -177,6 +167,6 @@ func (m *module) stageErr(op *btl.StageOp, err error) error {
 	return fmt.Errorf("cuda: rank %d: stage %v: %w", m.env.Rank, op.Dev, err)
 }
 
-// nowStream returns the eager stream of device dev, kept among the copy
+// eagerStream returns the eager stream of device dev, kept among the copy
 // streams under the key ^dev (negative: stream's keys are devices).
-func (m *module) nowStream(dev int) (*drv.Stream, error) { return m.streamAt(^dev, dev) }
+func (m *module) eagerStream(dev int) (*drv.Stream, error) { return m.streamAt(^dev, dev) }
