@@ -1,0 +1,153 @@
+package tests
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gorun/gorun/gpu"
+	"github.com/gorun/gorun/mpi"
+)
+
+// A rank that dies in the middle of a GPU collective (issue 10): under
+// gorun --enable-recovery the survivors' calls fail with ErrProcFailed
+// instead of waiting forever in their kernels, and the survivors go on
+// with GPU collectives on the shrunk communicator, on the same devices.
+
+func init() { rankCases["gpu-die"] = caseGPUDie }
+
+const (
+	gpuDieVictim = 2
+	gpuDieAt     = 20
+	gpuDieIters  = 60
+	gpuDieCount  = 64 << 10 // float32s: 256 KiB, within the push kernels' slots
+)
+
+// caseGPUDie: an AllreduceGPU loop in which world rank 2 enters iteration
+// 20 and kills itself (SIGKILL) 5 ms later, while its own kernel runs
+// (waiting for the others' data: they come 30 ms late to that iteration).
+// So the survivors' kernels push into the region of a process that is
+// gone, and (at iteration 20 or, when the victim's data had come, 21)
+// wait for data that never comes. They must see the failure
+// (ErrProcFailed, or ErrRevoked once a survivor revoked), revoke, shrink,
+// and finish the loop on the shrunk communicator with exact results,
+// their CUDA contexts intact. (On 2 H100 the push kernels' first run
+// found iteration 20 complete, with the victim's contribution, and
+// failed at 21.)
+func caseGPUDie(w *mpi.Comm) error {
+	me := w.Rank()
+	if !gpuUsable() {
+		return errors.New("no GPU")
+	}
+	cnt, err := gpu.DeviceCount()
+	if err != nil {
+		return err
+	}
+	g := &gpuColl{w: w, dev: me % cnt}
+	if g.send, err = gpu.Alloc(g.dev, gpu.Float32, gpuDieCount); err != nil {
+		return err
+	}
+	defer g.send.Free()
+	if g.recv, err = gpu.Alloc(g.dev, gpu.Float32, gpuDieCount); err != nil {
+		return err
+	}
+	defer g.recv.Free()
+	fill := func(v float64) []float64 {
+		x := make([]float64, gpuDieCount)
+		for i := range x {
+			x[i] = v
+		}
+		return x
+	}
+	c := w
+	members := []int{0, 1, 2} // world ranks of c
+	var sawFault time.Time
+	for i := 0; i < gpuDieIters; {
+		if _, err := g.upload(g.send, gpu.Float32, fill(float64(me+1))); err != nil {
+			return fmt.Errorf("iteration %d: upload: %w", i, err)
+		}
+		if i == gpuDieAt && c == w {
+			if me == gpuDieVictim {
+				time.AfterFunc(5*time.Millisecond, func() { syscall.Kill(os.Getpid(), syscall.SIGKILL) })
+			} else {
+				time.Sleep(30 * time.Millisecond)
+			}
+		}
+		err := mpi.AllreduceGPU(c, g.send, g.recv, mpi.Sum)
+		if err == nil {
+			want := 0.0
+			for _, r := range members {
+				want += float64(r + 1)
+			}
+			if err := g.expect(fmt.Sprintf("iteration %d on %d ranks", i, len(members)), g.recv, gpu.Float32, fill(want)); err != nil {
+				return err
+			}
+			if len(g.failures) > 0 {
+				return fmt.Errorf("rank %d: %s", me, g.failures[0])
+			}
+			i++
+			continue
+		}
+		if me == gpuDieVictim {
+			return fmt.Errorf("the victim's call returned before it died: %w", err)
+		}
+		if !errors.Is(err, mpi.ErrProcFailed) && !errors.Is(err, mpi.ErrRevoked) {
+			return fmt.Errorf("iteration %d: %w (want ErrProcFailed or ErrRevoked)", i, err)
+		}
+		if c != w {
+			return fmt.Errorf("iteration %d: the shrunk communicator failed too: %w", i, err)
+		}
+		// The victim's kernel may have pushed its data for iteration
+		// gpuDieAt before it died (it need not wait for the others to
+		// push its own): then that call succeeds and the next one fails.
+		if i != gpuDieAt && i != gpuDieAt+1 {
+			return fmt.Errorf("iteration %d failed (the victim dies at %d): %w", i, gpuDieAt, err)
+		}
+		sawFault = time.Now()
+		if err := c.Revoke(); err != nil {
+			return fmt.Errorf("revoke: %w", err)
+		}
+		nc, err := c.Shrink()
+		if err != nil {
+			return fmt.Errorf("shrink: %w", err)
+		}
+		if nc.Size() != 2 {
+			return fmt.Errorf("shrunk communicator has %d members, want 2", nc.Size())
+		}
+		c, members = nc, []int{0, 1}
+		// Go on from the lowest iteration every survivor completed.
+		done := []int64{int64(i)}
+		if err := mpi.Allreduce(c, done, done, mpi.Min); err != nil {
+			return fmt.Errorf("agree on the restart point: %w", err)
+		}
+		i = int(done[0])
+	}
+	if me == 0 {
+		fmt.Printf("gpu-die: survivors finished %d iterations, recovered in %v\n", gpuDieIters, time.Since(sawFault).Round(time.Millisecond))
+	}
+	return nil
+}
+
+// TestGPUPushPeerDies needs a GPU (the lent GPU hosts run it): three
+// ranks on the GPUs there are, the push kernels (the tables' choice at
+// this size) and the copy-engine ipc algorithm forced in turn.
+func TestGPUPushPeerDies(t *testing.T) {
+	if ok, why := gpu.Available(); !ok {
+		t.Skipf("no GPU: %s", why)
+	}
+	push := []string{"GORUN_COLL_GPU_ALLREDUCE=push"}
+	for _, env := range [][]string{push, {"GORUN_COLL_GPU_ALLREDUCE=ipc"}} {
+		t.Run(strings.TrimPrefix(env[0], "GORUN_COLL_GPU_ALLREDUCE="), func(t *testing.T) {
+			r := job{np: 3, cas: "gpu-die", env: env, flags: []string{"--enable-recovery"}, timeout: 90 * time.Second}.run(t)
+			if r.code != 0 || !strings.Contains(r.stdout, "gpu-die: survivors finished") {
+				t.Fatalf("exit %d, want 0 with the survivors finished\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+			}
+			t.Logf("%s(%v)", r.stdout, r.elapsed.Round(time.Millisecond))
+			checkNothingLeft(t, r)
+		})
+	}
+}
