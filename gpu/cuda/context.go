@@ -31,6 +31,56 @@ func PrimaryContext(d Device) (*Context, error) {
 	return &Context{h: h, dev: d}, nil
 }
 
+// ContextFlags are a primary context's scheduling flags (CU_CTX_SCHED_*):
+// how a host thread waits in a synchronizing call (cuStreamSynchronize).
+type ContextFlags uint32
+
+// Scheduling flags (cuda.h). SchedAuto, the default, spins while the
+// process has fewer active contexts than the machine has logical CPUs and
+// yields otherwise.
+const (
+	SchedAuto         ContextFlags = 0
+	SchedSpin         ContextFlags = 1
+	SchedYield        ContextFlags = 2
+	SchedBlockingSync ContextFlags = 4
+	schedMask         ContextFlags = 7
+)
+
+// String names the scheduling part of the flags.
+func (f ContextFlags) String() string {
+	switch f & schedMask {
+	case SchedAuto:
+		return "auto"
+	case SchedSpin:
+		return "spin"
+	case SchedYield:
+		return "yield"
+	case SchedBlockingSync:
+		return "blocking-sync"
+	}
+	return fmt.Sprintf("ContextFlags(%#x)", uint32(f))
+}
+
+// PrimaryContextState returns d's primary context flags and whether it is
+// active (retained by someone in this process) (cuDevicePrimaryCtxGetState).
+func PrimaryContextState(d Device) (ContextFlags, bool, error) {
+	if err := Init(); err != nil {
+		return 0, false, err
+	}
+	f, active, r := drvPrimaryCtxGetState(int(d))
+	return ContextFlags(f), active, check("cuDevicePrimaryCtxGetState", r)
+}
+
+// SetPrimaryContextFlags sets d's primary context flags
+// (cuDevicePrimaryCtxSetFlags). Call it before the context is first
+// retained (older drivers refuse to change an active one).
+func SetPrimaryContextFlags(d Device, f ContextFlags) error {
+	if err := Init(); err != nil {
+		return err
+	}
+	return check("cuDevicePrimaryCtxSetFlags", drvPrimaryCtxSetFlags(int(d), uint32(f)))
+}
+
 // Device returns the context's device.
 func (c *Context) Device() Device { return c.dev }
 

@@ -42,7 +42,10 @@ static CUresult (*p_cuDeviceGetUuid)(CUuuid *, CUdevice);
 static CUresult (*p_cuDeviceCanAccessPeer)(int *, CUdevice, CUdevice);
 static CUresult (*p_cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
 static CUresult (*p_cuDevicePrimaryCtxRelease)(CUdevice);
+static CUresult (*p_cuDevicePrimaryCtxGetState)(CUdevice, unsigned int *, int *);
+static CUresult (*p_cuDevicePrimaryCtxSetFlags)(CUdevice, unsigned int);
 static CUresult (*p_cuCtxSetCurrent)(CUcontext);
+static CUresult (*p_cuCtxGetCurrent)(CUcontext *);
 static CUresult (*p_cuCtxSynchronize)(void);
 static CUresult (*p_cuCtxEnablePeerAccess)(CUcontext, unsigned int);
 static CUresult (*p_cuMemGetInfo)(size_t *, size_t *);
@@ -126,7 +129,10 @@ static int gorun_cu_load(char *err, size_t errLen) {
 	SYM(p_cuDeviceCanAccessPeer, "cuDeviceCanAccessPeer", NULL)
 	SYM(p_cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", NULL)
 	SYM(p_cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease")
+	SYM(p_cuDevicePrimaryCtxGetState, "cuDevicePrimaryCtxGetState", NULL)
+	SYM(p_cuDevicePrimaryCtxSetFlags, "cuDevicePrimaryCtxSetFlags_v2", "cuDevicePrimaryCtxSetFlags")
 	SYM(p_cuCtxSetCurrent, "cuCtxSetCurrent", NULL)
+	SYM(p_cuCtxGetCurrent, "cuCtxGetCurrent", NULL)
 	SYM(p_cuCtxSynchronize, "cuCtxSynchronize", NULL)
 	SYM(p_cuCtxEnablePeerAccess, "cuCtxEnablePeerAccess", NULL)
 	SYM(p_cuMemGetInfo, "cuMemGetInfo_v2", NULL)
@@ -205,7 +211,18 @@ static CUresult w_cuDevicePrimaryCtxRetain(uintptr_t *ctx, int d) {
 	return r;
 }
 static CUresult w_cuDevicePrimaryCtxRelease(int d) { return p_cuDevicePrimaryCtxRelease(d); }
+static CUresult w_cuDevicePrimaryCtxGetState(int d, unsigned int *flags, int *active) {
+	return p_cuDevicePrimaryCtxGetState(d, flags, active);
+}
+static CUresult w_cuDevicePrimaryCtxSetFlags(int d, unsigned int flags) { return p_cuDevicePrimaryCtxSetFlags(d, flags); }
 static CUresult w_cuCtxSynchronize(uintptr_t ctx) { CTX(ctx); return p_cuCtxSynchronize(); }
+static CUresult w_cuCtxSetCurrent(uintptr_t ctx) { return p_cuCtxSetCurrent((CUcontext)ctx); }
+static CUresult w_cuCtxGetCurrent(uintptr_t *ctx) {
+	CUcontext c = NULL;
+	CUresult r = p_cuCtxGetCurrent(&c);
+	*ctx = (uintptr_t)c;
+	return r;
+}
 static CUresult w_cuCtxEnablePeerAccess(uintptr_t ctx, uintptr_t peer) {
 	CTX(ctx);
 	return p_cuCtxEnablePeerAccess((CUcontext)peer, 0);
@@ -483,7 +500,28 @@ func drvPrimaryCtxRetain(d int) (uintptr, Result) {
 
 func drvPrimaryCtxRelease(d int) Result { return res(C.w_cuDevicePrimaryCtxRelease(C.int(d))) }
 
+func drvPrimaryCtxGetState(d int) (uint32, bool, Result) {
+	var flags C.uint
+	var active C.int
+	r := C.w_cuDevicePrimaryCtxGetState(C.int(d), &flags, &active)
+	return uint32(flags), active != 0, res(r)
+}
+
+func drvPrimaryCtxSetFlags(d int, flags uint32) Result {
+	return res(C.w_cuDevicePrimaryCtxSetFlags(C.int(d), C.uint(flags)))
+}
+
 func drvCtxSynchronize(ctx uintptr) Result { return res(C.w_cuCtxSynchronize(C.uintptr_t(ctx))) }
+
+// drvCtxSetCurrent and drvCtxGetCurrent are the bare calls, which every
+// wrapper above makes before its own (for BenchmarkDriverCalls).
+func drvCtxSetCurrent(ctx uintptr) Result { return res(C.w_cuCtxSetCurrent(C.uintptr_t(ctx))) }
+
+func drvCtxGetCurrent() (uintptr, Result) {
+	var c C.uintptr_t
+	r := C.w_cuCtxGetCurrent(&c)
+	return uintptr(c), res(r)
+}
 
 func drvCtxEnablePeerAccess(ctx, peer uintptr) Result {
 	return res(C.w_cuCtxEnablePeerAccess(C.uintptr_t(ctx), C.uintptr_t(peer)))

@@ -45,7 +45,15 @@ func drvPrimaryCtxRetain(_ int) (uintptr, Result) { return 0, ErrorNotInitialize
 
 func drvPrimaryCtxRelease(_ int) Result { return ErrorNotInitialized }
 
+func drvPrimaryCtxGetState(_ int) (uint32, bool, Result) { return 0, false, ErrorNotInitialized }
+
+func drvPrimaryCtxSetFlags(_ int, _ uint32) Result { return ErrorNotInitialized }
+
 func drvCtxSynchronize(_ uintptr) Result { return ErrorNotInitialized }
+
+func drvCtxSetCurrent(_ uintptr) Result { return ErrorNotInitialized }
+
+func drvCtxGetCurrent() (uintptr, Result) { return 0, ErrorNotInitialized }
 
 func drvCtxEnablePeerAccess(_, _ uintptr) Result { return ErrorNotInitialized }
 

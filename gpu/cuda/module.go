@@ -70,36 +70,70 @@ func D1(n int) Dim3 { return Dim3{X: uint32(n), Y: 1, Z: 1} }
 // block and dynamic shared memory. Each argument must have the exact width
 // of the kernel's parameter: DevicePtr, uintptr, int64, uint64 and float64
 // for 8-byte parameters, int32, uint32 and float32 for 4-byte ones; plain
-// int is refused as ambiguous. At most 16 arguments.
+// int is refused as ambiguous. At most 16 arguments. LaunchArgs does the
+// same without boxing the arguments (for launches on a latency path).
 func (s *Stream) Launch(f *Function, grid, block Dim3, sharedBytes int, args ...any) error {
 	if len(args) > maxKernelArgs {
 		return fmt.Errorf("cuda: cuLaunchKernel: %s: %d arguments, at most %d: %w", f.name, len(args), maxKernelArgs, ErrorInvalidValue)
 	}
-	var slots [maxKernelArgs]uint64
+	ka := new(KernelArgs)
 	for i, a := range args {
 		switch v := a.(type) {
 		case DevicePtr:
-			slots[i] = uint64(v)
+			ka.U64(uint64(v))
 		case uintptr:
-			slots[i] = uint64(v)
+			ka.U64(uint64(v))
 		case int64:
-			slots[i] = uint64(v)
+			ka.U64(uint64(v))
 		case uint64:
-			slots[i] = v
+			ka.U64(v)
 		case float64:
-			slots[i] = math.Float64bits(v)
+			ka.U64(math.Float64bits(v))
 		case int32:
-			slots[i] = uint64(uint32(v))
+			ka.U32(uint32(v))
 		case uint32:
-			slots[i] = uint64(v)
+			ka.U32(v)
 		case float32:
-			slots[i] = uint64(math.Float32bits(v))
+			ka.U32(math.Float32bits(v))
 		default:
 			return fmt.Errorf("cuda: cuLaunchKernel: %s: argument %d has type %T: %w", f.name, i, a, ErrorInvalidValue)
 		}
 	}
+	return s.LaunchArgs(f, grid, block, sharedBytes, ka)
+}
+
+// KernelArgs are a kernel's parameters, appended in order by U64 (8-byte
+// parameters: pointers, 64-bit integers) and U32 (4-byte ones), each in an
+// 8-byte slot. A KernelArgs held by its user and Reset before each launch
+// costs no allocation (Launch's boxed arguments cost one each).
+type KernelArgs struct {
+	slots [maxKernelArgs]uint64
+	n     int
+}
+
+// Reset empties a.
+func (a *KernelArgs) Reset() { a.n = 0 }
+
+// U64 appends an 8-byte parameter; past 16, LaunchArgs fails.
+func (a *KernelArgs) U64(v uint64) {
+	if a.n < maxKernelArgs {
+		a.slots[a.n] = v
+	}
+	a.n++
+}
+
+// U32 appends a 4-byte parameter (in the low half of its slot: the host is
+// little-endian).
+func (a *KernelArgs) U32(v uint32) { a.U64(uint64(v)) }
+
+// LaunchArgs queues kernel f on stream s with the parameters in a (see
+// Launch); a may be reused once it returns.
+func (s *Stream) LaunchArgs(f *Function, grid, block Dim3, sharedBytes int, a *KernelArgs) error {
+	if a.n > maxKernelArgs {
+		return fmt.Errorf("cuda: cuLaunchKernel: %s: %d arguments, at most %d: %w", f.name, a.n, maxKernelArgs, ErrorInvalidValue)
+	}
 	r := drvLaunchKernel(s.ctx.h, f.h, [3]uint32{grid.X, grid.Y, grid.Z}, [3]uint32{block.X, block.Y, block.Z},
-		uint32(sharedBytes), s.h, &slots, len(args))
+		uint32(sharedBytes), s.h, &a.slots, a.n)
 	if err := check("cuLaunchKernel", r); err != nil {
 		return fmt.Errorf("%s: %w", f.name, err)
 	}
