@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/gorun/gorun/gpu"
 	"github.com/gorun/gorun/gpu/cuda"
@@ -56,10 +57,11 @@ type ipcState struct {
 	// push: every rank can run the push kernels on the regions (a
 	// second vote, after ok's): the kernels are loaded, the table of
 	// region addresses is on the device and the error word is mapped.
-	push    bool
-	table   gpu.Buffer     // rank r's region address (u64) at 8r
-	errWord *cuda.HostMem  // the push kernel's error word (u32)
-	reg     gpu.PushRegion // the push kernel's view of the regions
+	push  bool
+	table gpu.Buffer     // rank r's region address (u64) at 8r
+	words *gpu.PushWords // the push kernels' error and completion words
+	reg   gpu.PushRegion // the push kernel's view of the regions
+	spin  time.Duration  // how long a push call polls the completion word (pPushSpin)
 
 	// The call numbering of the push kernels (gpupush.go): the calls'
 	// sequence numbers extended to 64 bits (seqHi counts the wraps seen
@@ -102,7 +104,7 @@ func (st *ipcState) nextPush(c *Comm) gpu.PushCall {
 
 // ipcFlags is the byte offset of a region's flag area (after its two sets
 // of n slots), and ipcFlagBytes its size: the push kernels' words
-// (gpu.PushWordBytes: 2 KiB and 8 bytes a rank, 1 KiB more). The slots
+// (gpu.PushWordBytes: 2 KiB and 8 bytes a rank, 1 KiB and 8 bytes more). The slots
 // are the same two sets the ipc algorithms use by their calls' parity; a
 // push call's writer alternates them itself (ipcState.nextPush), so no
 // slot is halved: a region stays 64 MiB of slots plus the words.
@@ -230,13 +232,9 @@ func (st *ipcState) zeroFlags() error {
 
 // pushSetup readies this rank for the push kernels and reports whether
 // it could: the kernels are loaded, the regions' addresses are on
-// the device, the error word is mapped.
+// the device, the error and completion words are mapped.
 func (st *ipcState) pushSetup(me int) bool {
 	if st.n > kernels.PushMaxRanks || !gpu.HasPushKernels(st.dev) {
-		return false
-	}
-	ctx, err := gpu.DeviceContext(st.dev)
-	if err != nil {
 		return false
 	}
 	addrs := make([]byte, 8*st.n)
@@ -255,15 +253,15 @@ func (st *ipcState) pushSetup(me int) bool {
 		_ = table.Free()
 		return false
 	}
-	w, err := ctx.HostAlloc(4, cuda.HostDeviceMap)
+	w, err := gpu.NewPushWords(st.dev)
 	if err != nil {
 		_ = table.Free()
 		return false
 	}
-	clear(w.Bytes())
-	st.table, st.errWord = table, w
+	st.table, st.words = table, w
 	st.reg = gpu.PushRegion{Table: table.DevicePtr(), Ranks: st.n, Rank: me, Slot: st.slot,
-		Flags: ipcFlags(st.n, st.slot), Err: w.Ptr(), Timeout: pushSlice}
+		Flags: ipcFlags(st.n, st.slot), Err: w.Err(), Done: w.Done(), Timeout: pushSlice}
+	st.spin = pPushSpin()
 	return true
 }
 
@@ -281,16 +279,16 @@ func (st *ipcState) unmap() {
 	st.ok = false
 }
 
-// freePush frees what pushSetup allocated (the table and the error word
-// are this rank's own: no peer maps them).
+// freePush frees what pushSetup allocated (the table and the words are
+// this rank's own: no peer maps them).
 func (st *ipcState) freePush() {
 	if st.table.Len() > 0 {
 		_ = st.table.Free()
 		st.table = gpu.Buffer{}
 	}
-	if st.errWord != nil {
-		_ = st.errWord.Free()
-		st.errWord = nil
+	if st.words != nil {
+		_ = st.words.Free()
+		st.words = nil
 	}
 	st.push = false
 }

@@ -14,7 +14,8 @@ import (
 // its data straight into the peers' slots, raises a data word per block in
 // each peer's region (after a system-wide fence) and waits, on the device,
 // for the data words it needs in its own; then it folds or copies out what
-// came. One launch and one synchronization per call, where the ipc
+// came. One launch per call, waited for by polling a completion word the
+// kernel writes in host memory (gpu.PushWords.Wait), where the ipc
 // algorithms pay two host barriers, copies, a synchronization, the reduce
 // launches and a second synchronization. Where a rank cannot run the
 // kernels, every rank runs the algorithm the push one stands for (the ipc
@@ -42,7 +43,7 @@ import (
 // by a notice, a failed peer, a revoked communicator, the stall query) and
 // launches the same call again, which resumes where it stopped. 5 ms:
 // a relaunch costs one launch and one synchronization (a whole call is
-// 16-20 µs), well under 1% of the wait, and a failed peer or an abort is
+// 15-30 µs), well under 1% of the wait, and a failed peer or an abort is
 // seen within a few milliseconds (not measured apart from the tests'
 // late rank, 30 ms).
 const pushSlice = 5 * time.Millisecond
@@ -52,7 +53,7 @@ const pushSlice = 5 * time.Millisecond
 // after the one that last wrote the set it writes, each rank's kernel
 // pushes its input into its slot of every peer's region, raises a flag in
 // each peer's region, waits for every peer's flag in its own and folds the
-// contributions there in rank order. One launch and one synchronization,
+// contributions there in rank order. One launch, waited for by polling,
 // where gpuAllreduceIPC pays a copy, a synchronization, a second host
 // barrier, n-1 reduce launches and a second synchronization. Where a rank cannot run the
 // kernel, every rank runs gpuAllreduceIPC (the set-up's second vote).
@@ -130,12 +131,15 @@ func (d *devCall) push(c *Comm, a *Args, what string, size int, fallback func(*C
 	// Before anything can fail: every rank that runs this call counts it
 	// alike, and this rank's writes (if any) go to the set it takes now.
 	st.pc = st.nextPush(c)
-	s := d.s
+	s, spin := d.s, st.spin
 	if st.dev != d.dev {
 		// This call's buffers are on another device than the region (the
 		// rank switched devices after the communicator's first GPU call):
 		// the kernel runs on the region's device, which addresses the
-		// peers' regions, and reaches the buffers by peer access.
+		// peers' regions, and reaches the buffers by peer access. Its
+		// completion word does not order its stores there: the stream's
+		// synchronization does (gpu.PushWords.Wait).
+		spin = 0
 		if err := gpu.EnablePeerAccess(st.dev, d.dev); err != nil {
 			return fmt.Errorf("GPU %s: device %d reaching device %d: %w", what, st.dev, d.dev, err)
 		}
@@ -143,20 +147,22 @@ func (d *devCall) push(c *Comm, a *Args, what string, size int, fallback func(*C
 			return err
 		}
 	}
-	w := st.errWord.Bytes()
 	var idle *p2p.Idler // set once the kernel first gave up waiting
 	t0 := uint64(0)
 	for {
 		if err := launch(s, st); err != nil {
 			return err
 		}
-		if err := s.Synchronize(); err != nil {
+		if size == 0 {
+			return nil // the launchers queue nothing for empty buffers
+		}
+		gaveUp, err := st.words.Wait(s, st.pc.Seq, spin)
+		if err != nil {
 			return fmt.Errorf("GPU %s: %w", what, err)
 		}
-		if w[0] == 0 {
+		if !gaveUp {
 			return nil
 		}
-		clear(w)
 		if idle == nil {
 			// The watchdog ticks only for communicators with waiters.
 			i := c.E.Idler()

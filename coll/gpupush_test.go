@@ -53,7 +53,7 @@ func TestIPCRegionSize(t *testing.T) {
 		if slots := 2 * n * st.slot; slots > 64<<20 {
 			t.Errorf("n=%d: slots of %d bytes take %d", n, st.slot, slots)
 		}
-		words := 8 * (2*n*128 + n + 128) // data words, acks, progress
+		words := 8 * (2*n*128 + n + 128 + 1) // data words, acks, progress, count done
 		if got := st.region() - ipcFlags(n, st.slot); got != words {
 			t.Errorf("n=%d: %d bytes of words, want %d", n, got, words)
 		}

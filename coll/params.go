@@ -1,6 +1,10 @@
 package coll
 
-import "github.com/gorun/gorun/internal/params"
+import (
+	"time"
+
+	"github.com/gorun/gorun/internal/params"
+)
 
 // Tunables of the collectives. GORUN_COLL_<NAME> (one per collective,
 // declared in select.go with the algorithms it accepts) forces an
@@ -10,6 +14,8 @@ var (
 		"testing: segment size in bytes of the pipelined algorithms (bcast pipeline, reduce pipeline, ring allreduce); 0 uses each algorithm's measured default. Small values make tests cross many segments")
 	pGPUChunk = params.Int("GORUN_COLL_GPU_CHUNK", 32<<20,
 		"piece size in bytes of the pipelined one-shot GPU algorithms (the reduction of a piece overlaps the transfer of the next)")
+	pPushSpin = params.Duration("GORUN_COLL_GPU_PUSH_SPIN", time.Millisecond,
+		"how long a GPU push collective polls the completion word its kernel writes in host memory before it waits in cuStreamSynchronize instead; 0 synchronizes at once (a few microseconds more per call, MEASUREMENTS.md)")
 	pFakeNodes = params.Int("GORUN_COLL_FAKE_NODES", 0,
 		"testing: pretend world rank r runs on node r mod N (N > 1), so that the hierarchical algorithms run on one host")
 )

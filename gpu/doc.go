@@ -21,9 +21,11 @@
 //     lists GPUs in NVML order, as nvidia-smi does, and maps each to its CUDA
 //     ordinal (GPU.CUDA).
 //   - Blocking: Discover, Alloc, Free, the Copy* and Upload/Download helpers,
-//     ExportIPC and OpenIPC return when done. Reduce only queues the kernel
-//     on the caller's stream: its buffers must stay allocated until the
-//     stream passes it.
+//     ExportIPC and OpenIPC return when done. Reduce and the push kernels
+//     (AllreducePush and its kin) only queue the kernel on the caller's
+//     stream: its buffers must stay allocated until the stream passes it,
+//     or, for a push kernel, until PushWords.Wait returned (which spins on
+//     a word in mapped host memory, then synchronizes the stream).
 //   - Ownership: a Buffer from Alloc or OpenIPC owns its memory until Free
 //     (which must see the Buffer it returned); one from Wrap borrows memory
 //     that its allocator frees. Contexts are the devices' primary contexts,

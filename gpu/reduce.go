@@ -205,20 +205,26 @@ func HasPushKernels(dev int) bool {
 // host memory mapped for the device, zero before a launch, which the
 // kernel sets to 1 when a wait was not satisfied within Timeout; the same
 // call may then be launched again, and resumes (the caller decides whether
-// to wait longer).
+// to wait longer). Done is a u64 in mapped host memory that the launch
+// which completes a call sets to its Seq once the call's stores to its
+// GPU's memory are in that GPU's L2 and its stores to the peers' regions
+// were released: the caller may poll it instead of synchronizing the
+// stream (PushWords.Wait; the kernel may still be retiring, with nothing
+// left to do).
 type PushRegion struct {
 	Table       cuda.DevicePtr
 	Ranks, Rank int
 	Slot, Flags int
-	Err         cuda.DevicePtr
+	Err, Done   cuda.DevicePtr
 	Timeout     time.Duration
 }
 
 // PushWordBytes is the size of the push kernels' words after a region's
 // slots for n ranks: two data words per (source rank, block), one
-// acknowledgement per rank, one progress word per block.
+// acknowledgement per rank, one progress word per block, and the count of
+// blocks done with the current call.
 func PushWordBytes(n int) int {
-	return 8 * (2*n*kernels.AllreducePushMaxBlocks + n + kernels.AllreducePushMaxBlocks)
+	return 8 * (2*n*kernels.AllreducePushMaxBlocks + n + kernels.AllreducePushMaxBlocks + 1)
 }
 
 // PushCall is what one call of a push kernel tells it beyond its buffers.
@@ -235,10 +241,31 @@ type PushCall struct {
 	Need uint64
 }
 
-// args are the kernels' parameters from seq on.
-func (c PushCall) args(reg PushRegion) []any {
-	return []any{c.Seq, uint64(c.Set) * uint64(reg.Ranks) * uint64(reg.Slot), c.Need, uint64(reg.Slot),
-		uint64(reg.Flags), uint64(reg.Timeout.Nanoseconds()), reg.Err}
+// args appends the kernels' parameters from seq on.
+func (c PushCall) args(a *cuda.KernelArgs, reg PushRegion) {
+	a.U64(c.Seq)
+	a.U64(uint64(c.Set) * uint64(reg.Ranks) * uint64(reg.Slot))
+	a.U64(c.Need)
+	a.U64(uint64(reg.Slot))
+	a.U64(uint64(reg.Flags))
+	a.U64(uint64(reg.Timeout.Nanoseconds()))
+	a.U64(uint64(reg.Err))
+	a.U64(uint64(reg.Done))
+}
+
+// pushArgs holds the push kernels' parameter blocks between launches, so
+// that a launch allocates nothing (cuda.Stream.LaunchArgs).
+var pushArgs = sync.Pool{New: func() any { return new(cuda.KernelArgs) }}
+
+// launchPush launches a push kernel with the parameters fill appends, on
+// blocks blocks.
+func launchPush(s *cuda.Stream, f *cuda.Function, blocks int, fill func(*cuda.KernelArgs)) error {
+	a := pushArgs.Get().(*cuda.KernelArgs)
+	a.Reset()
+	fill(a)
+	err := s.LaunchArgs(f, cuda.D1(blocks), cuda.D1(reduceThreads), 0, a)
+	pushArgs.Put(a)
+	return err
 }
 
 // AllreducePushBlocks is the number of blocks an AllreducePush of n bytes
@@ -317,16 +344,21 @@ func reducePush(s *cuda.Stream, what string, op Op, reg PushRegion, call PushCal
 	if f == nil {
 		return fmt.Errorf("gpu: %s push: the loaded kernels have no %s", what, name)
 	}
-	args := []any{reg.Table, in.DevicePtr(), out.DevicePtr(), uint64(out.Count())}
-	if stride != 0 {
-		args = append(args, stride)
-	}
-	args = append(args, uint32(reg.Ranks), uint32(reg.Rank))
-	if root >= 0 {
-		args = append(args, uint32(root))
-	}
-	args = append(args, call.args(reg)...)
-	if err := s.Launch(f, cuda.D1(AllreducePushBlocks(out.bytes)), cuda.D1(reduceThreads), 0, args...); err != nil {
+	if err := launchPush(s, f, AllreducePushBlocks(out.bytes), func(a *cuda.KernelArgs) {
+		a.U64(uint64(reg.Table))
+		a.U64(uint64(in.DevicePtr()))
+		a.U64(uint64(out.DevicePtr()))
+		a.U64(uint64(out.Count()))
+		if stride != 0 {
+			a.U64(stride)
+		}
+		a.U32(uint32(reg.Ranks))
+		a.U32(uint32(reg.Rank))
+		if root >= 0 {
+			a.U32(uint32(root))
+		}
+		call.args(a, reg)
+	}); err != nil {
 		return fmt.Errorf("gpu: %s push %v %v: %w", what, op, dt, err)
 	}
 	return nil
@@ -351,9 +383,15 @@ func AllgatherPush(s *cuda.Stream, reg PushRegion, call PushCall, in, out Buffer
 	if ks.agpush == nil {
 		return fmt.Errorf("gpu: allgather push: the loaded kernels have no %s", kernels.AllgatherPushName)
 	}
-	args := append([]any{reg.Table, in.DevicePtr(), out.DevicePtr(), uint64(in.bytes), uint32(reg.Ranks), uint32(reg.Rank)},
-		call.args(reg)...)
-	if err := s.Launch(ks.agpush, cuda.D1(AllreducePushBlocks(in.bytes)), cuda.D1(reduceThreads), 0, args...); err != nil {
+	if err := launchPush(s, ks.agpush, AllreducePushBlocks(in.bytes), func(a *cuda.KernelArgs) {
+		a.U64(uint64(reg.Table))
+		a.U64(uint64(in.DevicePtr()))
+		a.U64(uint64(out.DevicePtr()))
+		a.U64(uint64(in.bytes))
+		a.U32(uint32(reg.Ranks))
+		a.U32(uint32(reg.Rank))
+		call.args(a, reg)
+	}); err != nil {
 		return fmt.Errorf("gpu: allgather push: %w", err)
 	}
 	return nil
@@ -378,9 +416,15 @@ func BcastPush(s *cuda.Stream, reg PushRegion, call PushCall, root int, buf Buff
 	if ks.bcpush == nil {
 		return fmt.Errorf("gpu: bcast push: the loaded kernels have no %s", kernels.BcastPushName)
 	}
-	args := append([]any{reg.Table, buf.DevicePtr(), uint64(buf.bytes), uint32(reg.Ranks), uint32(reg.Rank), uint32(root)},
-		call.args(reg)...)
-	if err := s.Launch(ks.bcpush, cuda.D1(AllreducePushBlocks(buf.bytes)), cuda.D1(reduceThreads), 0, args...); err != nil {
+	if err := launchPush(s, ks.bcpush, AllreducePushBlocks(buf.bytes), func(a *cuda.KernelArgs) {
+		a.U64(uint64(reg.Table))
+		a.U64(uint64(buf.DevicePtr()))
+		a.U64(uint64(buf.bytes))
+		a.U32(uint32(reg.Ranks))
+		a.U32(uint32(reg.Rank))
+		a.U32(uint32(root))
+		call.args(a, reg)
+	}); err != nil {
 		return fmt.Errorf("gpu: bcast push: %w", err)
 	}
 	return nil

@@ -52,7 +52,7 @@ const (
 // regions (reduce.cu, gorun_arpush_*) for elements of type typ with op.
 // Its parameters are (const u64 *regions, const T *in, T *out, u64 n,
 // unsigned nranks, unsigned rank, u64 seq, u64 wset, u64 need, u64 slot,
-// u64 flags, u64 timeout_ns, unsigned *err).
+// u64 flags, u64 timeout_ns, unsigned *err, u64 *done).
 func AllreducePushName(op, typ string) string { return "gorun_arpush_" + op + "_" + typ }
 
 // ReduceScatterPushName returns the name of the one-kernel reduce-scatter
@@ -68,7 +68,7 @@ func ReducePushName(op, typ string) string { return "gorun_rdpush_" + op + "_" +
 // BcastPushName is the one-kernel broadcast over IPC regions, of any
 // element type. Its parameters are (const u64 *regions, u8 *buf, u64 n
 // (bytes), unsigned nranks, unsigned rank, unsigned root, u64 seq, u64 wset,
-// u64 need, u64 slot, u64 flags, u64 timeout_ns, unsigned *err).
+// u64 need, u64 slot, u64 flags, u64 timeout_ns, unsigned *err, u64 *done).
 const BcastPushName = "gorun_bcpush"
 
 // AllgatherPushName is the one-kernel allgather over IPC regions, of any
@@ -84,12 +84,12 @@ const AllreducePushMaxBlocks = 128
 const PushMaxRanks = 512
 
 // PushCurrent reports whether a PTX image's push kernels take the
-// parameters named above (with wset and need: no host barrier before a
-// call). A PTX from before them has the same kernel names and one
-// parameter fewer, and launching it with these would read garbage; package
-// gpu treats its push kernels as absent.
+// parameters named above (with done: the host polls for completion). A
+// PTX from before them has the same kernel names and fewer parameters, and
+// launching it with these would read garbage; package gpu treats its push
+// kernels as absent.
 func PushCurrent(ptx []byte) bool {
-	return bytes.Contains(ptx, []byte(BcastPushName+"_param_12"))
+	return bytes.Contains(ptx, []byte(BcastPushName+"_param_13"))
 }
 
 var entryRE = regexp.MustCompile(`(?m)^\s*\.(?:visible\s+)?\.entry\s+([A-Za-z_][A-Za-z0-9_$]*)`)

@@ -177,7 +177,7 @@ EACH_TYPE(KERNEL)
 //
 //   (const u64 *regions, const T *in, T *out, u64 n, unsigned nranks,
 //    unsigned rank, u64 seq, u64 wset, u64 need, u64 slot, u64 flags,
-//    u64 timeout_ns, unsigned *err)
+//    u64 timeout_ns, unsigned *err, u64 *done)
 //
 // regions[r] is rank r's region as this device addresses it (its own, or a
 // peer's mapped by CUDA IPC). A region holds two sets of nranks slots of
@@ -193,6 +193,9 @@ EACH_TYPE(KERNEL)
 //   prog(b)          u64 [ARPUSH_MAXB]  this rank's own block b's progress
 //                    in call seq: 4*seq+1 pushed, 4*seq+2 done (read back
 //                    when the host relaunches a call that timed out)
+//   fin              u64  how many of this rank's blocks are done with the
+//                    current call (over all its launches); set back to 0
+//                    by the block that completes the count
 //
 // There is no host barrier before a call: seq (every rank's calls number
 // alike, from 1, growing) tells the calls apart, and each rank writes its
@@ -240,6 +243,28 @@ EACH_TYPE(KERNEL)
 // Every rank's block 0 acknowledges seq in every peer's region as it
 // begins, whatever its part in the call.
 //
+// The host waits for a call by polling *done (mapped host memory), not by
+// synchronizing the stream (gpu/pushwait.go; a synchronization returns
+// some microseconds after the kernel's last store, coll/MEASUREMENTS.md,
+// GPU collectives): each block, once done with the call, fences its
+// stores and counts itself in fin; the block that completes the count sets
+// fin back to 0 (no launch of the call comes after it, and the next call's
+// kernel runs after this one on the stream) and *done to seq (finish says
+// why no system-scope fence is needed). A block done in an earlier launch of the same call
+// counted then; a block that timed out does not count, so *done is set
+// only by the launch that completes the call.
+//
+// Ordering, as NCCL posts and waits for its steps: a block's threads
+// store, meet at a barrier, and only the threads that signal fence
+// (release: fence.acq_rel.sys, then the flag's volatile store); a waiting
+// thread polls the flag with volatile loads, the block meets at a barrier
+// and reads the peers' data at L2 (fromPeer) with no fence. Every thread's
+// __threadfence_system() (fence.sc.sys) cost 2.2 us and one thread's
+// fence.acq_rel.sys 1.8 us on an H100, fence.acq_rel.gpu 0.6 (with the
+// barriers; coll/MEASUREMENTS.md), so a call pays one system-scope fence
+// (the release) where it paid three. The count in fin is within the GPU,
+// scope .gpu.
+//
 // Nothing here waits forever: a wait not satisfied after timeout_ns makes
 // the block set *err (mapped host memory) to 1 and return, its progress
 // kept in prog(b). The host then checks that the peers live and the call
@@ -250,27 +275,47 @@ EACH_TYPE(KERNEL)
 // ARPUSH_MAXR bounds nranks: one thread of a block per peer.
 #define ARPUSH_MAXR 512
 
+// fenceSys and fenceGpu: fence.acq_rel at system and GPU scope (CUDA's
+// __threadfence_system() and __threadfence() are the stronger, and here
+// dearer, fence.sc).
+DEV void fenceSys() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
+DEV void fenceGpu() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
+
 DEV u64 globaltimer() {
   u64 t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
 }
 
-// copychunk copies elements [lo, hi) of src to dst, 16 bytes at a time when
-// both are 16-byte aligned (lo is a multiple of 16 bytes).
+// fromPeer loads what a peer stored into this rank's region, at L2
+// (ld.global.cg), never from an L1 line that may hold an earlier call's
+// bytes: with the peer's flag seen by a volatile load and the block met at
+// a barrier, that is how NCCL reads a peer's data without an acquire fence
+// (a system-scope fence costs about 1.5 us, coll/MEASUREMENTS.md); the
+// peer's release made its stores reach this GPU before its flag.
 template <class S>
+DEV S fromPeer(const S *p) {
+  return __ldcg(p);
+}
+
+// copychunk copies elements [lo, hi) of src to dst, 16 bytes at a time when
+// both are 16-byte aligned (lo is a multiple of 16 bytes); PEER: src is
+// this rank's region, read with fromPeer.
+template <class S, bool PEER = false>
 DEV void copychunk(S *dst, const S *src, u64 lo, u64 hi, bool vec) {
   const int V = 16 / sizeof(S);
   u64 i = lo + (u64)threadIdx.x * (vec ? V : 1);
   if (vec) {
-    for (; i + V <= hi; i += (u64)blockDim.x * V)
-      *reinterpret_cast<uint4 *>(dst + i) = *reinterpret_cast<const uint4 *>(src + i);
+    for (; i + V <= hi; i += (u64)blockDim.x * V) {
+      const uint4 *from = reinterpret_cast<const uint4 *>(src + i);
+      *reinterpret_cast<uint4 *>(dst + i) = PEER ? fromPeer(from) : *from;
+    }
     // the tail of fewer than V elements: thread 0
     if (threadIdx.x == 0)
-      for (u64 j = lo + (hi - lo) / V * V; j < hi; j++) dst[j] = src[j];
+      for (u64 j = lo + (hi - lo) / V * V; j < hi; j++) dst[j] = PEER ? fromPeer(src + j) : src[j];
     return;
   }
-  for (; i < hi; i += blockDim.x) dst[i] = src[i];
+  for (; i < hi; i += blockDim.x) dst[i] = PEER ? fromPeer(src + i) : src[i];
 }
 
 // chunkOf sets [lo, hi): block blockIdx.x's chunk of n elements of S,
@@ -299,6 +344,7 @@ struct Call {
   unsigned nranks, rank;
   u64 seq, wset, need, slot, flags, timeout;
   unsigned *err;
+  u64 *done;
 
   MEMBER volatile u64 *words(unsigned r) const { return (volatile u64 *)((char *)regions[r] + flags); }
   MEMBER volatile u64 *data(unsigned r, unsigned src, unsigned set, unsigned b) const {
@@ -309,6 +355,9 @@ struct Call {
   }
   MEMBER volatile u64 *prog(unsigned b) const {
     return words(rank) + (u64)nranks * 2 * ARPUSH_MAXB + nranks + b;
+  }
+  MEMBER unsigned long long *fin() const {
+    return (unsigned long long *)(words(rank) + (u64)nranks * 2 * ARPUSH_MAXB + nranks + ARPUSH_MAXB);
   }
   // slotOf is slot src of set (0 or 1) in this rank's region.
   MEMBER char *slotOf(unsigned set, unsigned src) const {
@@ -350,6 +399,28 @@ DEV void mark(const Call &c, int st) {
   if (threadIdx.x == 0) *c.prog(blockIdx.x) = 4 * c.seq + st;
 }
 
+// finish marks this block done with its call and counts it in fin, after
+// a GPU-scope fence; the block that completes the count (gridDim.x blocks,
+// over every launch of the call) sets fin back to 0 and the host's
+// completion word *done to seq. Every block's stores to this GPU's memory
+// (out) are then in its L2, where any later work of the GPU, its copies and
+// its peers read them; the stores to the peers' regions were released
+// before. No system-scope fence (about 1.5 us): where out is another GPU's
+// memory (coll's device switch), the host synchronizes the stream instead.
+// (One atomic add a block: a compare-and-swap loop here cost about 30 us
+// a call at 128 blocks.)
+DEV void finish(const Call &c) {
+  mark(c, PROG_DONE);
+  if (threadIdx.x != 0) return;
+  // The barrier in mark ordered the block's stores before this thread's
+  // fence (as cooperative groups' grid sync does it).
+  fenceGpu();
+  if (atomicAdd(c.fin(), 1ull) + 1 == gridDim.x) {
+    *(volatile u64 *)c.fin() = 0;
+    *(volatile u64 *)c.done = c.seq;
+  }
+}
+
 // cleared waits until every peer this block writes to (to: one, ALLPEERS
 // or NOPEER) has acknowledged a call at or after c.need, so that nothing
 // there still reads the set this call writes; false: timed out.
@@ -371,14 +442,17 @@ DEV bool cleared(const Call &c, unsigned to) {
   return !failed;
 }
 
-// announce: after this block's stores into the peers' slots, fence and set
-// its data word to seq in the region of peer to (one, ALLPEERS or NOPEER).
+// announce: after this block's stores into the peers' slots, set its data
+// word to seq in the region of peer to (one, ALLPEERS or NOPEER), each
+// with a release (the barrier, then a system-scope fence by the storing
+// thread).
 DEV void announce(const Call &c, unsigned to) {
-  __threadfence_system();
   __syncthreads();
   const unsigned t = threadIdx.x;
-  if (t < c.nranks && t != c.rank && (to == ALLPEERS || to == t))
+  if (t < c.nranks && t != c.rank && (to == ALLPEERS || to == t)) {
+    fenceSys();
     *c.data(t, c.rank, c.wset != 0, blockIdx.x) = c.seq;
+  }
 }
 
 // awaitData waits until peer from (one, ALLPEERS or NOPEER) has set this
@@ -406,9 +480,8 @@ DEV bool awaitData(const Call &c, unsigned from, unsigned char *set) {
         break;
       }
     }
-    __threadfence_system();
   }
-  __syncthreads();
+  __syncthreads();  // the block reads the peers' slots after this, with fromPeer
   return !failed;
 }
 
@@ -438,7 +511,7 @@ DEV void arpush(const Call &c, const typename T::S *in, typename T::S *out, u64 
     mark(c, PROG_PUSHED);
   }
   if (!folds) {
-    mark(c, PROG_DONE);
+    finish(c);
     return;
   }
   if (!awaitData(c, ALLPEERS, set)) return;
@@ -450,10 +523,10 @@ DEV void arpush(const Call &c, const typename T::S *in, typename T::S *out, u64 
     const u64 vlo = lo / V, vhi = vlo + (hi - lo) / V;
     for (u64 i = vlo + t; i < vhi; i += blockDim.x) {
       uint4 acc = rank == 0 ? reinterpret_cast<const uint4 *>(in)[i]
-                            : reinterpret_cast<const uint4 *>(c.slotOf(set[0], 0))[i];
+                            : fromPeer(reinterpret_cast<const uint4 *>(c.slotOf(set[0], 0)) + i);
       for (unsigned r = 1; r < nranks; r++) {
         const uint4 x = r == rank ? reinterpret_cast<const uint4 *>(in)[i]
-                                  : reinterpret_cast<const uint4 *>(c.slotOf(set[r], r))[i];
+                                  : fromPeer(reinterpret_cast<const uint4 *>(c.slotOf(set[r], r)) + i);
         acc = vapply<T, OP>(acc, x);
       }
       reinterpret_cast<uint4 *>(out)[i] = acc;
@@ -461,20 +534,21 @@ DEV void arpush(const Call &c, const typename T::S *in, typename T::S *out, u64 
     done = vhi * V;
   }
   for (u64 i = done + t; i < hi; i += blockDim.x) {
-    S acc = rank == 0 ? in[i] : ((const S *)c.slotOf(set[0], 0))[i];
+    S acc = rank == 0 ? in[i] : fromPeer((const S *)c.slotOf(set[0], 0) + i);
     for (unsigned r = 1; r < nranks; r++) {
-      const S x = r == rank ? in[i] : ((const S *)c.slotOf(set[r], r))[i];
+      const S x = r == rank ? in[i] : fromPeer((const S *)c.slotOf(set[r], r) + i);
       acc = apply<T, OP>(acc, x);
     }
     out[i] = acc;
   }
-  mark(c, PROG_DONE);
+  finish(c);
 }
 
 // CALL_PARAMS are the kernels' parameters from seq on, and CALL the Call
 // they make.
-#define CALL_PARAMS u64 seq, u64 wset, u64 need, u64 slot, u64 flags, u64 timeout, unsigned *err
-#define CALL {regions, nranks, rank, seq, wset, need, slot, flags, timeout, err}
+#define CALL_PARAMS \
+  u64 seq, u64 wset, u64 need, u64 slot, u64 flags, u64 timeout, unsigned *err, u64 *done
+#define CALL {regions, nranks, rank, seq, wset, need, slot, flags, timeout, err, done}
 
 #define ARPUSH(opname, OP, tname, T)                                                          \
   extern "C" __global__ void gorun_arpush_##opname##_##tname(                                \
@@ -522,9 +596,9 @@ extern "C" __global__ void gorun_agpush(const u64 *regions, const unsigned char 
   for (unsigned p = 0; p < nranks && lo < hi; p++) {
     if (p == rank) continue;
     // copychunk copies [lo, hi) of src to the same offsets of dst.
-    copychunk<S>(out + (u64)p * n, (const S *)c.slotOf(set[p], p), lo, hi, vec);
+    copychunk<S, true>(out + (u64)p * n, (const S *)c.slotOf(set[p], p), lo, hi, vec);
   }
-  mark(c, PROG_DONE);
+  finish(c);
 }
 
 extern "C" __global__ void gorun_bcpush(const u64 *regions, unsigned char *buf, u64 n,
@@ -543,10 +617,10 @@ extern "C" __global__ void gorun_bcpush(const u64 *regions, unsigned char *buf, 
     for (unsigned p = 0; p < nranks && lo < hi; p++)
       if (p != rank) copychunk<S>((S *)c.peerSlot(p), buf, lo, hi, vec);
     announce(c, ALLPEERS);
-    mark(c, PROG_DONE);
+    finish(c);
     return;
   }
   if (!awaitData(c, root, set)) return;
-  if (lo < hi) copychunk<S>(buf, (const S *)c.slotOf(set[root], root), lo, hi, vec);
-  mark(c, PROG_DONE);
+  if (lo < hi) copychunk<S, true>(buf, (const S *)c.slotOf(set[root], root), lo, hi, vec);
+  finish(c);
 }
