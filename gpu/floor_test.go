@@ -1,0 +1,455 @@
+package gpu
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gorun/gorun/gpu/cuda"
+)
+
+// BenchmarkGPUFloor times the pieces of a push collective's per-call
+// floor (coll/MEASUREMENTS.md, GPU collectives, "Where a push call's
+// time goes"), each alone, in one process:
+//
+//   - launch: cuLaunchKernel of an empty kernel (a reduce of 0 elements),
+//     back to back (the host's cost of a launch);
+//   - launch+sync: the same, each followed by cuStreamSynchronize;
+//   - sync-idle, query-idle: cuStreamSynchronize and cuStreamQuery of an
+//     idle stream;
+//   - launch+poll: a kernel whose one thread sets a word of mapped host
+//     memory (testdata/probe.cu), the host spinning on the word;
+//     launch+poll+sync adds the stream's synchronization after the word
+//     came;
+//   - pingpong (2 GPUs): a flag bounced between two GPUs' kernels over
+//     NVLink, ns per one-way trip;
+//   - fence/<kind>/<where>/<bytes>: a block's stores into its own or the
+//     peer's memory, then a barrier, fences of one kind (testdata/probe.cu)
+//     and a barrier (fence-ns);
+//   - push/ranks=1 and push/ranks=2: AllreducePush of float32 over
+//     regions of one GPU, or of two GPUs by peer access (two goroutines,
+//     one per GPU, lined up before every call by a spin barrier, as the
+//     OSU loop's barrier lines the ranks up), waited for by
+//     synchronizing the stream (wait=sync) or by polling the completion
+//     word (wait=poll); ns/op is the slower goroutine's average.
+//
+// The probe kernels come from GORUN_GPU_PROBE_PTX (default
+// testdata/probe.ptx); without them those parts are skipped.
+// GORUN_GPU_FLOOR_SCHED=auto|spin|yield|blocking sets the primary
+// contexts' scheduling flags first (run it alone: -test.run '^$').
+func BenchmarkGPUFloor(b *testing.B) {
+	floorSched(b)
+	requireGPU(b, 1)
+	must(b, LoadKernels(0))
+	ctx, err := DeviceContext(0)
+	must(b, err)
+	flags, _, err := cuda.PrimaryContextState(0)
+	must(b, err)
+	b.Logf("device 0 primary context flags: %v", flags)
+	s, err := ctx.NewStream()
+	must(b, err)
+	defer s.Destroy()
+	ks, err := kernelsFor(ctx)
+	must(b, err)
+	empty := ks.fns[[2]uint8{uint8(Sum), uint8(Float32)}]
+	var ka cuda.KernelArgs
+	launchEmpty := func() {
+		ka.Reset()
+		for range 4 {
+			ka.U64(0) // dst, a, b, n = 0: nothing to do
+		}
+		must(b, s.LaunchArgs(empty, cuda.D1(1), cuda.D1(reduceThreads), 0, &ka))
+	}
+	b.Run("launch", func(b *testing.B) {
+		for i := range b.N {
+			launchEmpty()
+			if i%256 == 255 {
+				b.StopTimer()
+				must(b, s.Synchronize())
+				b.StartTimer()
+			}
+		}
+		b.StopTimer()
+		must(b, s.Synchronize())
+	})
+	b.Run("launch+sync", func(b *testing.B) {
+		for range b.N {
+			launchEmpty()
+			must(b, s.Synchronize())
+		}
+	})
+	b.Run("sync-idle", func(b *testing.B) {
+		for range b.N {
+			must(b, s.Synchronize())
+		}
+	})
+	b.Run("query-idle", func(b *testing.B) {
+		for range b.N {
+			if _, err := s.Done(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	if probe := loadProbe(b, ctx); probe != nil {
+		signal, err := probe.Function("probe_signal")
+		must(b, err)
+		w, err := NewPushWords(0)
+		must(b, err)
+		defer w.Free()
+		v := uint64(0)
+		for _, then := range []string{"", "+sync"} {
+			b.Run("launch+poll"+then, func(b *testing.B) {
+				for range b.N {
+					v++
+					ka.Reset()
+					ka.U64(uint64(w.Done()))
+					ka.U64(v)
+					must(b, s.LaunchArgs(signal, cuda.D1(1), cuda.D1(32), 0, &ka))
+					for w.done.Load() != v {
+					}
+					if then != "" {
+						must(b, s.Synchronize())
+					}
+				}
+				b.StopTimer()
+				must(b, s.Synchronize())
+			})
+		}
+		if n, _ := DeviceCount(); n >= 2 {
+			benchPeerProbes(b, probe)
+		}
+	}
+	for _, ranks := range []int{1, 2} {
+		if n, _ := DeviceCount(); n < ranks {
+			continue
+		}
+		g := newFloorGroup(b, ranks)
+		for _, size := range []int{8, 16 << 10, 256 << 10, 1 << 20, 4 << 20} {
+			for _, wait := range []string{"sync", "poll"} {
+				spin := time.Duration(0)
+				if wait == "poll" {
+					spin = time.Millisecond
+				}
+				b.Run(fmt.Sprintf("push/ranks=%d/size=%s/wait=%s", ranks, sizeName(size), wait), func(b *testing.B) {
+					g.run(b, size, spin)
+				})
+			}
+		}
+		g.free()
+	}
+}
+
+func sizeName(n int) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%dMiB", n>>20)
+	case n >= 1<<10:
+		return fmt.Sprintf("%dKiB", n>>10)
+	}
+	return fmt.Sprintf("%dB", n)
+}
+
+var floorSchedOnce sync.Once
+
+// floorSched applies GORUN_GPU_FLOOR_SCHED to every device's primary
+// context before anything retains one.
+func floorSched(b *testing.B) {
+	floorSchedOnce.Do(func() {
+		v := os.Getenv("GORUN_GPU_FLOOR_SCHED")
+		if v == "" {
+			return
+		}
+		f, ok := map[string]cuda.ContextFlags{"auto": cuda.SchedAuto, "spin": cuda.SchedSpin,
+			"yield": cuda.SchedYield, "blocking": cuda.SchedBlockingSync}[v]
+		if !ok {
+			b.Fatalf("GORUN_GPU_FLOOR_SCHED=%q: want auto, spin, yield or blocking", v)
+		}
+		n, err := cuda.DeviceCount()
+		if err != nil {
+			return // requireGPU skips
+		}
+		for d := range n {
+			if err := cuda.SetPrimaryContextFlags(cuda.Device(d), f); err != nil {
+				b.Fatalf("device %d: %v", d, err)
+			}
+		}
+	})
+}
+
+// loadProbe loads testdata/probe.cu's PTX into ctx, or returns nil when it
+// is not there.
+func loadProbe(b *testing.B, ctx *cuda.Context) *cuda.Module {
+	path := os.Getenv("GORUN_GPU_PROBE_PTX")
+	if path == "" {
+		path = "testdata/probe.ptx"
+	}
+	ptx, err := os.ReadFile(path)
+	if err != nil {
+		b.Logf("no probe kernels (%v): launch+poll, pingpong and fence skipped", err)
+		return nil
+	}
+	m, err := ctx.LoadModule(ptx)
+	must(b, err)
+	return m
+}
+
+// benchPeerProbes runs pingpong and fence between devices 0 and 1 (probe
+// loaded in device 0's context; device 1's is loaded here).
+func benchPeerProbes(b *testing.B, probe0 *cuda.Module) {
+	must(b, EnablePeerAccess(0, 1))
+	must(b, EnablePeerAccess(1, 0))
+	ctx1, err := DeviceContext(1)
+	must(b, err)
+	probe1 := loadProbe(b, ctx1)
+	var side [2]struct {
+		s    *cuda.Stream
+		flag Buffer // the word the other side sets
+		out  Buffer
+		f    *cuda.Function
+	}
+	for d, m := range []*cuda.Module{probe0, probe1} {
+		c, _ := DeviceContext(d)
+		side[d].s, err = c.NewStream()
+		must(b, err)
+		defer side[d].s.Destroy()
+		side[d].flag, err = Alloc(d, Uint8, 256)
+		must(b, err)
+		defer side[d].flag.Free()
+		must(b, side[d].flag.CopyFromHost(make([]byte, 256)))
+		side[d].out, err = Alloc(d, Uint8, 16)
+		must(b, err)
+		defer side[d].out.Free()
+		side[d].f, err = m.Function("probe_pingpong")
+		must(b, err)
+	}
+	const iters = 100
+	base := uint64(0)
+	b.Run("pingpong", func(b *testing.B) {
+		var ns float64
+		for range b.N {
+			for d := range 2 {
+				var ka cuda.KernelArgs
+				ka.U64(uint64(side[d].flag.DevicePtr()))
+				ka.U64(uint64(side[1-d].flag.DevicePtr()))
+				ka.U64(base)
+				ka.U32(iters)
+				ka.U32(uint32(1 - d))
+				ka.U64(uint64(side[d].out.DevicePtr()))
+				must(b, side[d].s.LaunchArgs(side[d].f, cuda.D1(1), cuda.D1(32), 0, &ka))
+			}
+			for d := range 2 {
+				must(b, side[d].s.Synchronize())
+			}
+			base += iters
+			var out [2]int64
+			must(b, Download(out[:], Wrap(0, side[0].out.Ptr(), Int64, 2)))
+			if out[1] != 0 {
+				b.Fatal("pingpong: a wait gave up")
+			}
+			ns += float64(out[0]) / (2 * iters)
+		}
+		b.ReportMetric(ns/float64(b.N), "ns/one-way")
+	})
+	fence, err := probe0.Function("probe_fence")
+	must(b, err)
+	modes := []string{"all-sc.sys", "one-sc.sys", "one-acq_rel.sys", "one-acq_rel.gpu", "all-sc.gpu", "none"}
+	for _, where := range []int{0, 1} {
+		dst, err := Alloc(where, Uint8, 1<<20)
+		must(b, err)
+		for _, n := range []int{0, 16 << 10} {
+			for mode, mname := range modes {
+				name := "local"
+				if where == 1 {
+					name = "peer"
+				}
+				b.Run(fmt.Sprintf("fence/%s/%s/%s", mname, name, sizeName(n)), func(b *testing.B) {
+					var f float64
+					for range b.N {
+						var ka cuda.KernelArgs
+						ka.U64(uint64(dst.DevicePtr()))
+						ka.U64(uint64(n))
+						ka.U32(uint32(mode))
+						ka.U64(uint64(side[0].out.DevicePtr()))
+						must(b, side[0].s.LaunchArgs(fence, cuda.D1(1), cuda.D1(reduceThreads), 0, &ka))
+						must(b, side[0].s.Synchronize())
+						var out [1]int64
+						must(b, Download(out[:], Wrap(0, side[0].out.Ptr(), Int64, 1)))
+						f += float64(out[0])
+					}
+					b.ReportMetric(f/float64(b.N), "fence-ns")
+				})
+			}
+		}
+		must(b, dst.Free())
+	}
+}
+
+// floorGroup is a push region per GPU for ranks GPUs (0..ranks-1) in this
+// process, each addressing the others by peer access, with their calls'
+// numbering (coll's ipcState.nextPush).
+type floorGroup struct {
+	ranks          int
+	reg            []PushRegion
+	words          []*PushWords
+	streams        []*cuda.Stream
+	regions, table []Buffer
+	in, out        []Buffer
+	seq            uint64
+	wset           int
+	wrote          [2]uint64
+}
+
+const floorSlot = 4 << 20
+
+func newFloorGroup(b *testing.B, ranks int) *floorGroup {
+	g := &floorGroup{ranks: ranks}
+	flags := 2 * ranks * floorSlot
+	for d := range ranks {
+		for p := range ranks {
+			if p != d {
+				must(b, EnablePeerAccess(d, p))
+			}
+		}
+		r, err := Alloc(d, Uint8, flags+PushWordBytes(ranks))
+		must(b, err)
+		must(b, r.Slice(flags, r.Len()).CopyFromHost(make([]byte, PushWordBytes(ranks))))
+		g.regions = append(g.regions, r)
+		in, err := Alloc(d, Float32, floorSlot/4)
+		must(b, err)
+		ones := make([]float32, floorSlot/4)
+		for i := range ones {
+			ones[i] = float32(d + 1)
+		}
+		must(b, Upload(in, ones))
+		out, err := Alloc(d, Float32, floorSlot/4)
+		must(b, err)
+		g.in, g.out = append(g.in, in), append(g.out, out)
+		w, err := NewPushWords(d)
+		must(b, err)
+		g.words = append(g.words, w)
+		c, _ := DeviceContext(d)
+		s, err := c.NewStream()
+		must(b, err)
+		g.streams = append(g.streams, s)
+	}
+	addrs := make([]int64, ranks)
+	for d, r := range g.regions {
+		addrs[d] = int64(r.Ptr())
+	}
+	for d := range ranks {
+		t, err := Alloc(d, Int64, ranks)
+		must(b, err)
+		must(b, Upload(t, addrs))
+		g.table = append(g.table, t)
+		g.reg = append(g.reg, PushRegion{Table: t.DevicePtr(), Ranks: ranks, Rank: d, Slot: floorSlot, Flags: flags,
+			Err: g.words[d].Err(), Done: g.words[d].Done(), Timeout: time.Second})
+	}
+	return g
+}
+
+// next numbers the next call and takes its set of slots.
+func (g *floorGroup) next() PushCall {
+	g.seq++
+	g.wset ^= 1
+	pc := PushCall{Seq: g.seq, Set: g.wset}
+	if last := g.wrote[g.wset]; last != 0 {
+		pc.Need = last + 1
+	}
+	g.wrote[g.wset] = g.seq
+	return pc
+}
+
+// run times b.N allreduces of size bytes, one goroutine per GPU lined up
+// before every call, and checks the last one's sum.
+func (g *floorGroup) run(b *testing.B, size int, spin time.Duration) {
+	calls := make([]PushCall, b.N)
+	for i := range calls {
+		calls[i] = g.next()
+	}
+	var bar spinBarrier
+	bar.n = int32(g.ranks)
+	total := make([]time.Duration, g.ranks)
+	errs := make([]error, g.ranks)
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	for d := range g.ranks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			in, out := g.in[d].Slice(0, size/4), g.out[d].Slice(0, size/4)
+			for _, pc := range calls {
+				bar.wait()
+				t0 := time.Now()
+				if err := AllreducePush(g.streams[d], Sum, g.reg[d], pc, in, out); err != nil {
+					errs[d] = err
+					return
+				}
+				gaveUp, err := g.words[d].Wait(g.streams[d], pc.Seq, spin)
+				if err == nil && gaveUp {
+					err = fmt.Errorf("device %d: call %d gave up waiting", d, pc.Seq)
+				}
+				if err != nil {
+					errs[d] = err
+					return
+				}
+				total[d] += time.Since(t0)
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	for _, err := range errs {
+		must(b, err)
+	}
+	slowest := time.Duration(0)
+	for d := range g.ranks {
+		slowest = max(slowest, total[d])
+		must(b, g.streams[d].Synchronize())
+		got := make([]float32, size/4)
+		must(b, Download(got, g.out[d].Slice(0, size/4)))
+		want := float32(g.ranks * (g.ranks + 1) / 2)
+		for i, v := range got {
+			if v != want {
+				b.Fatalf("device %d: element %d of %d is %v, want %v", d, i, len(got), v, want)
+			}
+		}
+		must(b, g.out[d].CopyFromHost(make([]byte, size))) // the next run must write it again
+	}
+	b.ReportMetric(float64(slowest.Nanoseconds())/float64(b.N), "ns/call")
+}
+
+func (g *floorGroup) free() {
+	for d := range g.ranks {
+		_ = g.streams[d].Destroy()
+		_ = g.words[d].Free()
+		for _, buf := range []Buffer{g.table[d], g.in[d], g.out[d]} {
+			_ = buf.Free()
+		}
+		// The regions are freed too: nothing maps them by IPC.
+		_ = g.regions[d].Free()
+	}
+}
+
+// spinBarrier lines up n goroutines (each on its own OS thread) without
+// sleeping.
+type spinBarrier struct {
+	n          int32
+	count, gen atomic.Int32
+}
+
+func (s *spinBarrier) wait() {
+	g := s.gen.Load()
+	if s.count.Add(1) == s.n {
+		s.count.Store(0)
+		s.gen.Add(1)
+		return
+	}
+	for s.gen.Load() == g {
+	}
+}
