@@ -56,7 +56,8 @@ type ipcState struct {
 	peers []gpu.Buffer // rank r's region, mapped here (r != me)
 	// push: every rank can run the push kernels on the regions (a
 	// second vote, after ok's): the kernels are loaded, the table of
-	// region addresses is on the device and the error word is mapped.
+	// region addresses is on the device and the error and completion
+	// words are mapped.
 	push  bool
 	table gpu.Buffer     // rank r's region address (u64) at 8r
 	words *gpu.PushWords // the push kernels' error and completion words
@@ -104,10 +105,10 @@ func (st *ipcState) nextPush(c *Comm) gpu.PushCall {
 
 // ipcFlags is the byte offset of a region's flag area (after its two sets
 // of n slots), and ipcFlagBytes its size: the push kernels' words
-// (gpu.PushWordBytes: 2 KiB and 8 bytes a rank, 1 KiB and 8 bytes more). The slots
-// are the same two sets the ipc algorithms use by their calls' parity; a
-// push call's writer alternates them itself (ipcState.nextPush), so no
-// slot is halved: a region stays 64 MiB of slots plus the words.
+// (gpu.PushWordBytes: 2 KiB and 8 bytes a rank, 1 KiB and 8 bytes more).
+// The slots are the same two sets the ipc algorithms use by their calls'
+// parity; a push call's writer alternates them itself (ipcState.nextPush),
+// so no slot is halved: a region stays 64 MiB of slots plus the words.
 func ipcFlags(n, slot int) int   { return 2 * n * slot }
 func ipcFlagBytes(n int) int     { return gpu.PushWordBytes(n) }
 func (st *ipcState) region() int { return ipcFlags(st.n, st.slot) + ipcFlagBytes(st.n) }
