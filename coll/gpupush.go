@@ -1,6 +1,7 @@
 package coll
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -149,8 +150,24 @@ func (d *devCall) push(c *Comm, a *Args, what string, size int, fallback func(*C
 	}
 	var idle *p2p.Idler // set once the kernel first gave up waiting
 	t0 := uint64(0)
+	// abandon ends a call whose kernel gave up at least once. Blocks of it
+	// that had finished counted themselves in this rank's fin word, which
+	// only the block completing a call resets: left so, it would complete a
+	// later call early (its results still being written) or never. The
+	// kernel has ended (Wait synchronized the stream); the reset goes on
+	// the same stream, before any later launch.
+	abandon := func(err error) error {
+		fin := cuda.DevicePtr(st.own.Ptr() + uintptr(st.reg.Flags+gpu.PushFinOffset(st.n)))
+		if rerr := s.MemsetAsync(fin, 0, 8); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("reset the push kernels' block count: %w", rerr))
+		}
+		return fmt.Errorf("GPU %s: %w", what, err)
+	}
 	for {
 		if err := launch(s, st); err != nil {
+			if idle != nil {
+				return abandon(err)
+			}
 			return err
 		}
 		if size == 0 {
@@ -171,7 +188,7 @@ func (d *devCall) push(c *Comm, a *Args, what string, size int, fallback func(*C
 			defer c.sh.waiters.Add(-1)
 		}
 		if err := c.pushWait(idle, t0); err != nil {
-			return fmt.Errorf("GPU %s: %w", what, err)
+			return abandon(err)
 		}
 	}
 }

@@ -24,8 +24,10 @@
 //     ExportIPC and OpenIPC return when done. Reduce and the push kernels
 //     (AllreducePush and its kin) only queue the kernel on the caller's
 //     stream: its buffers must stay allocated until the stream passes it,
-//     or, for a push kernel, until PushWords.Wait returned (which spins on
-//     a word in mapped host memory, then synchronizes the stream).
+//     or, for a push kernel, until PushWords.Wait returned (which polls a
+//     completion word in mapped host memory, and synchronizes the stream
+//     only when the kernel gave up waiting, when the poll outlasts its
+//     spin, or with no spin: an output on another GPU).
 //   - Ownership: a Buffer from Alloc or OpenIPC owns its memory until Free
 //     (which must see the Buffer it returned); one from Wrap borrows memory
 //     that its allocator frees. Contexts are the devices' primary contexts,

@@ -80,6 +80,12 @@ func (w *PushWords) Wait(s *cuda.Stream, seq uint64, spin time.Duration) (gaveUp
 		return false, err
 	}
 	if w.err.Load() == 0 {
+		if d := w.done.Load(); d != seq {
+			// The kernel ended neither giving up nor completing the call:
+			// its blocks' count was off (a call abandoned without the
+			// reset of coll's push). Its results cannot be trusted.
+			return false, fmt.Errorf("gpu: push kernel of call %d ended without completing it (completion word %d)", seq, d)
+		}
 		return false, nil
 	}
 	w.err.Store(0)

@@ -227,6 +227,11 @@ func PushWordBytes(n int) int {
 	return 8 * (2*n*kernels.AllreducePushMaxBlocks + n + kernels.AllreducePushMaxBlocks + 1)
 }
 
+// PushFinOffset is the offset, in a region's words (from PushRegion's
+// Flags on), of the count of blocks done with the current call: the last
+// word (kernels/reduce.cu, Call::fin).
+func PushFinOffset(n int) int { return PushWordBytes(n) - 8 }
+
 // PushCall is what one call of a push kernel tells it beyond its buffers.
 // Seq numbers the call: every rank passes the same, and it grows from call
 // to call, starting at 1 (the words start at zero). Set (0 or 1) is the set

@@ -206,7 +206,7 @@ func waitAny(e *p2p.Engine, reqs []*Request) int {
 // always. Nil requests count as complete.
 func Waitall(reqs []*Request) ([]Status, error) {
 	sts := make([]Status, len(reqs))
-	return sts, WaitallInto(reqs, sts)
+	return sts, waitall("Waitall", reqs, sts)
 }
 
 // WaitallInto is Waitall with statuses the caller owns, as MPI_Waitall's
@@ -218,8 +218,13 @@ func Waitall(reqs []*Request) ([]Status, error) {
 // time storing statuses into it (docs/measurements.md, "Message rate").
 // A non-nil sts shorter than reqs is an error (ErrArg) and nothing waits.
 func WaitallInto(reqs []*Request, sts []Status) error {
+	return waitall("WaitallInto", reqs, sts)
+}
+
+// waitall is Waitall and WaitallInto, named op in their errors.
+func waitall(op string, reqs []*Request, sts []Status) error {
 	if sts != nil && len(sts) < len(reqs) {
-		err := errorf(ErrArg, "WaitallInto", "%d statuses for %d requests", len(sts), len(reqs))
+		err := errorf(ErrArg, op, "%d statuses for %d requests", len(sts), len(reqs))
 		for _, q := range reqs {
 			if q != nil {
 				return q.fail(err)
@@ -242,6 +247,9 @@ func WaitallInto(reqs []*Request, sts []Status) error {
 	own := false
 	for i, q := range reqs {
 		if q == nil || q.inactive() {
+			if sts != nil {
+				sts[i] = Status{} // as Waitall's: nothing of a window before stays
+			}
 			continue
 		}
 		own = own || q.own
@@ -277,7 +285,7 @@ func WaitallInto(reqs []*Request, sts []Status) error {
 		})
 	}
 	if errs != nil {
-		return failFirst(reqs, errs, &RequestErrors{Op: "Waitall", Errs: errs})
+		return failFirst(reqs, errs, &RequestErrors{Op: op, Errs: errs})
 	}
 	return nil
 }

@@ -350,7 +350,10 @@ func (e *Engine) eagerStaged(r *Request, rt *route, st btl.Stager, m btl.Mem) er
 	hs.h.encode(&r.data.Hdr)
 	if m.N == 0 {
 		r.data.Payload = nil
-		return e.postMatched(rt, r, &r.data)
+		if err := e.postMatched(rt, r, &r.data); err != nil {
+			return fmt.Errorf("send to rank %d: %w", r.peer, err)
+		}
+		return nil
 	}
 	buf := st.HostBuffer(int(m.Device), m.N)
 	if buf == nil {
@@ -372,6 +375,7 @@ type heldSend struct {
 	r     *Request
 	f     *btl.Frame
 	ready bool // its frame may go: a host send's, or a copy that ended
+	ended bool // failed (fail): a StageDone after that changes nothing
 	// An eager staged send's copy, its header (re-encoded with fFail when
 	// the copy fails) and route.
 	st btl.Stager
@@ -391,6 +395,9 @@ func (e *Engine) hold(rt *route, hs *heldSend) {
 // bytes are in host memory, or the copy failed (then an empty EAGER with
 // fFail goes in its place). The route's frames that are ready go.
 func (hs *heldSend) StageDone(op *btl.StageOp, err error) {
+	if hs.ended {
+		return // dropped at Close, the stager's copies ended first (dropHeld)
+	}
 	r := hs.r
 	e := r.e
 	dev := op.Dev
@@ -453,6 +460,7 @@ func (e *Engine) dropHeld(rt *route, err error, all bool) {
 func (hs *heldSend) fail(err error) {
 	r := hs.r
 	e := r.e
+	hs.ended = true
 	r.frames--
 	hs.f.Payload = nil
 	if r.bounce != nil {

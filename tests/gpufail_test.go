@@ -48,6 +48,9 @@ func caseGPUDie(w *mpi.Comm) error {
 		return err
 	}
 	g := &gpuColl{w: w, dev: me % cnt}
+	if os.Getenv("GORUN_COLL_GPU_ALLREDUCE") == "push" && !gpu.HasPushKernels(g.dev) {
+		return fmt.Errorf("push forced, but device %d's kernels (GORUN_GPU_PTX=%q) have no current push kernels: the ipc algorithm would run instead", g.dev, os.Getenv("GORUN_GPU_PTX"))
+	}
 	if g.send, err = gpu.Alloc(g.dev, gpu.Float32, gpuDieCount); err != nil {
 		return err
 	}
