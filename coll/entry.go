@@ -86,6 +86,7 @@ func init() {
 		{name: "linear", run: alltoallLinear},
 		{name: "pairwise", run: alltoallPairwise},
 		{name: "bruck", run: alltoallBruck},
+		{name: "shm", run: alltoallShm, shm: true},
 	}, table: tableAlltoall, size: func(c *Comm, a *Args) int { return len(a.Recv) / c.Size() }})
 
 	collAlltoallv = register(&collective{name: "alltoallv", algs: []algorithm{
@@ -223,6 +224,8 @@ func Alltoall(c *Comm, a *Args) error {
 		}
 	})
 }
+
+func alltoallFlat(c *Comm, a *Args) error { return collAlltoall.runFlat(c, a, nil) }
 
 // Alltoallv is Alltoall with per-rank counts and displacements on both
 // sides.

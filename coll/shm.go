@@ -110,9 +110,9 @@ import (
 
 var (
 	pShm = params.Int("GORUN_COLL_SHM", 1,
-		"1: shared-memory collectives (barrier, bcast, reduce, allreduce, allgather) for blocking calls on communicators within one host; 0: point-to-point algorithms only")
+		"1: shared-memory collectives (barrier, bcast, reduce, allreduce, allgather, alltoall) for blocking calls on communicators within one host; 0: point-to-point algorithms only")
 	pShmMax = params.Int("GORUN_COLL_SHM_MAX", 64<<10,
-		"largest message (per rank for allgather) that the shared-memory collectives take; the slot size of their segment")
+		"largest message (per rank for allgather; all blocks for alltoall) that the shared-memory collectives take; the slot size of their segment")
 	pShmAllRead = params.Int("GORUN_COLL_SHM_ALLREAD", 16<<10,
 		"shared-memory allreduce and reduce on up to 8 ranks: up to this many bytes of message times ranks, every rank that wants the result reads all contributions and folds them itself (one round of cache-line transfers); above, owners fold segments and the others copy the result; 0: never")
 	shmAllRead = sync.OnceValue(pShmAllRead)
@@ -599,6 +599,48 @@ func allgatherShm(c *Comm, a *Args) error {
 		k.g.seen = k.s
 		return nil
 	}, allgatherRing)
+}
+
+// alltoallShm: every rank writes its whole send buffer (n blocks) into its
+// slot, then copies block Me out of every other rank's. Where the n
+// blocks outgrow a slot (the table's size is one block) every rank runs
+// the table's point-to-point algorithm instead: the blocks are the same
+// size at every rank, so every rank makes the same choice. On 4 ranks
+// oversubscribing the 2-core VM the point-to-point algorithms took 4.5 to
+// 7.5 times Open MPI's time (66-114 µs against 15 at 8 B-2 KiB: a message
+// a peer, each waiting for its receiver to be scheduled); see
+// docs/measurements.md, "Alltoall in shared memory".
+func alltoallShm(c *Comm, a *Args) error {
+	n := c.Size()
+	blk := len(a.Recv) / n
+	if n*blk > shmSlot(n) {
+		return alltoallFlat(c, a)
+	}
+	return c.shmRun(a, func(k *shmCall) error {
+		all := n * blk
+		src := a.Send
+		if src == nil {
+			src = a.Recv // in place: this rank's blocks go out from a.Recv, copied before any is overwritten
+		}
+		copy(k.mine(all), src[:all])
+		k.publish(all)
+		me := c.Me
+		if a.Send != nil {
+			copy(a.Recv[me*blk:(me+1)*blk], a.Send[me*blk:(me+1)*blk])
+		}
+		for r := range n {
+			if r == me {
+				continue
+			}
+			b, err := k.wait(r, all)
+			if err != nil {
+				return err
+			}
+			copy(a.Recv[r*blk:(r+1)*blk], b[me*blk:(me+1)*blk])
+		}
+		k.g.seen = k.s
+		return nil
+	}, alltoallFlat)
 }
 
 // shmSegments splits m bytes of elem-byte elements into per-owner
