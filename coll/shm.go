@@ -608,7 +608,8 @@ func allgatherShm(c *Comm, a *Args) error {
 // size at every rank, so every rank makes the same choice. On 4 ranks
 // oversubscribing the 2-core VM the point-to-point algorithms took 4.5 to
 // 7.5 times Open MPI's time (66-114 µs against 15 at 8 B-2 KiB: a message
-// a peer, each waiting for its receiver to be scheduled); see
+// a peer, each waiting for its receiver to be scheduled; 19-40 µs in
+// long runs, against 12-16 for this algorithm); see
 // docs/measurements.md, "Alltoall in shared memory".
 func alltoallShm(c *Comm, a *Args) error {
 	n := c.Size()
