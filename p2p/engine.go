@@ -343,15 +343,21 @@ func (e *Engine) rendezvous(r *Request, rt *route, m btl.Mem) error {
 	h.encode(&r.ctl.Hdr)
 	e.sends[r.id] = r
 	if err := e.postMatched(rt, r, &r.ctl); err != nil {
-		delete(e.sends, r.id)
-		if x := r.x; x != nil {
-			r.x = nil
-			x.release()
-			x.free()
-		}
+		e.unsend(r)
 		return fmt.Errorf("send to rank %d: %w", dst, err)
 	}
 	return nil
+}
+
+// unsend undoes a rendezvous whose RTS did not go: r leaves the sends,
+// and its registration (if any) is given back.
+func (e *Engine) unsend(r *Request) {
+	delete(e.sends, r.id)
+	if x := r.x; x != nil {
+		r.x = nil
+		x.release()
+		x.free()
+	}
 }
 
 // Irecv posts a receive into the host buffer buf from world rank src (or

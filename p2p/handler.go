@@ -37,14 +37,10 @@ func (hd *handler) Begin(src int, bh *btl.Header, n int) []byte {
 		if r := e.matchPosted(h.ctx, src, int(h.tag)); r != nil {
 			r.st = Status{Source: src, Tag: int(h.tag), Bytes: n}
 			cur.req = r
-			if r.mem.Kind == btl.MemHost {
-				if n <= len(r.mem.Bytes) {
-					return r.mem.Bytes[:n]
-				}
-				cur.trsh = make([]byte, n)
-				return cur.trsh
+			if r.mem.Kind == btl.MemHost && n <= len(r.mem.Bytes) {
+				return r.mem.Bytes[:n]
 			}
-			cur.trsh = e.landEager(r, n)
+			cur.trsh = e.landEager(r, n) // a truncated host receive's, or a device receive's
 			return cur.trsh
 		}
 		if e.tagErr(h.ctx, int(h.tag)) != nil {

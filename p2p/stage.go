@@ -344,10 +344,10 @@ func (sg *staged) landed(s *stageSlot) {
 // an empty EAGER with fFail, in its place, and fails r with the copy's
 // error.
 func (e *Engine) eagerStaged(r *Request, rt *route, st btl.Stager, m btl.Mem) error {
-	hs := &heldSend{r: r, f: &r.data, st: st, rt: rt}
-	hs.h = header{kind: kEager, ctx: r.ctx, src: int32(e.rank), tag: int32(r.tag), seq: rt.seq, length: uint64(m.N)}
+	hs := &heldSend{r: r, f: &r.data}
+	h := header{kind: kEager, ctx: r.ctx, src: int32(e.rank), tag: int32(r.tag), seq: rt.seq, length: uint64(m.N)}
 	rt.seq++
-	hs.h.encode(&r.data.Hdr)
+	h.encode(&r.data.Hdr)
 	if m.N == 0 {
 		r.data.Payload = nil
 		if err := e.postMatched(rt, r, &r.data); err != nil {
@@ -374,14 +374,9 @@ func (e *Engine) eagerStaged(r *Request, rt *route, st btl.Stager, m btl.Mem) er
 type heldSend struct {
 	r     *Request
 	f     *btl.Frame
-	ready bool // its frame may go: a host send's, or a copy that ended
-	ended bool // failed (fail): a StageDone after that changes nothing
-	// An eager staged send's copy, its header (re-encoded with fFail when
-	// the copy fails) and route.
-	st btl.Stager
-	op btl.StageOp
-	h  header
-	rt *route
+	ready bool        // its frame may go: a host send's, or a copy that ended
+	ended bool        // failed (fail): a StageDone after that changes nothing
+	op    btl.StageOp // an eager staged send's copy
 }
 
 // hold queues hs's frame at rt, counted in flight (r.frames) from now:
@@ -404,21 +399,24 @@ func (hs *heldSend) StageDone(op *btl.StageOp, err error) {
 	hs.op = btl.StageOp{}
 	hs.ready = true
 	if err != nil {
-		hs.st.ReleaseHost(r.bounce)
+		e.stager.ReleaseHost(r.bounce)
 		r.bounce = nil
 		r.data.Payload = nil
-		hs.h.flags |= fFail
-		hs.h.encode(&r.data.Hdr)
+		var h header
+		h.decode(&r.data.Hdr)
+		h.flags |= fFail
+		h.encode(&r.data.Hdr)
 		r.devErr = fmt.Errorf("send to rank %d: copy %v to host memory: %w", r.peer, dev, err)
 	}
+	rt := e.routes[r.peer] // the route r was held at (routes are never replaced)
 	if e.closed || e.failed[r.peer] != nil {
 		// The route's frames were failed when the peer failed (or the
 		// engine closed) except this one, whose copy was running.
-		hs.rt.held = slices.DeleteFunc(hs.rt.held, func(x *heldSend) bool { return x == hs })
+		rt.held = slices.DeleteFunc(rt.held, func(x *heldSend) bool { return x == hs })
 		hs.fail(cmp.Or(e.failed[r.peer], ErrClosed))
 		return
 	}
-	e.flushHeld(hs.rt)
+	e.flushHeld(rt)
 }
 
 // flushHeld sends the route's held frames that are ready, in order, up to
@@ -468,12 +466,7 @@ func (hs *heldSend) fail(err error) {
 		r.bounce = nil
 	}
 	if hs.f == &r.ctl && e.sends[r.id] == r {
-		delete(e.sends, r.id)
-		if x := r.x; x != nil {
-			r.x = nil
-			x.release()
-			x.free()
-		}
+		e.unsend(r)
 	}
 	r.complete(err)
 }
