@@ -117,42 +117,31 @@ func (m *module) ReleaseHost(b []byte) {
 }
 
 // Stage queues the copy on the device's copy stream (an eager message's on
-// the eager stream, so that it does not wait behind the pipeline's chunks)
-// with an event behind it; Progress reports it.
+// the eager stream, kept among the copy streams under the key ^dev, so
+// that it does not wait behind the pipeline's chunks) with an event behind
+// it; Progress reports it.
 func (m *module) Stage(op *btl.StageOp) error {
-	pick := m.stream
-	if op.Eager {
-		pick = m.eagerStream
+	fail := func(err error) error {
+		return fmt.Errorf("cuda: rank %d: stage %v: %w", m.env.Rank, op.Dev, err)
 	}
-	s, err := m.startCopy(op, pick)
-	if err != nil {
-		return m.stageErr(op, err)
+	if m.closed {
+		return fail(btl.ErrClosed)
 	}
-	if s == nil {
+	if op.Dev.Kind != btl.MemDevice || len(op.Host) != op.Dev.N {
+		return fail(fmt.Errorf("want device memory and a host buffer of its length (%d bytes)", len(op.Host)))
+	}
+	if op.Dev.N == 0 {
 		op.Owner.StageDone(op, nil)
 		return nil
 	}
-	if err := m.watch(s, &copyOp{stage: op}); err != nil {
-		op.Owner.StageDone(op, m.stageErr(op, err))
+	dev := int(op.Dev.Device)
+	key := dev
+	if op.Eager {
+		key = ^dev // negative: the copy streams' keys are devices
 	}
-	return nil
-}
-
-// startCopy checks op and starts its copy on the stream that pick gives
-// for its device, which it returns (nil when op has no bytes).
-func (m *module) startCopy(op *btl.StageOp, pick func(dev int) (*drv.Stream, error)) (*drv.Stream, error) {
-	if m.closed {
-		return nil, btl.ErrClosed
-	}
-	if op.Dev.Kind != btl.MemDevice || len(op.Host) != op.Dev.N {
-		return nil, fmt.Errorf("want device memory and a host buffer of its length (%d bytes)", len(op.Host))
-	}
-	if op.Dev.N == 0 {
-		return nil, nil
-	}
-	s, err := pick(int(op.Dev.Device))
+	s, err := m.streamAt(key, dev)
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 	p := drv.DevicePtr(op.Dev.Ptr)
 	if op.ToHost {
@@ -160,13 +149,11 @@ func (m *module) startCopy(op *btl.StageOp, pick func(dev int) (*drv.Stream, err
 	} else {
 		err = s.CopyHtoDAsync(p, op.Host)
 	}
-	return s, err
+	if err != nil {
+		return fail(err)
+	}
+	if err := m.watch(s, &copyOp{stage: op}); err != nil {
+		op.Owner.StageDone(op, fail(err))
+	}
+	return nil
 }
-
-func (m *module) stageErr(op *btl.StageOp, err error) error {
-	return fmt.Errorf("cuda: rank %d: stage %v: %w", m.env.Rank, op.Dev, err)
-}
-
-// eagerStream returns the eager stream of device dev, kept among the copy
-// streams under the key ^dev (negative: stream's keys are devices).
-func (m *module) eagerStream(dev int) (*drv.Stream, error) { return m.streamAt(^dev, dev) }
