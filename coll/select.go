@@ -21,10 +21,16 @@ type algorithm struct {
 	// shm: a shared-memory algorithm (shm.go), for blocking calls within
 	// one host up to the slot size.
 	commutative, pow2, hier, shm bool
+	// shmBytes, when set, is what a shm algorithm puts in its slot, where
+	// that is not the collective's size (alltoall: every block).
+	shmBytes func(c *Comm, a *Args) int
 }
 
 func (al *algorithm) applies(c *Comm, a *Args, size int) bool {
 	n := c.Size()
+	if al.shmBytes != nil {
+		size = al.shmBytes(c, a)
+	}
 	return (!al.commutative || a.commutative()) &&
 		(!al.pow2 || n&(n-1) == 0) &&
 		(!al.hier || c.multiNode()) &&

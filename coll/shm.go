@@ -586,62 +586,52 @@ func allgatherShm(c *Comm, a *Args) error {
 		if a.Send != nil {
 			copy(a.Recv[c.Me*blk:], a.Send)
 		}
-		for r := range k.g.n {
-			if r == c.Me {
-				continue
-			}
-			b, err := k.wait(r, blk)
-			if err != nil {
-				return err
-			}
-			copy(a.Recv[r*blk:(r+1)*blk], b)
-		}
-		k.g.seen = k.s
-		return nil
+		return k.fromEach(blk, func(r int, b []byte) { copy(a.Recv[r*blk:(r+1)*blk], b) })
 	}, allgatherRing)
 }
 
 // alltoallShm: every rank writes its whole send buffer (n blocks) into its
-// slot, then copies block Me out of every other rank's. Where the n
-// blocks outgrow a slot (the table's size is one block) every rank runs
-// the table's point-to-point algorithm instead: the blocks are the same
-// size at every rank, so every rank makes the same choice. On 4 ranks
-// oversubscribing the 2-core VM the point-to-point algorithms took 4.5 to
-// 7.5 times Open MPI's time (66-114 µs against 15 at 8 B-2 KiB: a message
-// a peer, each waiting for its receiver to be scheduled; 19-40 µs in
-// long runs, against 12-16 for this algorithm); see
-// docs/measurements.md, "Alltoall in shared memory".
+// slot, then copies block Me out of every other rank's; it applies while
+// the n blocks fit a slot (its shmBytes). On 4 ranks oversubscribing the
+// 2-core VM the point-to-point algorithms took 4.5 to 7.5 times Open
+// MPI's time (66-114 µs against 15 at 8 B-2 KiB: a message a peer, each
+// waiting for its receiver to be scheduled; 19-40 µs in long runs,
+// against 12-16 for this algorithm); see docs/measurements.md, "Alltoall
+// in shared memory".
 func alltoallShm(c *Comm, a *Args) error {
-	n := c.Size()
-	blk := len(a.Recv) / n
-	if n*blk > shmSlot(n) {
-		return alltoallFlat(c, a)
-	}
 	return c.shmRun(a, func(k *shmCall) error {
-		all := n * blk
+		n, me := c.Size(), c.Me
+		all := len(a.Recv)
+		blk := all / n
 		src := a.Send
 		if src == nil {
 			src = a.Recv // in place: this rank's blocks go out from a.Recv, copied before any is overwritten
 		}
 		copy(k.mine(all), src[:all])
 		k.publish(all)
-		me := c.Me
 		if a.Send != nil {
 			copy(a.Recv[me*blk:(me+1)*blk], a.Send[me*blk:(me+1)*blk])
 		}
-		for r := range n {
-			if r == me {
-				continue
-			}
-			b, err := k.wait(r, all)
-			if err != nil {
-				return err
-			}
-			copy(a.Recv[r*blk:(r+1)*blk], b[me*blk:(me+1)*blk])
-		}
-		k.g.seen = k.s
-		return nil
+		return k.fromEach(all, func(r int, b []byte) { copy(a.Recv[r*blk:(r+1)*blk], b[me*blk:(me+1)*blk]) })
 	}, alltoallFlat)
+}
+
+// fromEach hands every other rank's data for the call (want bytes, once
+// it has entered) to take, in rank order; then every rank has entered the
+// call (seen).
+func (k *shmCall) fromEach(want int, take func(r int, b []byte)) error {
+	for r := range k.g.n {
+		if r == k.c.Me {
+			continue
+		}
+		b, err := k.wait(r, want)
+		if err != nil {
+			return err
+		}
+		take(r, b)
+	}
+	k.g.seen = k.s
+	return nil
 }
 
 // shmSegments splits m bytes of elem-byte elements into per-owner
