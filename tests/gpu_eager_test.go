@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/gorun/gorun/gpu"
 	"github.com/gorun/gorun/mpi"
@@ -30,14 +29,10 @@ const guard = 64
 // memory, then probed, and checks every byte and the bytes past it; then
 // device and host messages of one tag alternate and must arrive in order.
 func caseGPUEager(w *mpi.Comm) error {
-	n, err := gpu.DeviceCount()
+	me := w.Rank()
+	dev, err := testDevice(me)
 	if err != nil {
 		return err
-	}
-	me := w.Rank()
-	dev := me % n
-	if os.Getenv("GORUN_TEST_GPU_SAME") == "1" {
-		dev = 0
 	}
 	var bufs []gpu.Buffer
 	defer func() {
@@ -62,14 +57,7 @@ func caseGPUEager(w *mpi.Comm) error {
 		if st.Source != 0 || st.Count() != size {
 			return fmt.Errorf("%s, %d bytes: status %+v, count %d", what, size, st, st.Count())
 		}
-		if !bytes.Equal(got, want) {
-			i := 0
-			for i < len(got) && got[i] == want[i] {
-				i++
-			}
-			return fmt.Errorf("%s, %d bytes: wrong byte at %d of %d", what, size, i, len(got))
-		}
-		return nil
+		return mismatch(fmt.Sprintf("%s, %d bytes", what, size), got, want)
 	}
 	fromDev := func(b gpu.Buffer) ([]byte, error) {
 		h := make([]byte, b.Len())
@@ -277,21 +265,10 @@ func caseGPUEagerFail(w *mpi.Comm) error {
 			if err != nil {
 				return err
 			}
-			deadline := time.Now().Add(20 * time.Second)
-			for {
-				done, _, err := q.Test()
-				if done {
-					if err == nil {
-						return fmt.Errorf("receive %d of a message whose device memory could not be copied succeeded", j)
-					}
-					fmt.Fprintf(os.Stderr, "rank 1: receive %d failed as it should: %v\n", j, err)
-					break
-				}
-				if time.Now().After(deadline) {
-					return fmt.Errorf("receive %d of a message whose device memory could not be copied: still waiting after 20 s", j)
-				}
-				time.Sleep(time.Millisecond)
+			if _, err = q.Wait(); err == nil {
+				return fmt.Errorf("receive %d of a message whose device memory could not be copied succeeded", j)
 			}
+			fmt.Fprintf(os.Stderr, "rank 1: receive %d failed as it should: %v\n", j, err)
 		}
 	}
 	x := []int{me}

@@ -23,15 +23,11 @@ func init() {
 // receive, and check every byte on the host. Each rank uses GPU rank % GPUs,
 // or GPU 0 for both with GORUN_TEST_GPU_SAME=1.
 func caseGPUP2P(w *mpi.Comm) error {
-	n, err := gpu.DeviceCount()
-	if err != nil {
-		return err
-	}
 	me := w.Rank()
 	peer := 1 - me
-	dev := me % n
-	if os.Getenv("GORUN_TEST_GPU_SAME") == "1" {
-		dev = 0
+	dev, err := testDevice(me)
+	if err != nil {
+		return err
 	}
 	alloc := func(host []byte) (gpu.Buffer, error) {
 		b, err := gpu.Alloc(dev, gpu.Uint8, len(host))
@@ -184,6 +180,29 @@ func caseGPUNoPath(w *mpi.Comm) error {
 func gpuUsable() bool {
 	_, err := gpu.DeviceCount()
 	return err == nil
+}
+
+// testDevice is the GPU world rank me uses in the GPU cases: me modulo
+// the GPUs there are, or GPU 0 for every rank with GORUN_TEST_GPU_SAME=1.
+func testDevice(me int) (int, error) {
+	n, err := gpu.DeviceCount()
+	if err != nil {
+		return 0, err
+	}
+	if os.Getenv("GORUN_TEST_GPU_SAME") == "1" {
+		return 0, nil
+	}
+	return me % n, nil
+}
+
+// pushForcedAbsent refuses push kernels forced (GORUN_COLL_GPU_ALLREDUCE=
+// push) that device dev's loaded PTX lacks (an old GORUN_GPU_PTX): the ipc
+// algorithms would run instead, and the case pass for the wrong reason.
+func pushForcedAbsent(dev int) error {
+	if os.Getenv("GORUN_COLL_GPU_ALLREDUCE") == "push" && !gpu.HasPushKernels(dev) {
+		return fmt.Errorf("push forced, but device %d's kernels (GORUN_GPU_PTX=%q) have no current push kernels", dev, os.Getenv("GORUN_GPU_PTX"))
+	}
+	return nil
 }
 
 // TestGPUPointToPoint needs a GPU (the lent GPU hosts run it; see

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"testing"
 	"time"
 
@@ -343,19 +342,14 @@ func caseGPUColl(w *mpi.Comm) error {
 		}
 		return nil
 	}
-	cnt, err := gpu.DeviceCount()
+	dev, err := testDevice(me)
 	if err != nil {
 		return err
 	}
-	g := &gpuColl{w: w, dev: me % cnt}
-	if os.Getenv("GORUN_TEST_GPU_SAME") == "1" {
-		g.dev = 0
+	if err := pushForcedAbsent(dev); err != nil {
+		return err
 	}
-	// Forced push kernels that the loaded PTX lacks (an old GORUN_GPU_PTX)
-	// would run the ipc algorithms instead, and pass for the wrong reason.
-	if os.Getenv("GORUN_COLL_GPU_ALLREDUCE") == "push" && !gpu.HasPushKernels(g.dev) {
-		return fmt.Errorf("push forced, but device %d's kernels (GORUN_GPU_PTX=%q) have no current push kernels", g.dev, os.Getenv("GORUN_GPU_PTX"))
-	}
+	g := &gpuColl{w: w, dev: dev}
 	seed := []uint64{uint64(time.Now().UnixNano())}
 	if err := mpi.Bcast(w, seed, 0); err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -40,17 +41,14 @@ const (
 // failed at 21.)
 func caseGPUDie(w *mpi.Comm) error {
 	me := w.Rank()
-	if !gpuUsable() {
-		return errors.New("no GPU")
-	}
-	cnt, err := gpu.DeviceCount()
+	dev, err := testDevice(me)
 	if err != nil {
 		return err
 	}
-	g := &gpuColl{w: w, dev: me % cnt}
-	if os.Getenv("GORUN_COLL_GPU_ALLREDUCE") == "push" && !gpu.HasPushKernels(g.dev) {
-		return fmt.Errorf("push forced, but device %d's kernels (GORUN_GPU_PTX=%q) have no current push kernels: the ipc algorithm would run instead", g.dev, os.Getenv("GORUN_GPU_PTX"))
+	if err := pushForcedAbsent(dev); err != nil {
+		return err
 	}
+	g := &gpuColl{w: w, dev: dev}
 	if g.send, err = gpu.Alloc(g.dev, gpu.Float32, gpuDieCount); err != nil {
 		return err
 	}
@@ -59,16 +57,11 @@ func caseGPUDie(w *mpi.Comm) error {
 		return err
 	}
 	defer g.recv.Free()
-	fill := func(v float64) []float64 {
-		x := make([]float64, gpuDieCount)
-		for i := range x {
-			x[i] = v
-		}
-		return x
-	}
+	fill := func(v float64) []float64 { return slices.Repeat([]float64{v}, gpuDieCount) }
 	c := w
 	members := []int{0, 1, 2} // world ranks of c
 	var sawFault time.Time
+	var recovery time.Duration // from the failure seen to the first call done on the survivors
 	for i := 0; i < gpuDieIters; {
 		if _, err := g.upload(g.send, gpu.Float32, fill(float64(me+1))); err != nil {
 			return fmt.Errorf("iteration %d: upload: %w", i, err)
@@ -92,6 +85,9 @@ func caseGPUDie(w *mpi.Comm) error {
 			if len(g.failures) > 0 {
 				return fmt.Errorf("rank %d: %s", me, g.failures[0])
 			}
+			if c != w && recovery == 0 {
+				recovery = time.Since(sawFault)
+			}
 			i++
 			continue
 		}
@@ -106,8 +102,9 @@ func caseGPUDie(w *mpi.Comm) error {
 		}
 		// The victim's kernel may have pushed its data for iteration
 		// gpuDieAt before it died (it need not wait for the others to
-		// push its own): then that call succeeds and the next one fails.
-		if i != gpuDieAt && i != gpuDieAt+1 {
+		// push its own): then that call succeeds and a later one fails
+		// (the next, unless the kill comes late on a loaded host).
+		if i < gpuDieAt {
 			return fmt.Errorf("iteration %d failed (the victim dies at %d): %w", i, gpuDieAt, err)
 		}
 		sawFault = time.Now()
@@ -129,8 +126,11 @@ func caseGPUDie(w *mpi.Comm) error {
 		}
 		i = int(done[0])
 	}
+	if c == w {
+		return fmt.Errorf("rank %d died, and no call failed", gpuDieVictim)
+	}
 	if me == 0 {
-		fmt.Printf("gpu-die: survivors finished %d iterations, recovered in %v\n", gpuDieIters, time.Since(sawFault).Round(time.Millisecond))
+		fmt.Printf("gpu-die: survivors finished %d iterations, recovered in %v\n", gpuDieIters, recovery.Round(time.Millisecond))
 	}
 	return nil
 }

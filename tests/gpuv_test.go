@@ -3,7 +3,6 @@ package tests
 import (
 	"errors"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -492,14 +491,11 @@ func caseGPUV(w *mpi.Comm) error {
 	if !gpuUsable() {
 		return gpuVNoGPU(w)
 	}
-	cnt, err := gpu.DeviceCount()
+	dev, err := testDevice(me)
 	if err != nil {
 		return err
 	}
-	g := &gpuColl{w: w, dev: me % cnt}
-	if os.Getenv("GORUN_TEST_GPU_SAME") == "1" {
-		g.dev = 0
-	}
+	g := &gpuColl{w: w, dev: dev}
 	seed := []uint64{uint64(time.Now().UnixNano())}
 	if err := mpi.Bcast(w, seed, 0); err != nil {
 		return err
