@@ -150,15 +150,11 @@ func (d *devCall) push(c *Comm, a *Args, what string, size int, fallback func(*C
 	}
 	var idle *p2p.Idler // set once the kernel first gave up waiting
 	t0 := uint64(0)
-	// abandon ends a call whose kernel gave up at least once. Blocks of it
-	// that had finished counted themselves in this rank's fin word, which
-	// only the block completing a call resets: left so, it would complete a
-	// later call early (its results still being written) or never. The
-	// kernel has ended (Wait synchronized the stream); the reset goes on
-	// the same stream, before any later launch.
+	// abandon ends a call whose kernel gave up at least once: the blocks'
+	// count goes back to zero (PushRegion.ResetCount; the kernel has
+	// ended, Wait synchronized the stream).
 	abandon := func(err error) error {
-		fin := cuda.DevicePtr(st.own.Ptr() + uintptr(st.reg.Flags+gpu.PushFinOffset(st.n)))
-		if rerr := s.MemsetAsync(fin, 0, 8); rerr != nil {
+		if rerr := st.reg.ResetCount(s, cuda.DevicePtr(st.own.Ptr())); rerr != nil {
 			err = errors.Join(err, fmt.Errorf("reset the push kernels' block count: %w", rerr))
 		}
 		return fmt.Errorf("GPU %s: %w", what, err)

@@ -227,10 +227,16 @@ func PushWordBytes(n int) int {
 	return 8 * (2*n*kernels.AllreducePushMaxBlocks + n + kernels.AllreducePushMaxBlocks + 1)
 }
 
-// PushFinOffset is the offset, in a region's words (from PushRegion's
-// Flags on), of the count of blocks done with the current call: the last
-// word (kernels/reduce.cu, Call::fin).
-func PushFinOffset(n int) int { return PushWordBytes(n) - 8 }
+// ResetCount queues on s the reset of the count of blocks done with the
+// current call, in the words of this rank's region (which starts at own):
+// the last word (kernels/reduce.cu, Call::fin). Only the block completing
+// a call resets it, so a call the host abandoned after some blocks had
+// finished (a peer failed, the call was aborted) would leave a partial
+// count that completes a later call early, or never. Queue it once the
+// kernel has ended, before the next launch.
+func (r PushRegion) ResetCount(s *cuda.Stream, own cuda.DevicePtr) error {
+	return s.MemsetAsync(own+cuda.DevicePtr(r.Flags+PushWordBytes(r.Ranks)-8), 0, 8)
+}
 
 // PushCall is what one call of a push kernel tells it beyond its buffers.
 // Seq numbers the call: every rank passes the same, and it grows from call

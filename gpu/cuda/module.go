@@ -73,10 +73,7 @@ func D1(n int) Dim3 { return Dim3{X: uint32(n), Y: 1, Z: 1} }
 // int is refused as ambiguous. At most 16 arguments. LaunchArgs does the
 // same without boxing the arguments (for launches on a latency path).
 func (s *Stream) Launch(f *Function, grid, block Dim3, sharedBytes int, args ...any) error {
-	if len(args) > maxKernelArgs {
-		return fmt.Errorf("cuda: cuLaunchKernel: %s: %d arguments, at most %d: %w", f.name, len(args), maxKernelArgs, ErrorInvalidValue)
-	}
-	ka := new(KernelArgs)
+	ka := new(KernelArgs) // LaunchArgs refuses more than 16
 	for i, a := range args {
 		switch v := a.(type) {
 		case DevicePtr:
