@@ -19,8 +19,8 @@ import (
 //   - launch: cuLaunchKernel of an empty kernel (a reduce of 0 elements),
 //     back to back (the host's cost of a launch);
 //   - launch+sync: the same, each followed by cuStreamSynchronize;
-//   - sync-idle, query-idle: cuStreamSynchronize and cuStreamQuery of an
-//     idle stream;
+//   - sync-idle: cuStreamSynchronize of an idle stream (cuStreamQuery's
+//     is gpu/cuda's BenchmarkDriverCalls/query-idle);
 //   - launch+poll: a kernel whose one thread sets a word of mapped host
 //     memory (testdata/probe.cu), the host spinning on the word;
 //     launch+poll+sync adds the stream's synchronization after the word
@@ -85,13 +85,6 @@ func BenchmarkGPUFloor(b *testing.B) {
 	b.Run("sync-idle", func(b *testing.B) {
 		for range b.N {
 			must(b, s.Synchronize())
-		}
-	})
-	b.Run("query-idle", func(b *testing.B) {
-		for range b.N {
-			if _, err := s.Done(); err != nil {
-				b.Fatal(err)
-			}
 		}
 	})
 	if probe := loadProbe(b, ctx); probe != nil {
