@@ -66,13 +66,11 @@ type ipcState struct {
 
 	// The call numbering of the push kernels (gpupush.go): the calls'
 	// sequence numbers extended to 64 bits (seqHi counts the wraps seen
-	// since seqLast), the set of slots this rank's next push call writes,
-	// and for each set the number of the last call that wrote it here (a
-	// push call, or an ipc call of that parity). pc is the current push
-	// call's.
+	// since seqLast), and this rank's alternation of the two sets of slots
+	// (sets.Wrote: also an ipc call's write of its parity's set). pc is the
+	// current push call's.
 	seqHi, seqLast uint64
-	wset           int
-	wrote          [2]uint64
+	sets           gpu.PushSets
 	pc             gpu.PushCall
 }
 
@@ -92,16 +90,7 @@ func (st *ipcState) callNum(c *Comm) uint64 {
 // nextPush numbers push call c and takes the set of slots it writes: the
 // other one than last time, written again only once every peer it writes
 // to has acknowledged a call after the one that last wrote it.
-func (st *ipcState) nextPush(c *Comm) gpu.PushCall {
-	num := st.callNum(c)
-	st.wset ^= 1
-	pc := gpu.PushCall{Seq: num, Set: st.wset}
-	if last := st.wrote[st.wset]; last != 0 {
-		pc.Need = last + 1
-	}
-	st.wrote[st.wset] = num
-	return pc
-}
+func (st *ipcState) nextPush(c *Comm) gpu.PushCall { return st.sets.Next(st.callNum(c)) }
 
 // ipcFlags is the byte offset of a region's flag area (after its two sets
 // of n slots), and ipcFlagBytes its size: the push kernels' words
@@ -318,7 +307,7 @@ func (d *devCall) ipcExchange(c *Comm, st *ipcState, send func(r int) gpu.Buffer
 	}
 	// A later push call writes this set again only once every peer has
 	// acknowledged a call after this one (its ipc reads are over).
-	st.wrote[c.seq&1] = st.callNum(c)
+	st.sets.Wrote[c.seq&1] = st.callNum(c)
 	for r := range c.Size() {
 		if b := send(r); r != c.Rank() && b.Len() > 0 {
 			if err := d.copy(st.at(c, st.peers[r], c.Rank(), b.Len()), b); err != nil {

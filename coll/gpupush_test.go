@@ -32,15 +32,15 @@ func TestPushNumbering(t *testing.T) {
 	} {
 		c.seq = s.seq
 		if s.ipc {
-			st.wrote[c.seq&1] = st.callNum(c)
+			st.sets.Wrote[c.seq&1] = st.callNum(c)
 		} else {
 			pc := st.nextPush(c)
 			if pc.Set != s.wantSet || pc.Need != s.wantNeed || pc.Seq != s.wantNum {
 				t.Errorf("step %d (seq %d): set %d need %d num %#x, want %d %d %#x", i, s.seq, pc.Set, pc.Need, pc.Seq, s.wantSet, s.wantNeed, s.wantNum)
 			}
 		}
-		if st.wrote != s.wantWrote {
-			t.Errorf("step %d (seq %d): wrote %#x, want %#x", i, s.seq, st.wrote, s.wantWrote)
+		if st.sets.Wrote != s.wantWrote {
+			t.Errorf("step %d (seq %d): wrote %#x, want %#x", i, s.seq, st.sets.Wrote, s.wantWrote)
 		}
 	}
 }

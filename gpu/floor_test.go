@@ -292,8 +292,7 @@ type floorGroup struct {
 	regions, table []Buffer
 	in, out        []Buffer
 	seq            uint64
-	wset           int
-	wrote          [2]uint64
+	sets           PushSets
 }
 
 const floorSlot = 4 << 20
@@ -347,13 +346,7 @@ func newFloorGroup(b *testing.B, ranks int) *floorGroup {
 // next numbers the next call and takes its set of slots.
 func (g *floorGroup) next() PushCall {
 	g.seq++
-	g.wset ^= 1
-	pc := PushCall{Seq: g.seq, Set: g.wset}
-	if last := g.wrote[g.wset]; last != 0 {
-		pc.Need = last + 1
-	}
-	g.wrote[g.wset] = g.seq
-	return pc
+	return g.sets.Next(g.seq)
 }
 
 // run times b.N allreduces of size bytes, one goroutine per GPU lined up

@@ -252,6 +252,28 @@ type PushCall struct {
 	Need uint64
 }
 
+// PushSets is a writer's alternation of its two sets of slots: Next
+// numbers a push call, takes the other set than last time, and needs
+// every peer it writes to to have acknowledged a call after the one that
+// last wrote that set (PushCall). Wrote is, per set, the number of the
+// last call that wrote it (a writer that writes a set by other means, as
+// coll's ipc algorithms do by their calls' parity, records it there).
+type PushSets struct {
+	set   int
+	Wrote [2]uint64
+}
+
+// Next returns call seq's PushCall and records that it writes its set.
+func (p *PushSets) Next(seq uint64) PushCall {
+	p.set ^= 1
+	pc := PushCall{Seq: seq, Set: p.set}
+	if last := p.Wrote[p.set]; last != 0 {
+		pc.Need = last + 1
+	}
+	p.Wrote[p.set] = seq
+	return pc
+}
+
 // args appends the kernels' parameters from seq on.
 func (c PushCall) args(a *cuda.KernelArgs, reg PushRegion) {
 	a.U64(c.Seq)
