@@ -250,7 +250,7 @@ func (st *ipcState) pushSetup(me int) bool {
 	}
 	st.table, st.words = table, w
 	st.reg = gpu.PushRegion{Table: table.DevicePtr(), Ranks: st.n, Rank: me, Slot: st.slot,
-		Flags: ipcFlags(st.n, st.slot), Err: w.Err(), Done: w.Done(), Timeout: pushSlice}
+		Flags: ipcFlags(st.n, st.slot), Words: w, Timeout: pushSlice}
 	st.spin = pPushSpin()
 	return true
 }

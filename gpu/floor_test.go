@@ -338,7 +338,7 @@ func newFloorGroup(b *testing.B, ranks int) *floorGroup {
 		must(b, Upload(t, addrs))
 		g.table = append(g.table, t)
 		g.reg = append(g.reg, PushRegion{Table: t.DevicePtr(), Ranks: ranks, Rank: d, Slot: floorSlot, Flags: flags,
-			Err: g.words[d].Err(), Done: g.words[d].Done(), Timeout: time.Second})
+			Words: g.words[d], Timeout: time.Second})
 	}
 	return g
 }

@@ -201,11 +201,11 @@ func HasPushKernels(dev int) bool {
 // device array of one u64 per rank, rank r's region as this device
 // addresses it; a region holds two sets of Ranks slots of Slot bytes and,
 // at byte offset Flags, PushWordBytes(Ranks) bytes of the kernels' words
-// (zeroed before first use: kernels/reduce.cu lists them). Err is a u32 in
-// host memory mapped for the device, zero before a launch, which the
+// (zeroed before first use: kernels/reduce.cu lists them). Words' error
+// word is a u32 in host memory mapped for the device, zero before a launch, which the
 // kernel sets to 1 when a wait was not satisfied within Timeout; the same
 // call may then be launched again, and resumes (the caller decides whether
-// to wait longer). Done is a u64 in mapped host memory that the launch
+// to wait longer). Its completion word is a u64 in mapped host memory that the launch
 // which completes a call sets to its Seq once the call's stores to its
 // GPU's memory are in that GPU's L2 and its stores to the peers' regions
 // were released: the caller may poll it instead of synchronizing the
@@ -215,7 +215,7 @@ type PushRegion struct {
 	Table       cuda.DevicePtr
 	Ranks, Rank int
 	Slot, Flags int
-	Err, Done   cuda.DevicePtr
+	Words       *PushWords // the error and completion words the kernels write
 	Timeout     time.Duration
 }
 
@@ -282,8 +282,8 @@ func (c PushCall) args(a *cuda.KernelArgs, reg PushRegion) {
 	a.U64(uint64(reg.Slot))
 	a.U64(uint64(reg.Flags))
 	a.U64(uint64(reg.Timeout.Nanoseconds()))
-	a.U64(uint64(reg.Err))
-	a.U64(uint64(reg.Done))
+	a.U64(uint64(reg.Words.Err()))
+	a.U64(uint64(reg.Words.Done()))
 }
 
 // pushArgs holds the push kernels' parameter blocks between launches, so
