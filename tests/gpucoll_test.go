@@ -102,6 +102,19 @@ type gpuColl struct {
 	failures []string
 }
 
+// newGPUColl is a case's state on its rank's GPU (testDevice), refusing
+// forced push kernels that the loaded PTX lacks (pushForcedAbsent).
+func newGPUColl(w *mpi.Comm) (*gpuColl, error) {
+	dev, err := testDevice(w.Rank())
+	if err != nil {
+		return nil, err
+	}
+	if err := pushForcedAbsent(dev); err != nil {
+		return nil, err
+	}
+	return &gpuColl{w: w, dev: dev}, nil
+}
+
 // input returns rank r's count values for the current call.
 func (g *gpuColl) input(r, count int, dt gpu.DType, op mpi.Op) []float64 {
 	rng := rand.New(rand.NewPCG(g.seed, g.call<<16|uint64(r)))
@@ -342,14 +355,10 @@ func caseGPUColl(w *mpi.Comm) error {
 		}
 		return nil
 	}
-	dev, err := testDevice(me)
+	g, err := newGPUColl(w)
 	if err != nil {
 		return err
 	}
-	if err := pushForcedAbsent(dev); err != nil {
-		return err
-	}
-	g := &gpuColl{w: w, dev: dev}
 	seed := []uint64{uint64(time.Now().UnixNano())}
 	if err := mpi.Bcast(w, seed, 0); err != nil {
 		return err

@@ -41,14 +41,10 @@ const (
 // failed at 21.)
 func caseGPUDie(w *mpi.Comm) error {
 	me := w.Rank()
-	dev, err := testDevice(me)
+	g, err := newGPUColl(w)
 	if err != nil {
 		return err
 	}
-	if err := pushForcedAbsent(dev); err != nil {
-		return err
-	}
-	g := &gpuColl{w: w, dev: dev}
 	if g.send, err = gpu.Alloc(g.dev, gpu.Float32, gpuDieCount); err != nil {
 		return err
 	}

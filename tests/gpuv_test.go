@@ -491,11 +491,10 @@ func caseGPUV(w *mpi.Comm) error {
 	if !gpuUsable() {
 		return gpuVNoGPU(w)
 	}
-	dev, err := testDevice(me)
+	g, err := newGPUColl(w)
 	if err != nil {
 		return err
 	}
-	g := &gpuColl{w: w, dev: dev}
 	seed := []uint64{uint64(time.Now().UnixNano())}
 	if err := mpi.Bcast(w, seed, 0); err != nil {
 		return err
