@@ -85,13 +85,24 @@ func tableGPUAllgatherBase(n, size int, _ bool) string {
 // tableGPUBcast is the broadcast push kernel where the regions serve (up
 // to a slot): on 2×H200 it took 16.9-18.4 µs against ipc's 19.8-22.6 from
 // 1 B to 256 KiB, 31.0 against 34.4 at 4 MiB (MEASUREMENTS.md, GPU
-// collectives). Beyond a slot the binomial tree.
+// collectives). Beyond a slot the binomial tree, and from three ranks
+// on the pipelined chain for large buffers (gpuPipeMin).
 func tableGPUBcast(n, size int, _ bool) string {
-	if size <= ipcSlot(n) {
+	switch {
+	case size <= ipcSlot(n):
 		return "push"
+	case n > 2 && size >= gpuPipeMin:
+		return "pipe"
 	}
 	return "binomial"
 }
+
+// gpuPipeMin is the smallest broadcast the pipelined chain takes from
+// three ranks on: on 4 H100 it took 329-339 µs at 64 MiB against the
+// binomial tree's 389, 3.1 ms at 1 GiB against 6.2; the tree won at 16
+// and 32 MiB (115 and 206 µs against 140-155 and 256-296)
+// (MEASUREMENTS.md, GPU collectives at four ranks).
+const gpuPipeMin = 64 << 20
 
 func gpuBlock(_ *Comm, a *Args) int {
 	if len(a.Counts) == 0 {
@@ -119,6 +130,7 @@ func init() {
 		{name: "binomial", run: gpuAlg(gpuBcastBinomial)},
 		{name: "ipc", run: gpuAlg(gpuBcastIPC)},
 		{name: "push", run: gpuAlg(gpuBcastPush)},
+		{name: "pipe", run: gpuAlg(gpuBcastPipe)},
 	}, table: tableGPUBcast, size: recvLen})
 	collGPUReduce = register(&collective{name: "gpu_reduce", algs: []algorithm{
 		{name: "oneshot", run: gpuAlg(gpuReduceOneshot)},

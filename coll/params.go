@@ -14,6 +14,8 @@ var (
 		"testing: segment size in bytes of the pipelined algorithms (bcast pipeline, reduce pipeline, ring allreduce); 0 uses each algorithm's measured default. Small values make tests cross many segments")
 	pGPUChunk = params.Int("GORUN_COLL_GPU_CHUNK", 32<<20,
 		"piece size in bytes of the pipelined one-shot GPU algorithms (the reduction of a piece overlaps the transfer of the next)")
+	pGPUSegments = params.Int("GORUN_COLL_GPU_SEGMENTS", 16,
+		"how many segments the pipelined GPU broadcast (pipe) cuts a buffer into, each between 2 and 32 MiB")
 	pPushSpin = params.Duration("GORUN_COLL_GPU_PUSH_SPIN", time.Millisecond,
 		"how long a GPU push collective polls the completion word its kernel writes in host memory before it waits in cuStreamSynchronize instead; 0 synchronizes at once (a few microseconds more per call, MEASUREMENTS.md)")
 	pFakeNodes = params.Int("GORUN_COLL_FAKE_NODES", 0,

@@ -422,3 +422,108 @@ func BenchmarkGPUReduce(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkGPUCopyPatterns times the copy engines between the GPUs of one
+// process (peer access on, the same engines as btl/cuda's IPC copies) in
+// the patterns the large-message collectives use, each copy
+// GORUN_GPU_BENCH_BYTES: one copy pushed by its source's stream or pulled
+// by its destination's; one GPU pushing to every other at once, one stream
+// per peer (fanout); every GPU pushing to the next (ring); every GPU
+// pushing to every other (a2a); the same with one stream per GPU (a2a-1s:
+// btl/cuda's single copy stream per device); and the reduce kernel reading
+// one operand from a peer (sm-pull: the SM-driven read of a remote buffer).
+// GB/s is what one GPU sends (or reads, sm-pull) per second.
+func BenchmarkGPUCopyPatterns(b *testing.B) {
+	n := requireGPU(b, 2)
+	size := benchBytes()
+	src := make([]Buffer, n)
+	dst := make([][]Buffer, n) // dst[j][i]: on GPU j, written by GPU i
+	str := make([][]*cuda.Stream, n)
+	for i := range n {
+		var err error
+		src[i], err = Alloc(i, Float32, size/4)
+		must(b, err)
+		fillRandom(b, src[i])
+		dst[i] = make([]Buffer, n)
+		str[i] = make([]*cuda.Stream, n)
+		for j := range n {
+			dst[i][j], err = Alloc(i, Float32, size/4)
+			must(b, err)
+			str[i][j], err = NewStream(i)
+			must(b, err)
+			if j != i {
+				must(b, EnablePeerAccess(i, j))
+			}
+		}
+	}
+	defer func() {
+		for i := range n {
+			src[i].Free()
+			for j := range n {
+				dst[i][j].Free()
+				str[i][j].Destroy()
+			}
+		}
+	}()
+	type cp struct{ s, from, to int } // stream str[s][to-or-from], src[from] -> dst[to][from]
+	run := func(b *testing.B, cps []cp, perGPU int, oneStream bool) {
+		do := func() {
+			for _, c := range cps {
+				k := c.to
+				if c.s == c.to {
+					k = c.from
+				}
+				if oneStream {
+					k = 0
+				}
+				must(b, str[c.s][k].CopyAsync(dst[c.to][c.from].DevicePtr(), src[c.from].DevicePtr(), size))
+			}
+		}
+		syncAll := func() {
+			for i := range n {
+				for j := range n {
+					must(b, str[i][j].Synchronize())
+				}
+			}
+		}
+		do()
+		syncAll()
+		b.ResetTimer()
+		for range b.N {
+			do()
+		}
+		syncAll()
+		b.StopTimer()
+		b.ReportMetric(float64(perGPU)*float64(size)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+	}
+	b.Run("one-push", func(b *testing.B) { run(b, []cp{{0, 0, 1}}, 1, false) })
+	b.Run("one-pull", func(b *testing.B) { run(b, []cp{{1, 0, 1}}, 1, false) })
+	var fan, ring, a2a []cp
+	for j := 1; j < n; j++ {
+		fan = append(fan, cp{0, 0, j})
+	}
+	for i := range n {
+		ring = append(ring, cp{i, i, (i + 1) % n})
+		for j := range n {
+			if j != i {
+				a2a = append(a2a, cp{i, i, j})
+			}
+		}
+	}
+	b.Run("fanout", func(b *testing.B) { run(b, fan, n-1, false) })
+	b.Run("ring", func(b *testing.B) { run(b, ring, 1, false) })
+	b.Run("a2a", func(b *testing.B) { run(b, a2a, n-1, false) })
+	b.Run("a2a-1s", func(b *testing.B) { run(b, a2a, n-1, true) })
+	b.Run("sm-pull", func(b *testing.B) {
+		s := str[0][0]
+		must(b, Reduce(s, Sum, dst[0][0], src[0], src[1]))
+		must(b, s.Synchronize())
+		b.ResetTimer()
+		for range b.N {
+			must(b, Reduce(s, Sum, dst[0][0], src[0], src[1]))
+		}
+		must(b, s.Synchronize())
+		b.StopTimer()
+		b.ReportMetric(float64(size)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+	})
+}

@@ -2,8 +2,10 @@ package p2p
 
 import (
 	"encoding/binary"
+	"sync"
 
 	"github.com/gorun/gorun/btl"
+	"github.com/gorun/gorun/internal/params"
 )
 
 // kind is the frame type.
@@ -57,12 +59,33 @@ const fRevoked = 16
 const splitMin = 256 << 10
 
 // split returns where the receiver's part of an accepted length ends.
-func split(accept int) int {
+// Between two device buffers (dev) the sender copies it all by default
+// (GORUN_P2P_DEVICE_SPLIT): two copy engines on one link, one writing and
+// one reading, moved 0.55-0.75x the bytes of one writing wherever several
+// transfers ran at once (a ring step, a chain), on 4 H100 over NVSwitch;
+// only a lone transfer between two GPUs gained from the split (5-12% from
+// 1 to 32 MiB) (docs/measurements.md, "Who copies between two GPUs").
+func split(accept int, dev bool) int {
+	if dev {
+		switch deviceSplit() {
+		case "get":
+			return accept
+		case "half": // as host memory, below
+		default: // put
+			return 0
+		}
+	}
 	if accept < splitMin {
 		return accept
 	}
 	return accept - accept/2
 }
+
+var (
+	pDeviceSplit = params.String("GORUN_P2P_DEVICE_SPLIT", "put",
+		"who copies a rendezvous between two device buffers: put (the sender, all of it), get (the receiver, all of it), half (the receiver the first half while the sender puts the rest, as for host memory: faster for one transfer alone between two GPUs, slower when transfers share links, as in collectives)")
+	deviceSplit = sync.OnceValue(pDeviceSplit)
+)
 
 // header is p2p's frame header, encoded into the 48-byte btl.Header:
 //

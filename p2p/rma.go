@@ -202,7 +202,7 @@ func (e *Engine) rmaSend(r *Request, dst int, accept int) {
 		e.finish(r, dst, fmt.Errorf("rma put to rank %d: the receiver's %v memory is out of reach of our module: %w", dst, x.remote.Kind, ErrNoDevicePath))
 		return
 	}
-	m := split(accept)
+	m := split(accept, r.mem.Kind == btl.MemDevice && x.remote.Kind == btl.MemDevice)
 	if m == accept {
 		e.finish(r, dst, nil)
 		return
@@ -217,7 +217,12 @@ func (e *Engine) rmaSend(r *Request, dst int, accept int) {
 // of the message before the split.
 func (e *Engine) rmaRecv(r *Request, src int, accept int) {
 	x := r.x
-	x.op = btl.RMAOp{Peer: src, Local: r.mem.Slice(0, split(accept)), Remote: &x.remote, Owner: x}
+	m := split(accept, r.mem.Kind == btl.MemDevice && x.remote.Kind == btl.MemDevice)
+	if m == 0 {
+		e.finish(r, src, nil)
+		return
+	}
+	x.op = btl.RMAOp{Peer: src, Local: r.mem.Slice(0, m), Remote: &x.remote, Owner: x}
 	if err := x.start(true); err != nil {
 		e.finish(r, src, fmt.Errorf("rma get from rank %d: %w", src, err))
 	}

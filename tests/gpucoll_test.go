@@ -553,6 +553,11 @@ func TestGPUCollectives(t *testing.T) {
 	t.Run("np3", func(t *testing.T) { job{np: 3, cas: "gpu-coll"}.ok(t) })
 	t.Run("np4", func(t *testing.T) { job{np: 4, cas: "gpu-coll"}.ok(t) })
 	t.Run("np4-ring", func(t *testing.T) { job{np: 4, cas: "gpu-coll", env: ring}.ok(t) })
+	// The pipelined broadcast chain (gpupipe.go) forced at every size, in
+	// segments of 64 KiB.
+	pipe := []string{"GORUN_COLL_GPU_BCAST=pipe", "GORUN_COLL_SEGSIZE=65536"}
+	t.Run("np4-pipe", func(t *testing.T) { job{np: 4, cas: "gpu-coll", env: pipe}.ok(t) })
+	t.Run("np3-pipe", func(t *testing.T) { job{np: 3, cas: "gpu-coll", env: pipe}.ok(t) })
 	t.Run("same-gpu", func(t *testing.T) { job{np: 2, cas: "gpu-coll", env: []string{"GORUN_TEST_GPU_SAME=1"}}.ok(t) })
 	t.Run("staged-tcp", func(t *testing.T) {
 		job{np: 2, cas: "gpu-coll", env: append(p2p, "GORUN_CUDA_IPC=none", "GORUN_BTL=tcp,self,cuda")}.ok(t)
