@@ -126,8 +126,10 @@ type devCall struct {
 	// communicator: it never uses the IPC regions (gpuipc.go), whose slots
 	// calls take in turn.
 	nb bool
-	// scratch taken with take, given back by done.
+	// scratch taken with take, and events taken with events, given back
+	// by done.
 	scratch []gpu.Buffer
+	evs     []*cuda.Event
 }
 
 func newDevCall(a *Args) (*devCall, error) {
@@ -163,10 +165,11 @@ func (d *devCall) take(n int) (gpu.Buffer, error) {
 // into it may still be posted (p2p has no cancel), and a peer's copy could
 // land in it later, so it is left to the process.
 func (d *devCall) done(err error) {
-	if len(d.scratch) == 0 {
+	if len(d.scratch) == 0 && len(d.evs) == 0 {
 		return
 	}
 	_ = d.s.Synchronize()
+	d.putEvents()
 	if err == nil {
 		for _, b := range d.scratch {
 			putDev(b)

@@ -177,45 +177,6 @@ func gpuAllreduceRing(c *Comm, a *Args, d *devCall) error {
 	return d.ringAllgather(c, d.rcv, gpu.Buffer{}, counts, displs, 1)
 }
 
-// ringReduceScatter runs the ring reduce-scatter (schedule.go's, with its
-// shift) on work, reading this rank's input from d.own until a step has
-// folded a block into work. Afterwards work holds the full reduction of
-// block (me+1-shift) mod n, and the stream has passed every kernel.
-func (d *devCall) ringReduceScatter(c *Comm, work gpu.Buffer, counts, displs []int, shift int) error {
-	n, me := c.Size(), c.Rank()
-	blk := func(b gpu.Buffer, i int) gpu.Buffer { return bytesOf(b, displs[i], counts[i]) }
-	same := d.own.Ptr() == work.Ptr()
-	written := make([]bool, n)
-	src := func(i int) gpu.Buffer {
-		if same || written[i] {
-			return blk(work, i)
-		}
-		return blk(d.own, i)
-	}
-	tmp, err := d.take(counts[0])
-	if err != nil {
-		return err
-	}
-	to, from := (me+1)%n, (me-1+n)%n
-	var p pending
-	for k := 0; k < n-1; k++ {
-		sb, rb := mod(me-shift-k, n), mod(me-shift-k-1, n)
-		t := bytesOf(tmp, 0, counts[rb])
-		if err := p.swapD(c, t, from, src(sb), to); err != nil {
-			return err
-		}
-		if err := d.reduce(blk(work, rb), t, src(rb)); err != nil {
-			return err
-		}
-		written[rb] = true
-		// The next step sends this block: a peer's copy engine reads it.
-		if err := d.sync(); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // ringAllgather runs the ring allgather (schedule.go's, with its shift) on
 // buf; first, when not empty, is where this rank's own block (me+shift)
 // mod n is sent from in the first step (it need not be in buf yet).

@@ -14,6 +14,8 @@ var (
 		"testing: segment size in bytes of the pipelined algorithms (bcast pipeline, reduce pipeline, ring allreduce); 0 uses each algorithm's measured default. Small values make tests cross many segments")
 	pGPUChunk = params.Int("GORUN_COLL_GPU_CHUNK", 32<<20,
 		"piece size in bytes of the pipelined one-shot GPU algorithms (the reduction of a piece overlaps the transfer of the next)")
+	pGPURingPiece = params.Int("GORUN_COLL_GPU_RING_PIECE", 8<<20,
+		"piece size in bytes of the GPU ring reduce-scatter's steps (at most 16 pieces a block): a piece is folded as soon as it is in and sent on as soon as its fold is done")
 	pGPUSegments = params.Int("GORUN_COLL_GPU_SEGMENTS", 16,
 		"how many segments the pipelined GPU broadcast (pipe) cuts a buffer into, each between 2 and 32 MiB")
 	pPushSpin = params.Duration("GORUN_COLL_GPU_PUSH_SPIN", time.Millisecond,
