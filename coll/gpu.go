@@ -17,10 +17,12 @@ import (
 // wherever device point-to-point does. Reductions run on the GPU with
 // package gpu's kernels, on a stream of this package's own per device.
 //
-// Streams: an algorithm synchronizes its stream before it sends data that a
-// kernel of its wrote (a peer's copy engine reads it on a stream of its
-// own) and before it returns, so a call's result is in place for every
-// stream of the device when it returns, as for point-to-point.
+// Streams: an algorithm makes sure the kernels that wrote data have passed
+// before it sends the data (a peer's copy engine reads it on a stream of
+// its own): it synchronizes its stream, or (the ring's pieces, gpuring.go)
+// waits for an event recorded behind the kernel; and it synchronizes
+// before it returns, so a call's result is in place for every stream of
+// the device when it returns, as for point-to-point.
 
 // devStreams holds one stream per device for the kernels and copies of GPU
 // collectives; calls on one device share it (concurrent calls then

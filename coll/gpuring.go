@@ -85,8 +85,10 @@ func (d *devCall) ringReduceScatter(c *Comm, work gpu.Buffer, counts, displs []i
 					if err := c.awaitEvent(evs[sent]); err != nil {
 						return err
 					}
-				} else if ok, err := evs[sent].Done(); err != nil || !ok {
-					return err
+				} else if ok, err := evs[sent].Done(); err != nil {
+					return fmt.Errorf("GPU collective: %w", err)
+				} else if !ok {
+					return nil
 				}
 				if err := recv(k+1, sent, next); err != nil {
 					return err

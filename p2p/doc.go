@@ -37,7 +37,9 @@
 // transport fragments it and places it straight into the receive buffer.
 // In an RMA rendezvous each side registers its buffer (btl.RMA.Register)
 // and sends the region in its RTS or CTS; the receiver gets the first part
-// of the message while the sender puts the rest (the split copy, header.go),
+// of the message while the sender puts the rest (the split copy, header.go;
+// between two device buffers the sender puts it all by default, and the
+// receiver's CTS always says who copies what),
 // each operation completes through RMADone (inside the call or from a later
 // Progress: nothing waits under the lock), each side sends exactly one FIN
 // when its part is over (fFail when it failed), and a request completes on

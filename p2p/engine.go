@@ -452,8 +452,8 @@ func (e *Engine) fill(r *Request, data []byte) {
 
 // startRendezvous answers an RTS for r with a CTS. When the sender offered
 // its region (remote) and the route has RMA for both buffers' kinds, the
-// CTS carries r's region, and r gets its part of the message while the
-// sender puts the rest (rma.go). When neither RMA nor frames can carry the
+// CTS carries r's region and who copies what (split), and r gets its part
+// of the message while the sender puts the rest (rma.go). When neither RMA nor frames can carry the
 // message (device memory on either side without RMA), the CTS says so
 // (fNoPath) and both sides fail.
 func (e *Engine) startRendezvous(r *Request, src, length int, sreq uint64, remote *btl.Region, devSender bool) {
@@ -479,9 +479,11 @@ func (e *Engine) startRendezvous(r *Request, src, length int, sreq uint64, remot
 	if remote != nil {
 		x = rt.rmaFor(remote.Kind)
 	}
+	part := 0 // this side's part of an RMA copy
 	if x != nil && accept > 0 && x.kinds.Has(r.mem.Kind) && uint64(accept) <= remote.Len {
 		if register(r, x, r.mem.Slice(0, accept)) == nil {
-			h.flags = fRMA
+			part = split(accept, r.mem.Kind == btl.MemDevice && remote.Kind == btl.MemDevice)
+			h.flags = fRMA | ctsFlags(part, accept)
 			r.x.remote = *remote
 			r.x.peerReq = sreq
 		}
@@ -514,7 +516,7 @@ func (e *Engine) startRendezvous(r *Request, src, length int, sreq uint64, remot
 		delete(e.recvs, r.id)
 		r.complete(nopath)
 	case r.x != nil:
-		e.rmaRecv(r, src, accept)
+		e.rmaRecv(r, src, part)
 	}
 }
 

@@ -243,7 +243,7 @@ func (e *Engine) cleared(r *Request, dst int, h *header, data []byte) {
 			return
 		}
 		r.x.peerReq = h.rreq
-		e.rmaSend(r, dst, int(h.length))
+		e.rmaSend(r, dst, int(h.length), h.flags)
 	default:
 		if r.mem.Kind != btl.MemHost {
 			e.stageSend(r, dst, h)

@@ -2,6 +2,8 @@ package p2p
 
 import (
 	"encoding/binary"
+	"fmt"
+	"os"
 	"sync"
 
 	"github.com/gorun/gorun/btl"
@@ -52,39 +54,92 @@ const fFail = 8
 // ErrRevoked.
 const fRevoked = 16
 
+// fPutAll and fGetAll flag an RMA CTS by which the receiver says who
+// copies the message: the sender all of it (fPutAll), the receiver all of
+// it (fGetAll), or neither flag: the receiver the first part and the
+// sender the rest (split). The receiver alone decides, so that both sides
+// agree whatever each one's GORUN_P2P_DEVICE_SPLIT says.
+const (
+	fPutAll = 32
+	fGetAll = 64
+)
+
 // splitMin is the length from which an RMA rendezvous splits the copy: the
 // receiver gets the first part while the sender puts the second (docs/measurements.md:
 // the split single copy reached 33 GB/s at 1 MB against 12 GB/s for memcpy
 // at 4 MB). Below it the receiver gets it all.
 const splitMin = 256 << 10
 
-// split returns where the receiver's part of an accepted length ends.
+// split returns where the receiver's part of an accepted length ends (the
+// receiver's choice; the CTS tells the sender, ctsFlags and sendPart).
 // Between two device buffers (dev) the sender copies it all by default
 // (GORUN_P2P_DEVICE_SPLIT): two copy engines on one link, one writing and
-// one reading, moved 0.55-0.75x the bytes of one writing wherever several
+// one reading, moved 0.54-0.87x the bytes of one writing wherever several
 // transfers ran at once (a ring step, a chain), on 4 H100 over NVSwitch;
 // only a lone transfer between two GPUs gained from the split (5-12% from
 // 1 to 32 MiB) (docs/measurements.md, "Who copies between two GPUs").
 func split(accept int, dev bool) int {
+	mode := ""
 	if dev {
-		switch deviceSplit() {
-		case "get":
-			return accept
-		case "half": // as host memory, below
-		default: // put
-			return 0
-		}
+		mode = deviceSplit()
+	}
+	return splitBy(accept, mode)
+}
+
+// splitBy is split with the device mode given ("" for host memory).
+func splitBy(accept int, mode string) int {
+	switch mode {
+	case "":
+	case "get":
+		return accept
+	case "half": // as host memory, below
+	default: // put
+		return 0
 	}
 	if accept < splitMin {
 		return accept
 	}
-	return accept - accept/2
+	return half(accept)
+}
+
+// half is where the receiver's part of a split copy ends.
+func half(accept int) int { return accept - accept/2 }
+
+// ctsFlags tells the sender the receiver's part m of accept bytes.
+func ctsFlags(m, accept int) uint8 {
+	switch m {
+	case 0:
+		return fPutAll
+	case accept:
+		return fGetAll
+	}
+	return 0
+}
+
+// sendPart returns where the sender's part of accept bytes begins, as the
+// receiver's CTS flags say.
+func sendPart(flags uint8, accept int) int {
+	switch {
+	case flags&fPutAll != 0:
+		return 0
+	case flags&fGetAll != 0:
+		return accept
+	}
+	return half(accept)
 }
 
 var (
 	pDeviceSplit = params.String("GORUN_P2P_DEVICE_SPLIT", "put",
 		"who copies a rendezvous between two device buffers: put (the sender, all of it), get (the receiver, all of it), half (the receiver the first half while the sender puts the rest, as for host memory: faster for one transfer alone between two GPUs, slower when transfers share links, as in collectives)")
-	deviceSplit = sync.OnceValue(pDeviceSplit)
+	deviceSplit = sync.OnceValue(func() string {
+		v := pDeviceSplit()
+		switch v {
+		case "put", "get", "half":
+			return v
+		}
+		fmt.Fprintf(os.Stderr, "gorun: ignoring GORUN_P2P_DEVICE_SPLIT=%q: not one of put, get, half\n", v)
+		return "put"
+	})
 )
 
 // header is p2p's frame header, encoded into the 48-byte btl.Header:

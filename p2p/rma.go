@@ -10,8 +10,9 @@ import (
 // RMA rendezvous (doc.go, "Protocols"). When the route's module implements
 // btl.RMA for the buffer's kind, the sender registers its buffer and sends
 // the region in its RTS; the receiver registers its own, answers with its
-// region in the CTS and gets the first part of the message while the
-// sender puts the rest (split, header.go); each side tells the other with
+// region in the CTS and gets its part of the message while the sender
+// puts the rest (split, header.go: the receiver decides who copies what,
+// and its CTS says so); each side tells the other with
 // a FIN when its part is in place, and a side completes once both parts
 // are. Every wait is an RMA operation completed from Progress: nothing
 // blocks under the lock.
@@ -194,15 +195,16 @@ func (e *Engine) rmaOver(r *Request) {
 	r.complete(err)
 }
 
-// rmaSend answers an RMA CTS (its region already in r.x.remote): put the
-// part of the message past the split, or, below the split, just say so.
-func (e *Engine) rmaSend(r *Request, dst int, accept int) {
+// rmaSend answers an RMA CTS (its region already in r.x.remote, flags its
+// flags): put the part of the message past the receiver's, or, when the
+// receiver gets it all, just say so.
+func (e *Engine) rmaSend(r *Request, dst int, accept int, flags uint8) {
 	x := r.x
 	if !x.kinds.Has(x.remote.Kind) {
 		e.finish(r, dst, fmt.Errorf("rma put to rank %d: the receiver's %v memory is out of reach of our module: %w", dst, x.remote.Kind, ErrNoDevicePath))
 		return
 	}
-	m := split(accept, r.mem.Kind == btl.MemDevice && x.remote.Kind == btl.MemDevice)
+	m := sendPart(flags, accept)
 	if m == accept {
 		e.finish(r, dst, nil)
 		return
@@ -213,11 +215,11 @@ func (e *Engine) rmaSend(r *Request, dst int, accept int) {
 	}
 }
 
-// rmaRecv starts the receiver's part after its CTS went out: get the part
-// of the message before the split.
-func (e *Engine) rmaRecv(r *Request, src int, accept int) {
+// rmaRecv starts the receiver's part after its CTS went out: get the
+// first m bytes of the message (split's choice, which the CTS told the
+// sender).
+func (e *Engine) rmaRecv(r *Request, src int, m int) {
 	x := r.x
-	m := split(accept, r.mem.Kind == btl.MemDevice && x.remote.Kind == btl.MemDevice)
 	if m == 0 {
 		e.finish(r, src, nil)
 		return
