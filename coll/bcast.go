@@ -68,7 +68,7 @@ func bcastPipeline(c *Comm, a *Args) error {
 	var sends pending
 	for i := range nseg {
 		if rel > 0 {
-			if err := c.waitRecv(recvs.rs[i], prev, len(piece(i))); err != nil {
+			if err := c.waitRecv(recvs.at(i).r, prev, len(piece(i))); err != nil {
 				return err
 			}
 		}

@@ -81,9 +81,10 @@ func reduceBinomial(c *Comm, a *Args) error {
 			return err
 		}
 	}
-	for k := range p.rs {
+	for k := range p.len() {
 		i := len(b.children) - 1 - k
-		if err := c.waitRecv(p.rs[k], p.peer[k], m); err != nil {
+		e := p.at(k)
+		if err := c.waitRecv(e.r, e.peer, m); err != nil {
 			return err
 		}
 		if seeded {
@@ -128,9 +129,10 @@ func reduceOrdered(c *Comm, a *Args) error {
 			return err
 		}
 	}
-	for k := range p.rs {
+	for k := range p.len() {
 		i := len(b.children) - 1 - k
-		if err := c.waitRecv(p.rs[k], p.peer[k], m); err != nil {
+		e := p.at(k)
+		if err := c.waitRecv(e.r, e.peer, m); err != nil {
 			return err
 		}
 		// acc covers the ranks below the child's: acc ⊕ child.
@@ -190,7 +192,7 @@ func reducePipeline(c *Comm, a *Args) error {
 		}
 	}
 	for i := range nseg {
-		if err := c.waitRecv(recvs.rs[i], from, len(piece(tmp, i))); err != nil {
+		if err := c.waitRecv(recvs.at(i).r, from, len(piece(tmp, i))); err != nil {
 			return err
 		}
 		// acc = upstream ⊕ own, segment by segment, without copying own
