@@ -18,29 +18,32 @@ func alltoallInPlace(a *Args) (send []byte, scratch bool) {
 
 // alltoallLinear: every send and receive posted at once; one round.
 func alltoallLinear(c *Comm, a *Args) error {
-	n := c.Size()
-	blk := len(a.Recv) / n
-	counts, displs := make([]int, n), make([]int, n)
-	for r := range n {
-		counts[r], displs[r] = blk, r*blk
-	}
-	b := *a
-	b.SendCounts, b.SendDispls, b.Counts, b.Displs = counts, displs, counts, displs
-	return alltoallvLinear(c, &b)
+	even := blockLayout{blk: len(a.Recv) / c.Size()}
+	return alltoallLinearBy(c, a, even, even)
 }
 
 // alltoallPairwise: n-1 steps; in step k rank r sends to r+k and receives
 // from r-k, one exchange at a time (no burst of n messages).
 func alltoallPairwise(c *Comm, a *Args) error {
-	n := c.Size()
-	blk := len(a.Recv) / n
-	counts, displs := make([]int, n), make([]int, n)
-	for r := range n {
-		counts[r], displs[r] = blk, r*blk
+	even := blockLayout{blk: len(a.Recv) / c.Size()}
+	return alltoallPairwiseBy(c, a, even, even)
+}
+
+// blockLayout places the blocks of an alltoall in a buffer: counts and
+// displs (the v forms), or, when counts is nil, block r at r*blk (built
+// on the fly: equal blocks need no slices, which cost two allocations a
+// call).
+type blockLayout struct {
+	counts, displs []int
+	blk            int
+}
+
+// of returns block r of buf.
+func (l blockLayout) of(buf []byte, r int) []byte {
+	if l.counts == nil {
+		return buf[r*l.blk : (r+1)*l.blk]
 	}
-	b := *a
-	b.SendCounts, b.SendDispls, b.Counts, b.Displs = counts, displs, counts, displs
-	return alltoallvPairwise(c, &b)
+	return buf[l.displs[r] : l.displs[r]+l.counts[r]]
 }
 
 // alltoallBruck: ceil(log2 n) rounds; in round k every rank sends, in one
@@ -92,6 +95,17 @@ func alltoallBruck(c *Comm, a *Args) error {
 
 // alltoallvLinear: every send and receive posted at once.
 func alltoallvLinear(c *Comm, a *Args) error {
+	return alltoallLinearBy(c, a, blockLayout{counts: a.SendCounts, displs: a.SendDispls}, blockLayout{counts: a.Counts, displs: a.Displs})
+}
+
+// alltoallvPairwise: n-1 exchange steps with r+k and r-k.
+func alltoallvPairwise(c *Comm, a *Args) error {
+	return alltoallPairwiseBy(c, a, blockLayout{counts: a.SendCounts, displs: a.SendDispls}, blockLayout{counts: a.Counts, displs: a.Displs})
+}
+
+// alltoallLinearBy is the linear alltoall with the blocks where sl (in
+// the send buffer) and rl (in a.Recv) place them.
+func alltoallLinearBy(c *Comm, a *Args, sl, rl blockLayout) error {
 	n, me := c.Size(), c.Rank()
 	send, scratch := alltoallInPlace(a)
 	if scratch {
@@ -100,33 +114,33 @@ func alltoallvLinear(c *Comm, a *Args) error {
 	var p pending
 	for k := 1; k < n; k++ {
 		src := mod(me-k, n)
-		if err := p.recv(c, a.Recv[a.Displs[src]:a.Displs[src]+a.Counts[src]], src); err != nil {
+		if err := p.recv(c, rl.of(a.Recv, src), src); err != nil {
 			return err
 		}
 	}
 	for k := 1; k < n; k++ {
 		dst := (me + k) % n
-		if err := p.send(c, send[a.SendDispls[dst]:a.SendDispls[dst]+a.SendCounts[dst]], dst); err != nil {
+		if err := p.send(c, sl.of(send, dst), dst); err != nil {
 			return err
 		}
 	}
-	copy(a.Recv[a.Displs[me]:a.Displs[me]+a.Counts[me]], send[a.SendDispls[me]:a.SendDispls[me]+a.SendCounts[me]])
+	copy(rl.of(a.Recv, me), sl.of(send, me))
 	return p.wait(c)
 }
 
-// alltoallvPairwise: n-1 exchange steps with r+k and r-k.
-func alltoallvPairwise(c *Comm, a *Args) error {
+// alltoallPairwiseBy is the pairwise alltoall with the blocks where sl
+// and rl place them.
+func alltoallPairwiseBy(c *Comm, a *Args, sl, rl blockLayout) error {
 	n, me := c.Size(), c.Rank()
 	send, scratch := alltoallInPlace(a)
 	if scratch {
 		defer putBuf(send)
 	}
-	copy(a.Recv[a.Displs[me]:a.Displs[me]+a.Counts[me]], send[a.SendDispls[me]:a.SendDispls[me]+a.SendCounts[me]])
+	copy(rl.of(a.Recv, me), sl.of(send, me))
 	to, from := pairwise(me, n)
 	for k := range to {
 		d, s := to[k], from[k]
-		if err := c.sendrecv(send[a.SendDispls[d]:a.SendDispls[d]+a.SendCounts[d]], d,
-			a.Recv[a.Displs[s]:a.Displs[s]+a.Counts[s]], s); err != nil {
+		if err := c.sendrecv(sl.of(send, d), d, rl.of(a.Recv, s), s); err != nil {
 			return err
 		}
 	}
