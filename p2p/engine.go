@@ -435,6 +435,7 @@ func (e *Engine) take(r *Request, u *unexpected) {
 		r.complete(u.failed)
 	case u.complete:
 		e.deliver(r, u.data)
+		e.recycle(u, r)
 	default:
 		u.claimed = r
 	}

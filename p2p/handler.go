@@ -49,7 +49,8 @@ func (hd *handler) Begin(src int, bh *btl.Header, n int) []byte {
 			cur.trsh = make([]byte, n)
 			return cur.trsh
 		}
-		u := &unexpected{ctx: h.ctx, src: src, tag: int(h.tag), length: n, data: make([]byte, n)}
+		u := newUnexpected()
+		u.ctx, u.src, u.tag, u.length, u.data = h.ctx, src, int(h.tag), n, getEager(n)
 		e.q(h.ctx).unexp.push(u)
 		cur.u = u
 		return u.data
@@ -104,6 +105,7 @@ func (hd *handler) End(src int, bh *btl.Header, data []byte) {
 			u.complete = true
 			if r := u.claimed; r != nil {
 				e.deliver(r, u.data)
+				e.recycle(u, r)
 			}
 		}
 	case kRTS:
