@@ -18,29 +18,29 @@ func alltoallInPlace(a *Args) (send []byte, scratch bool) {
 
 // alltoallLinear: every send and receive posted at once; one round.
 func alltoallLinear(c *Comm, a *Args) error {
-	even := blockLayout{blk: len(a.Recv) / c.Size()}
+	even := blockLayout{even: true, blk: len(a.Recv) / c.Size()}
 	return alltoallLinearBy(c, a, even, even)
 }
 
 // alltoallPairwise: n-1 steps; in step k rank r sends to r+k and receives
 // from r-k, one exchange at a time (no burst of n messages).
 func alltoallPairwise(c *Comm, a *Args) error {
-	even := blockLayout{blk: len(a.Recv) / c.Size()}
+	even := blockLayout{even: true, blk: len(a.Recv) / c.Size()}
 	return alltoallPairwiseBy(c, a, even, even)
 }
 
 // blockLayout places the blocks of an alltoall in a buffer: counts and
-// displs (the v forms), or, when counts is nil, block r at r*blk (built
-// on the fly: equal blocks need no slices, which cost two allocations a
-// call).
+// displs (the v forms), or, when even, block r at r*blk (computed: equal
+// blocks need no slices, which cost two allocations a call).
 type blockLayout struct {
 	counts, displs []int
+	even           bool
 	blk            int
 }
 
 // of returns block r of buf.
 func (l blockLayout) of(buf []byte, r int) []byte {
-	if l.counts == nil {
+	if l.even {
 		return buf[r*l.blk : (r+1)*l.blk]
 	}
 	return buf[l.displs[r] : l.displs[r]+l.counts[r]]

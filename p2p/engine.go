@@ -434,8 +434,11 @@ func (e *Engine) take(r *Request, u *unexpected) {
 		r.st.Bytes = 0
 		r.complete(u.failed)
 	case u.complete:
+		host := r.mem.Kind == btl.MemHost
 		e.deliver(r, u.data)
-		e.recycle(u, r)
+		if host {
+			e.recycle(u)
+		}
 	default:
 		u.claimed = r
 	}

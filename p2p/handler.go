@@ -104,8 +104,11 @@ func (hd *handler) End(src int, bh *btl.Header, data []byte) {
 		if u != nil {
 			u.complete = true
 			if r := u.claimed; r != nil {
+				host := r.mem.Kind == btl.MemHost
 				e.deliver(r, u.data)
-				e.recycle(u, r)
+				if host {
+					e.recycle(u)
+				}
 			}
 		}
 	case kRTS:

@@ -3,8 +3,6 @@ package p2p
 import (
 	"math/bits"
 	"sync"
-
-	"github.com/gorun/gorun/btl"
 )
 
 // Unexpected eager messages (those that arrive before their receive is
@@ -15,7 +13,8 @@ import (
 // are often late) made most of its garbage there (docs/measurements.md,
 // "Message rate"). A message received into device memory keeps its buffer
 // (the staging copy reads it later), as does one a matched probe holds or
-// a revoke drops: the collector takes those.
+// a revoke drops: the collector takes those. A recycled buffer is not
+// zeroed: the transports write all n bytes of a frame before End.
 
 // eagerBufs keeps buffers by power-of-two size class up to 1 MiB (every
 // transport's eager limit is below); holders keeps the empty *[]byte
@@ -65,13 +64,14 @@ func putEager(b []byte) {
 // newUnexpected returns a zero unexpected from the pool.
 func newUnexpected() *unexpected { return unexpPool.Get().(*unexpected) }
 
-// recycle gives back an eager unexpected message that r, a receive in
-// host memory, has just taken (deliver copied it out): nothing refers to
-// it any more (it left the queue when r matched it, a matched probe's
-// Message let go of it, and the transport's arrival state forgot it at
-// End).
-func (e *Engine) recycle(u *unexpected, r *Request) {
-	if u.rts || u.failed != nil || r.mem.Kind != btl.MemHost {
+// recycle gives back an eager unexpected message that a receive in host
+// memory has just taken (deliver copied it out; the caller looked at the
+// receive's memory before deliver, since a completed request forgets it):
+// nothing refers to it any more (it left the queue when the receive
+// matched it, a matched probe's Message let go of it, and the transport's
+// arrival state forgot it at End).
+func (e *Engine) recycle(u *unexpected) {
+	if u.rts || u.failed != nil {
 		return
 	}
 	putEager(u.data)
