@@ -1,9 +1,8 @@
 package coll
 
 import (
-	"sync"
-
 	"github.com/gorun/gorun/gpu"
+	"github.com/gorun/gorun/internal/bufpool"
 )
 
 // Op is a reduction operation on bytes.
@@ -86,47 +85,21 @@ func (a *Args) commutative() bool { return a.Op == nil || a.Op.Commutative() }
 
 // bufPool keeps scratch buffers by power-of-two size class, so that large
 // collectives do not allocate (and zero) their scratch on every call.
-var bufPool [48]sync.Pool
-
-// holders keeps the empty *[]byte that carried slices through bufPool:
-// getBuf gives back the one it took a slice out of, putBuf takes one to
-// put a slice in, so that neither allocates once the pools are warm (a
-// fresh &b on every put was 24 bytes of garbage a scratch use: half of a
-// point-to-point Alltoall's at np 4).
-var holders sync.Pool
+var bufPool = bufpool.New(48)
 
 // getBuf returns a scratch slice of n bytes (its content is undefined).
 func getBuf(n int) []byte {
 	if n == 0 {
 		return nil
 	}
-	k := sizeClass(n)
-	if p, ok := bufPool[k].Get().(*[]byte); ok {
-		b := (*p)[:n]
-		*p = nil
-		holders.Put(p)
-		return b
-	}
-	return make([]byte, n, 1<<k)
+	return bufPool.Get(n)
 }
 
 // putBuf returns a slice from getBuf to the pool.
-func putBuf(b []byte) {
-	if cap(b) == 0 {
-		return
-	}
-	k := sizeClass(cap(b))
-	if 1<<k != cap(b) {
-		return
-	}
-	p, ok := holders.Get().(*[]byte)
-	if !ok {
-		p = new([]byte)
-	}
-	*p = b[:cap(b)]
-	bufPool[k].Put(p)
-}
+func putBuf(b []byte) { bufPool.Put(b) }
 
+// sizeClass is the power-of-two class of n bytes (the device scratch
+// pool's, gpu.go): the smallest k with 2^k >= n.
 func sizeClass(n int) int {
 	k := 0
 	for 1<<k < n {

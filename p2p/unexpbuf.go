@@ -1,8 +1,9 @@
 package p2p
 
 import (
-	"math/bits"
 	"sync"
+
+	"github.com/gorun/gorun/internal/bufpool"
 )
 
 // Unexpected eager messages (those that arrive before their receive is
@@ -16,50 +17,15 @@ import (
 // a revoke drops: the collector takes those. A recycled buffer is not
 // zeroed: the transports write all n bytes of a frame before End.
 
-// eagerBufs keeps buffers by power-of-two size class up to 1 MiB (every
-// transport's eager limit is below); holders keeps the empty *[]byte
-// that carry them, so that neither Get nor Put allocates once warm.
+// eagerBufs keeps the buffers up to 1 MiB (every transport's eager limit
+// is below).
 var (
-	eagerBufs [21]sync.Pool
-	holders   sync.Pool
+	eagerBufs = bufpool.New(21)
 	unexpPool = sync.Pool{New: func() any { return new(unexpected) }}
 )
 
-// getEager returns a buffer of n bytes, its content undefined.
-func getEager(n int) []byte {
-	if n == 0 {
-		return []byte{}
-	}
-	k := bits.Len(uint(n - 1))
-	if k >= len(eagerBufs) {
-		return make([]byte, n)
-	}
-	if p, ok := eagerBufs[k].Get().(*[]byte); ok {
-		b := (*p)[:n]
-		*p = nil
-		holders.Put(p)
-		return b
-	}
-	return make([]byte, n, 1<<k)
-}
-
-// putEager gives back a buffer from getEager.
-func putEager(b []byte) {
-	c := cap(b)
-	if c == 0 {
-		return
-	}
-	k := bits.Len(uint(c - 1))
-	if k >= len(eagerBufs) || 1<<k != c {
-		return
-	}
-	p, ok := holders.Get().(*[]byte)
-	if !ok {
-		p = new([]byte)
-	}
-	*p = b[:c]
-	eagerBufs[k].Put(p)
-}
+func getEager(n int) []byte { return eagerBufs.Get(n) }
+func putEager(b []byte)     { eagerBufs.Put(b) }
 
 // newUnexpected returns a zero unexpected from the pool.
 func newUnexpected() *unexpected { return unexpPool.Get().(*unexpected) }
