@@ -38,11 +38,11 @@ func allgatherRecursiveDoubling(c *Comm, a *Args) error {
 // sends the blocks it has (in an order rotated to start at its own) to
 // rank-2^k and receives as many from rank+2^k; a final local rotation puts
 // them in place.
-func allgatherBruck(c *Comm, a *Args) error {
+func allgatherBruck(c *Comm, a *Args) (err error) {
 	n, me := c.Size(), c.Rank()
 	blk := gatherBlock(c, a)
 	tmp := getBuf(n * blk)
-	defer putBuf(tmp)
+	defer putBufOK(tmp, &err)
 	if a.Send != nil {
 		copy(tmp, a.Send)
 	} else {

@@ -24,13 +24,13 @@ func allreduceReduceBcast(c *Comm, a *Args) error {
 // at distance 1, 2, 4... within a power-of-two core (the extra ranks fold
 // in first and get the result last). Each fold keeps rank order, so any
 // operation works; best for small buffers.
-func allreduceRecursiveDoubling(c *Comm, a *Args) error {
+func allreduceRecursiveDoubling(c *Comm, a *Args) (err error) {
 	n, me := c.Size(), c.Rank()
 	a.seedRecv()
 	work := a.Recv
 	m := len(work)
 	tmp := getBuf(m)
-	defer putBuf(tmp)
+	defer putBufOK(tmp, &err)
 	f := newFold(n)
 	v := f.vrank(me)
 	if me < 2*f.rem {
@@ -66,11 +66,11 @@ func allreduceRecursiveDoubling(c *Comm, a *Args) error {
 // allreduceRing: a ring reduce-scatter over n blocks, then a ring
 // allgather: 2(n-1) steps, each rank sending 2(n-1)/n of the buffer, the
 // bandwidth-optimal choice for large buffers. Commutative operations only.
-func allreduceRing(c *Comm, a *Args) error {
+func allreduceRing(c *Comm, a *Args) (err error) {
 	n, me := c.Size(), c.Rank()
 	counts, displs := blocks(len(a.Recv), n, a.Elem)
 	tmp := getBuf(counts[0])
-	defer putBuf(tmp)
+	defer putBufOK(tmp, &err)
 	// With a separate send buffer the reduce-scatter folds straight from
 	// it (runSteps' own), sparing a copy of the whole buffer.
 	if err := runSteps(c, ringReduceScatter(me, n, 0), a.Recv, counts, displs, a.Op, tmp, a.Send); err != nil {
@@ -82,13 +82,13 @@ func allreduceRing(c *Comm, a *Args) error {
 // allreduceRabenseifner: a recursive-halving reduce-scatter then a
 // recursive-doubling allgather within a power-of-two core: 2 log2(p)
 // rounds moving 2(p-1)/p of the buffer. Commutative operations only.
-func allreduceRabenseifner(c *Comm, a *Args) error {
+func allreduceRabenseifner(c *Comm, a *Args) (err error) {
 	n, me := c.Size(), c.Rank()
 	work := a.Recv
 	own := a.Send // nil in place: work holds it
 	m := len(work)
 	tmp := getBuf(m)
-	defer putBuf(tmp)
+	defer putBufOK(tmp, &err)
 	f := newFold(n)
 	v := f.vrank(me)
 	if me < 2*f.rem {

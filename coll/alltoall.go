@@ -50,23 +50,23 @@ func (l blockLayout) of(buf []byte, r int) []byte {
 // message, the blocks whose rotated index has bit k set to rank+2^k.
 // Fewer messages than pairwise at the price of log2(n)/2 times the bytes:
 // for small blocks.
-func alltoallBruck(c *Comm, a *Args) error {
+func alltoallBruck(c *Comm, a *Args) (err error) {
 	n, me := c.Size(), c.Rank()
 	blk := len(a.Recv) / n
 	send, scratch := alltoallInPlace(a)
 	if scratch {
-		defer putBuf(send)
+		defer putBufOK(send, &err)
 	}
 	tmp := getBuf(n * blk)
-	defer putBuf(tmp)
+	defer putBufOK(tmp, &err)
 	for i := range n {
 		r := (me + i) % n
 		copy(tmp[i*blk:(i+1)*blk], send[r*blk:(r+1)*blk])
 	}
 	pack := getBuf((n/2 + 1) * blk)
-	defer putBuf(pack)
+	defer putBufOK(pack, &err)
 	unpack := getBuf((n/2 + 1) * blk)
-	defer putBuf(unpack)
+	defer putBufOK(unpack, &err)
 	for d := 1; d < n; d <<= 1 {
 		k := 0
 		for i := range n {
@@ -105,11 +105,11 @@ func alltoallvPairwise(c *Comm, a *Args) error {
 
 // alltoallLinearBy is the linear alltoall with the blocks where sl (in
 // the send buffer) and rl (in a.Recv) place them.
-func alltoallLinearBy(c *Comm, a *Args, sl, rl blockLayout) error {
+func alltoallLinearBy(c *Comm, a *Args, sl, rl blockLayout) (err error) {
 	n, me := c.Size(), c.Rank()
 	send, scratch := alltoallInPlace(a)
 	if scratch {
-		defer putBuf(send)
+		defer putBufOK(send, &err)
 	}
 	var p pending
 	for k := 1; k < n; k++ {
@@ -130,11 +130,11 @@ func alltoallLinearBy(c *Comm, a *Args, sl, rl blockLayout) error {
 
 // alltoallPairwiseBy is the pairwise alltoall with the blocks where sl
 // and rl place them.
-func alltoallPairwiseBy(c *Comm, a *Args, sl, rl blockLayout) error {
+func alltoallPairwiseBy(c *Comm, a *Args, sl, rl blockLayout) (err error) {
 	n, me := c.Size(), c.Rank()
 	send, scratch := alltoallInPlace(a)
 	if scratch {
-		defer putBuf(send)
+		defer putBufOK(send, &err)
 	}
 	copy(rl.of(a.Recv, me), sl.of(send, me))
 	to, from := pairwise(me, n)

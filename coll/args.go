@@ -98,6 +98,19 @@ func getBuf(n int) []byte {
 // putBuf returns a slice from getBuf to the pool.
 func putBuf(b []byte) { bufPool.Put(b) }
 
+// putBufOK returns b to the pool if the algorithm that used it succeeded
+// (*err nil; its deferred call sees the algorithm's result). After a
+// failure b is left to the collector: a receive into it may have been
+// matched and still be written (a rendezvous whose sender puts its part
+// into our memory, frames still arriving), and a later call that took b
+// from the pool would find the stale bytes landing in it. The GPU
+// algorithms keep their device scratch the same way (devCall.done).
+func putBufOK(b []byte, err *error) {
+	if *err == nil {
+		bufPool.Put(b)
+	}
+}
+
 // sizeClass is the power-of-two class of n bytes (the device scratch
 // pool's, gpu.go): the smallest k with 2^k >= n.
 func sizeClass(n int) int {

@@ -51,7 +51,7 @@ func gatherLinear(c *Comm, a *Args) error {
 // gatherBinomial: blocks climb a binomial tree, each rank passing its
 // whole subtree's blocks (consecutive relative ranks) in one message:
 // log2(n) steps instead of n-1 messages into the root.
-func gatherBinomial(c *Comm, a *Args) error {
+func gatherBinomial(c *Comm, a *Args) (err error) {
 	n, me := c.Size(), c.Rank()
 	b := newBinomial(me, n, a.Root)
 	blk := gatherBlock(c, a)
@@ -68,7 +68,7 @@ func gatherBinomial(c *Comm, a *Args) error {
 		}
 	} else {
 		buf = getBuf(b.mySize * blk)
-		defer putBuf(buf)
+		defer putBufOK(buf, &err)
 		if a.Send != nil {
 			copy(buf, a.Send)
 		} else {
@@ -146,7 +146,7 @@ func scatterLinear(c *Comm, a *Args) error {
 // scatterBinomial: the root's blocks descend a binomial tree, each rank
 // receiving its whole subtree's blocks in one message and passing the
 // children theirs.
-func scatterBinomial(c *Comm, a *Args) error {
+func scatterBinomial(c *Comm, a *Args) (err error) {
 	n, me := c.Size(), c.Rank()
 	b := newBinomial(me, n, a.Root)
 	blk := scatterBlock(c, a)
@@ -156,7 +156,7 @@ func scatterBinomial(c *Comm, a *Args) error {
 		buf = a.Send[:n*blk]
 	case b.parent < 0:
 		buf = getBuf(n * blk)
-		defer putBuf(buf)
+		defer putBufOK(buf, &err)
 		for i := 0; i < n; i++ {
 			r := (i + a.Root) % n
 			copy(buf[i*blk:(i+1)*blk], a.Send[r*blk:(r+1)*blk])
@@ -165,7 +165,7 @@ func scatterBinomial(c *Comm, a *Args) error {
 		return c.recv(a.Recv, b.parent)
 	default:
 		buf = getBuf(b.mySize * blk)
-		defer putBuf(buf)
+		defer putBufOK(buf, &err)
 		if err := c.recv(buf, b.parent); err != nil {
 			return err
 		}

@@ -64,7 +64,7 @@ func InterScatterv(c *Comm, a *Args, split int) error {
 // and broadcasts the pack within its group (MPICH's scheme: an
 // intercommunicator Gatherv to each leader, then a Bcast). a.Recv
 // outside the blocks is left alone.
-func InterAllgatherv(c *Comm, a *Args, split int) error {
+func InterAllgatherv(c *Comm, a *Args, split int) (err error) {
 	if err := c.Poll(); err != nil {
 		return err
 	}
@@ -74,7 +74,7 @@ func InterAllgatherv(c *Comm, a *Args, split int) error {
 		total += k
 	}
 	pack := getBuf(total)
-	defer putBuf(pack)
+	defer putBufOK(pack, &err)
 	var p pending
 	if c.Me == lo {
 		off := 0
@@ -133,7 +133,7 @@ func InterAlltoallv(c *Comm, a *Args, split int) error {
 // a.Counts). Each group reduces its a.Send at its leader; the leaders
 // exchange the lengths, then the reductions; each leader scatters what
 // came over its group (MPICH's scheme, with the two reductions at once).
-func InterReduceScatter(c *Comm, a *Args, split int) error {
+func InterReduceScatter(c *Comm, a *Args, split int) (err error) {
 	if err := c.Poll(); err != nil {
 		return err
 	}
@@ -147,8 +147,8 @@ func InterReduceScatter(c *Comm, a *Args, split int) error {
 	var mine, theirs []byte // this group's reduction and the other's, at the leader
 	if c.Me == lo {
 		mine, theirs = getBuf(total), getBuf(total)
-		defer putBuf(mine)
-		defer putBuf(theirs)
+		defer putBufOK(mine, &err)
+		defer putBufOK(theirs, &err)
 	}
 	ra := *a
 	ra.Recv, ra.Root = mine, 0

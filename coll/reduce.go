@@ -23,7 +23,7 @@ func (a *Args) seedRecv() {
 // reduceLinear: every rank sends to the root, which receives them all at
 // once and folds them in rank order (x0 ⊕ (x1 ⊕ (... ⊕ x(n-1)))): correct
 // for non-commutative operations.
-func reduceLinear(c *Comm, a *Args) error {
+func reduceLinear(c *Comm, a *Args) (err error) {
 	n, me := c.Size(), c.Rank()
 	own := a.own()
 	if me != a.Root {
@@ -31,7 +31,7 @@ func reduceLinear(c *Comm, a *Args) error {
 	}
 	m := len(own)
 	tmp := getBuf(m * n)
-	defer putBuf(tmp)
+	defer putBufOK(tmp, &err)
 	var p pending
 	for r := 0; r < n; r++ {
 		if r != me {
@@ -55,7 +55,7 @@ func reduceLinear(c *Comm, a *Args) error {
 // reduceBinomial: contributions climb a binomial tree rooted at the root;
 // a parent folds its children's partial results in as they come.
 // Commutative operations only (the tree is rotated to the root).
-func reduceBinomial(c *Comm, a *Args) error {
+func reduceBinomial(c *Comm, a *Args) (err error) {
 	b := newBinomial(c.Rank(), c.Size(), a.Root)
 	own := a.own()
 	m := len(own)
@@ -67,13 +67,13 @@ func reduceBinomial(c *Comm, a *Args) error {
 		acc = a.Recv[:m]
 	} else {
 		acc = getBuf(m)
-		defer putBuf(acc)
+		defer putBufOK(acc, &err)
 	}
 	// own is folded in with the first child's data (fold3), which saves
 	// copying it into acc first; in place it is there already.
 	seeded := a.Send == nil && b.parent < 0
 	tmp := getBuf(m * len(b.children))
-	defer putBuf(tmp)
+	defer putBufOK(tmp, &err)
 	var p pending
 	// Children nearest first: the smallest subtrees finish first.
 	for i := len(b.children) - 1; i >= 0; i-- {
@@ -104,7 +104,7 @@ func reduceBinomial(c *Comm, a *Args) error {
 // rooted at rank 0, so that every fold combines adjacent rank ranges in
 // order (correct for non-commutative operations); rank 0 then passes the
 // result to the root if it is another rank.
-func reduceOrdered(c *Comm, a *Args) error {
+func reduceOrdered(c *Comm, a *Args) (err error) {
 	n, me := c.Size(), c.Rank()
 	b := newBinomial(me, n, 0)
 	own := a.own()
@@ -118,11 +118,11 @@ func reduceOrdered(c *Comm, a *Args) error {
 		acc = a.Recv[:m]
 	default:
 		acc = getBuf(m)
-		defer putBuf(acc)
+		defer putBufOK(acc, &err)
 		copy(acc, own)
 	}
 	tmp := getBuf(m * len(b.children))
-	defer putBuf(tmp)
+	defer putBufOK(tmp, &err)
 	var p pending
 	for i := len(b.children) - 1; i >= 0; i-- {
 		if err := p.recv(c, tmp[i*m:(i+1)*m], b.children[i]); err != nil {
@@ -158,7 +158,7 @@ const reducePipelineSeg = 64 << 10
 // reducePipeline: the ranks form a chain ending at the root and the
 // buffer flows along it in segments, each rank folding its own part into a
 // segment before passing it on. Commutative operations only.
-func reducePipeline(c *Comm, a *Args) error {
+func reducePipeline(c *Comm, a *Args) (err error) {
 	n, me := c.Size(), c.Rank()
 	rel := mod(me-a.Root, n)
 	from, to := (me+1)%n, mod(me-1, n) // toward the root
@@ -181,10 +181,10 @@ func reducePipeline(c *Comm, a *Args) error {
 		acc = a.Recv[:m]
 	} else {
 		acc = getBuf(m)
-		defer putBuf(acc)
+		defer putBufOK(acc, &err)
 	}
 	tmp := getBuf(m)
-	defer putBuf(tmp)
+	defer putBufOK(tmp, &err)
 	var recvs, sends pending
 	for i := range nseg {
 		if err := recvs.recv(c, piece(tmp, i), from); err != nil {
@@ -215,16 +215,16 @@ func reducePipeline(c *Comm, a *Args) error {
 // ends with the reduction of one block), then the blocks are gathered at
 // the root. Each rank moves about 2(n-1)/n of the buffer instead of
 // log2(n) buffers. Commutative operations only.
-func reduceRabenseifner(c *Comm, a *Args) error {
+func reduceRabenseifner(c *Comm, a *Args) (err error) {
 	n, me := c.Size(), c.Rank()
 	f := newFold(n)
 	own := a.own()
 	m := len(own)
 	work := getBuf(m)
-	defer putBuf(work)
+	defer putBufOK(work, &err)
 	copy(work, own)
 	tmp := getBuf(m)
-	defer putBuf(tmp)
+	defer putBufOK(tmp, &err)
 	counts, displs := blocks(m, f.p, a.Elem)
 	v := f.vrank(me)
 	if me < 2*f.rem {
@@ -268,7 +268,7 @@ func reduceRabenseifner(c *Comm, a *Args) error {
 // reduceHier: each node reduces to its leader, then the leaders reduce to
 // the root; each level uses the flat algorithm the table picks.
 // Commutative operations only (nodes regroup the ranks).
-func reduceHier(c *Comm, a *Args) error {
+func reduceHier(c *Comm, a *Args) (err error) {
 	h := c.hier(a.Root)
 	m := len(a.own())
 	la := *a
@@ -281,7 +281,7 @@ func reduceHier(c *Comm, a *Args) error {
 		la.Recv = part // in place stays in place: the root leads its node
 	case h.leaders != nil:
 		part = getBuf(m)
-		defer putBuf(part)
+		defer putBufOK(part, &err)
 		la.Recv = part
 	}
 	if err := reduceFlat(h.local, &la); err != nil {

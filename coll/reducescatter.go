@@ -22,16 +22,15 @@ func rsLayout(c *Comm, a *Args) (in []byte, displs []int, total int) {
 
 // reduceScatterReduce: a reduce of the whole input to rank 0, then a
 // scatter of the blocks. Any operation.
-func reduceScatterReduce(c *Comm, a *Args) error {
+func reduceScatterReduce(c *Comm, a *Args) (err error) {
 	in, displs, total := rsLayout(c, a)
 	me := c.Rank()
 	var full []byte
 	if me == 0 {
 		full = getBuf(total)
-		defer putBuf(full)
+		defer putBufOK(full, &err)
 	}
 	ra := &Args{Send: in, Recv: full, Op: a.Op, Elem: a.Elem, Root: 0}
-	var err error
 	if a.commutative() {
 		err = reduceBinomial(c, ra)
 	} else {
@@ -45,18 +44,18 @@ func reduceScatterReduce(c *Comm, a *Args) error {
 
 // reduceScatterRing: a ring reduce-scatter; n-1 steps each moving one
 // block. Commutative operations only.
-func reduceScatterRing(c *Comm, a *Args) error {
+func reduceScatterRing(c *Comm, a *Args) (err error) {
 	in, displs, total := rsLayout(c, a)
 	n, me := c.Size(), c.Rank()
 	work := getBuf(total)
-	defer putBuf(work)
+	defer putBufOK(work, &err)
 	copy(work, in)
 	big := 0
 	for _, k := range a.Counts {
 		big = max(big, k)
 	}
 	tmp := getBuf(big)
-	defer putBuf(tmp)
+	defer putBufOK(tmp, &err)
 	if err := runSteps(c, ringReduceScatter(me, n, 1), work, a.Counts, displs, a.Op, tmp, nil); err != nil {
 		return err
 	}
@@ -66,14 +65,14 @@ func reduceScatterRing(c *Comm, a *Args) error {
 
 // reduceScatterHalving: recursive halving, log2(n) exchanges of halving
 // ranges. Commutative operations, power-of-two sizes.
-func reduceScatterHalving(c *Comm, a *Args) error {
+func reduceScatterHalving(c *Comm, a *Args) (err error) {
 	in, displs, total := rsLayout(c, a)
 	me := c.Rank()
 	work := getBuf(total)
-	defer putBuf(work)
+	defer putBufOK(work, &err)
 	copy(work, in)
 	tmp := getBuf(total)
-	defer putBuf(tmp)
+	defer putBufOK(tmp, &err)
 	f := newFold(c.Size())
 	if err := runSteps(c, f.halving(me), work, a.Counts, displs, a.Op, tmp, nil); err != nil {
 		return err

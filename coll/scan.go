@@ -7,12 +7,12 @@ package coll
 // scanLinear: a chain: rank r waits for the prefix of the ranks below,
 // folds its own contribution in and passes the result on. n-1 latencies
 // end to end; any operation.
-func scanLinear(c *Comm, a *Args) error {
+func scanLinear(c *Comm, a *Args) (err error) {
 	n, me := c.Size(), c.Rank()
 	a.seedRecv()
 	if me > 0 {
 		tmp := getBuf(len(a.Recv))
-		defer putBuf(tmp)
+		defer putBufOK(tmp, &err)
 		if err := c.recv(tmp, me-1); err != nil {
 			return err
 		}
@@ -27,15 +27,15 @@ func scanLinear(c *Comm, a *Args) error {
 // scanRecursiveDoubling: log2(n) exchanges at distance 1, 2, 4...; each
 // rank keeps the reduction of its aligned group (to pass on) and of the
 // lower ranks (its result). Any operation.
-func scanRecursiveDoubling(c *Comm, a *Args) error {
+func scanRecursiveDoubling(c *Comm, a *Args) (err error) {
 	n, me := c.Size(), c.Rank()
 	a.seedRecv()
 	m := len(a.Recv)
 	part := getBuf(m)
-	defer putBuf(part)
+	defer putBufOK(part, &err)
 	copy(part, a.Recv)
 	tmp := getBuf(m)
-	defer putBuf(tmp)
+	defer putBufOK(tmp, &err)
 	for d := 1; d < n; d <<= 1 {
 		peer := me ^ d
 		if peer >= n {
@@ -56,7 +56,7 @@ func scanRecursiveDoubling(c *Comm, a *Args) error {
 
 // exscanLinear: the chain of scanLinear, each rank keeping what it
 // received.
-func exscanLinear(c *Comm, a *Args) error {
+func exscanLinear(c *Comm, a *Args) (err error) {
 	n, me := c.Size(), c.Rank()
 	own := a.own()
 	m := len(own)
@@ -66,7 +66,7 @@ func exscanLinear(c *Comm, a *Args) error {
 	acc := own
 	if me < n-1 {
 		acc = getBuf(m)
-		defer putBuf(acc)
+		defer putBufOK(acc, &err)
 		copy(acc, own)
 	}
 	if err := c.recv(a.Recv[:m], me-1); err != nil {
@@ -81,15 +81,15 @@ func exscanLinear(c *Comm, a *Args) error {
 
 // exscanRecursiveDoubling: scanRecursiveDoubling without the own
 // contribution in the result. Any operation.
-func exscanRecursiveDoubling(c *Comm, a *Args) error {
+func exscanRecursiveDoubling(c *Comm, a *Args) (err error) {
 	n, me := c.Size(), c.Rank()
 	own := a.own()
 	m := len(own)
 	part := getBuf(m)
-	defer putBuf(part)
+	defer putBufOK(part, &err)
 	copy(part, own)
 	tmp := getBuf(m)
-	defer putBuf(tmp)
+	defer putBufOK(tmp, &err)
 	have := false
 	for d := 1; d < n; d <<= 1 {
 		peer := me ^ d
