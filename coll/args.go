@@ -110,13 +110,3 @@ func putBufOK(b []byte, err *error) {
 		bufPool.Put(b)
 	}
 }
-
-// sizeClass is the power-of-two class of n bytes (the device scratch
-// pool's, gpu.go): the smallest k with 2^k >= n.
-func sizeClass(n int) int {
-	k := 0
-	for 1<<k < n {
-		k++
-	}
-	return k
-}

@@ -7,6 +7,7 @@ import (
 	"github.com/gorun/gorun/btl"
 	"github.com/gorun/gorun/gpu"
 	"github.com/gorun/gorun/gpu/cuda"
+	"github.com/gorun/gorun/internal/bufpool"
 )
 
 // GPU collectives: the same calls on device memory (Args.SendD, RecvD and
@@ -60,7 +61,7 @@ var devPool struct {
 // getDev returns a scratch buffer of at least n bytes on device dev (bytes,
 // content undefined); putDev gives it back.
 func getDev(dev, n int) (gpu.Buffer, error) {
-	k := sizeClass(max(n, 256))
+	k := bufpool.Class(max(n, 256))
 	devPool.Lock()
 	l := devPool.free[[2]int{dev, k}]
 	if len(l) > 0 {
@@ -86,7 +87,7 @@ func putDev(b gpu.Buffer) {
 	if devPool.free == nil {
 		devPool.free = map[[2]int][]gpu.Buffer{}
 	}
-	k := [2]int{b.Device(), sizeClass(b.Len())}
+	k := [2]int{b.Device(), bufpool.Class(b.Len())}
 	devPool.free[k] = append(devPool.free[k], b)
 }
 

@@ -50,7 +50,7 @@ func (hd *handler) Begin(src int, bh *btl.Header, n int) []byte {
 			return cur.trsh
 		}
 		u := newUnexpected()
-		u.ctx, u.src, u.tag, u.length, u.data = h.ctx, src, int(h.tag), n, getEager(n)
+		u.ctx, u.src, u.tag, u.length, u.data = h.ctx, src, int(h.tag), n, eagerBufs.Get(n)
 		e.q(h.ctx).unexp.push(u)
 		cur.u = u
 		return u.data

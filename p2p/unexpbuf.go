@@ -24,23 +24,17 @@ var (
 	unexpPool = sync.Pool{New: func() any { return new(unexpected) }}
 )
 
-func getEager(n int) []byte { return eagerBufs.Get(n) }
-func putEager(b []byte)     { eagerBufs.Put(b) }
-
 // newUnexpected returns a zero unexpected from the pool.
 func newUnexpected() *unexpected { return unexpPool.Get().(*unexpected) }
 
-// recycle gives back an eager unexpected message that a receive in host
-// memory has just taken (deliver copied it out; the caller looked at the
-// receive's memory before deliver, since a completed request forgets it):
-// nothing refers to it any more (it left the queue when the receive
+// recycle gives back an eager unexpected message (arrived whole, not
+// failed) that a receive in host memory has just taken (deliver copied it
+// out; the caller looked at the receive's memory before deliver, since a
+// completed request forgets it): nothing refers to it any more (it left the queue when the receive
 // matched it, a matched probe's Message let go of it, and the transport's
 // arrival state forgot it at End).
 func (e *Engine) recycle(u *unexpected) {
-	if u.rts || u.failed != nil {
-		return
-	}
-	putEager(u.data)
+	eagerBufs.Put(u.data)
 	*u = unexpected{}
 	unexpPool.Put(u)
 }

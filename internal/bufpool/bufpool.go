@@ -32,66 +32,57 @@ func (p *Pool) Get(n int) []byte {
 	if n == 0 {
 		return []byte{}
 	}
-	k := Class(n)
-	if k >= len(p.classes) {
-		return make([]byte, n)
-	}
-	if h, ok := p.classes[k].Get().(*[]byte); ok {
-		b := (*h)[:n]
-		*h = nil
-		p.holders.Put(h)
-		return b
-	}
-	return make([]byte, n, 1<<k)
+	h := p.GetRef(n)
+	b := *h
+	*h = nil
+	p.holders.Put(h)
+	return b
 }
 
 // Put gives back a buffer from Get once nothing reads or writes it; a
 // buffer whose capacity is not a class's is dropped.
 func (p *Pool) Put(b []byte) {
-	c := cap(b)
-	if c == 0 {
-		return
-	}
-	k := Class(c)
-	if k >= len(p.classes) || 1<<k != c {
+	if cap(b) == 0 {
 		return
 	}
 	h, ok := p.holders.Get().(*[]byte)
 	if !ok {
 		h = new([]byte)
 	}
-	*h = b[:c]
-	p.classes[k].Put(h)
+	*h = b
+	p.PutRef(h)
 }
 
-// GetRef returns a buffer of n bytes (n >= 1) as *p, the pointer the pool
+// GetRef returns a buffer of n bytes (n >= 1) as *h, the pointer the pool
 // keeps it under, for callers that hold the buffer by pointer (they give
 // it back with PutRef, and neither allocates once warm). A length beyond
 // the largest class is allocated plainly.
 func (p *Pool) GetRef(n int) *[]byte {
 	k := Class(n)
-	if k < len(p.classes) {
-		if h, ok := p.classes[k].Get().(*[]byte); ok {
-			*h = (*h)[:n]
-			return h
-		}
+	if k >= len(p.classes) {
+		b := make([]byte, n)
+		return &b
 	}
-	c := n
-	if k < len(p.classes) {
-		c = 1 << k
+	if h, ok := p.classes[k].Get().(*[]byte); ok {
+		*h = (*h)[:n]
+		return h
 	}
-	b := make([]byte, n, c)
+	b := make([]byte, n, 1<<k)
 	return &b
 }
 
-// PutRef gives back a buffer from GetRef (nil is ignored).
+// PutRef gives back a buffer from GetRef (nil is ignored); one whose
+// capacity is not a class's is dropped.
 func (p *Pool) PutRef(h *[]byte) {
 	if h == nil {
 		return
 	}
 	c := cap(*h)
-	k := Class(max(c, 1))
-	if c == 0 || k >= len(p.classes) || 1<<k != c {
+	if c == 0 {
+		return
+	}
+	k := Class(c)
+	if k >= len(p.classes) || 1<<k != c {
 		return
 	}
 	*h = (*h)[:c]
