@@ -10,9 +10,19 @@ import (
 
 	"github.com/gorun/gorun/btl"
 	_ "github.com/gorun/gorun/btl/all" // the built-in transports register from init
+	"github.com/gorun/gorun/internal/params"
 	"github.com/gorun/gorun/launcher/boot"
 	"github.com/gorun/gorun/p2p"
 )
+
+// pFakeHosts splits one machine into pretend hosts, for tests of what
+// only runs across hosts (the GPU staging pipeline between ranks, the
+// hierarchical collectives over a real network transport) where no
+// second host is at hand: a GPU host. Unlike GORUN_COLL_FAKE_NODES, which
+// only the collectives' algorithms see, it changes the host id that every
+// transport and communicator reads.
+var pFakeHosts = params.Int("GORUN_FAKE_HOSTS", 0,
+	"testing: world rank r acts as if it ran on host r mod N (N > 1): shared memory and CUDA IPC do not connect ranks of different pretend hosts (TCP does), and communicators see N nodes")
 
 // rt is the state between Init and Finalize.
 type rt struct {
@@ -46,6 +56,9 @@ func Init() error {
 	env, err := boot.ReadEnv()
 	if err != nil {
 		return wrap("Init", err)
+	}
+	if n := pFakeHosts(); n > 1 {
+		env.HostID = fmt.Sprintf("%s~pretend%d", env.HostID, env.Rank%n)
 	}
 	holdGCFloor()
 	list := btl.Enabled()

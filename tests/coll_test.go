@@ -1033,6 +1033,12 @@ func TestCollAlgorithms(t *testing.T) {
 			t.Log(strings.TrimSpace(r.stdout))
 		})
 	}
+	// Two pretend hosts (GORUN_FAKE_HOSTS): shared memory inside each,
+	// TCP between them, the hierarchical algorithms over both.
+	t.Run("pretend-hosts/np=4", func(t *testing.T) {
+		r := job{np: 4, cas: "coll-algorithms", env: []string{"GORUN_COLL_SEGSIZE=4096", "GORUN_FAKE_HOSTS=2"}}.ok(t)
+		t.Log(strings.TrimSpace(r.stdout))
+	})
 	for _, np := range []int{3, 4} {
 		t.Run(fmt.Sprint("tcp/np=", np), func(t *testing.T) {
 			r := job{np: np, cas: "coll-algorithms", env: append(collEnv(np), "GORUN_BTL=tcp,self")}.ok(t)
