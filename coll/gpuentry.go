@@ -125,17 +125,20 @@ func init() {
 		{name: "ring", run: gpuAlg(gpuAllreduceRing)},
 		{name: "ipc", run: gpuAlg(gpuAllreduceIPC)},
 		{name: "push", run: gpuAlg(gpuAllreducePush)},
+		{name: "hier", run: gpuAllreduceHier, commutative: true, hier: true},
 	}, table: tableGPUAllreduce, size: recvLen})
 	collGPUBcast = register(&collective{name: "gpu_bcast", algs: []algorithm{
 		{name: "binomial", run: gpuAlg(gpuBcastBinomial)},
 		{name: "ipc", run: gpuAlg(gpuBcastIPC)},
 		{name: "push", run: gpuAlg(gpuBcastPush)},
 		{name: "pipe", run: gpuAlg(gpuBcastPipe)},
+		{name: "hier", run: gpuBcastHier, hier: true},
 	}, table: tableGPUBcast, size: recvLen})
 	collGPUReduce = register(&collective{name: "gpu_reduce", algs: []algorithm{
 		{name: "oneshot", run: gpuAlg(gpuReduceOneshot)},
 		{name: "ring", run: gpuAlg(gpuReduceRing)},
 		{name: "push", run: gpuAlg(gpuReducePush)},
+		{name: "hier", run: gpuReduceHier, commutative: true, hier: true},
 	}, table: tableGPUReduce, size: ownLen})
 	collGPUAllgather = register(&collective{name: "gpu_allgather", algs: []algorithm{
 		{name: "direct", run: gpuAlg(gpuAllgatherDirect)},

@@ -16,6 +16,8 @@ var (
 		"piece size in bytes of the pipelined one-shot GPU algorithms (the reduction of a piece overlaps the transfer of the next)")
 	pGPURingPiece = params.Int("GORUN_COLL_GPU_RING_PIECE", 8<<20,
 		"piece size in bytes of the GPU ring reduce-scatter's steps (at most 16 pieces a block): a piece is folded as soon as it is in and sent on as soon as its fold is done")
+	pGPUHierRail = params.Int("GORUN_COLL_GPU_HIER_RAIL", 4<<20,
+		"smallest GPU allreduce in bytes that the hierarchical algorithm runs by rails (each node reduce-scatters, the ranks of equal index on every node allreduce their block across the nodes, each node allgathers) when every node has as many ranks; below, or with uneven nodes, it reduces to each node's leader, allreduces among the leaders and broadcasts; 0: never by rails")
 	pGPUSegments = params.Int("GORUN_COLL_GPU_SEGMENTS", 16,
 		"how many segments the pipelined GPU broadcast (pipe) cuts a buffer into, each between 2 and 32 MiB")
 	pPushSpin = params.Duration("GORUN_COLL_GPU_PUSH_SPIN", time.Millisecond,

@@ -527,3 +527,57 @@ func BenchmarkGPUCopyPatterns(b *testing.B) {
 		b.ReportMetric(float64(size)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
 	})
 }
+
+// BenchmarkGPUCopyHost times the two copy stages of the staged path alone
+// (btl/cuda's StageOp: p2p/stage.go's pipeline): device to host and host
+// to device, into pinned memory (cuMemHostAlloc, the staging pool's) and
+// pageable memory (what staging falls back to when the pool is spent), in
+// copies of chunk bytes back to back on one stream, GORUN_GPU_BENCH_BYTES
+// in all. GB/s is bytes copied per second. The third stage, the wire, is
+// osu bw between host buffers over the same transport (docs/gpu.md).
+func BenchmarkGPUCopyHost(b *testing.B) {
+	requireGPU(b, 1)
+	size := benchBytes()
+	dev, err := Alloc(0, Uint8, size)
+	must(b, err)
+	defer dev.Free()
+	fillRandom(b, dev)
+	c, _ := DeviceContext(0)
+	s, err := c.NewStream()
+	must(b, err)
+	defer s.Destroy()
+	pinned, err := c.HostAlloc(size, 0)
+	must(b, err)
+	defer pinned.Free()
+	hosts := map[string][]byte{"pinned": pinned.Bytes(), "pageable": make([]byte, size)}
+	for _, kind := range []string{"pinned", "pageable"} {
+		h := hosts[kind]
+		for _, dir := range []string{"d2h", "h2d"} {
+			for _, chunk := range []int{256 << 10, 1 << 20, 4 << 20, 16 << 20} {
+				if chunk > size {
+					continue
+				}
+				b.Run(fmt.Sprintf("%s/%s/chunk=%d", kind, dir, chunk), func(b *testing.B) {
+					run := func() {
+						for off := 0; off+chunk <= size; off += chunk {
+							p := dev.DevicePtr() + cuda.DevicePtr(off)
+							if dir == "d2h" {
+								must(b, s.CopyDtoHAsync(h[off:off+chunk], p))
+							} else {
+								must(b, s.CopyHtoDAsync(p, h[off:off+chunk]))
+							}
+						}
+						must(b, s.Synchronize())
+					}
+					run()
+					b.ResetTimer()
+					for range b.N {
+						run()
+					}
+					b.StopTimer()
+					b.ReportMetric(float64(size/chunk*chunk)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+				})
+			}
+		}
+	}
+}

@@ -222,6 +222,30 @@ func (g *gpuColl) reductions(dt gpu.DType, op mpi.Op, count int) error {
 		}
 	}
 
+	// In place at a root in the middle (at np 4 on two pretend nodes, not
+	// its node's lowest rank).
+	g.call++
+	root = n / 2
+	if me == root {
+		if r, err = g.upload(g.recv, dt, g.input(me, count, dt, op)); err != nil {
+			return err
+		}
+		s = gpu.Buffer{}
+	} else {
+		if s, err = g.upload(g.send, dt, g.input(me, count, dt, op)); err != nil {
+			return err
+		}
+		r = gpu.Buffer{}
+	}
+	if err := mpi.ReduceGPU(w, s, r, op, root); err != nil {
+		return fmt.Errorf("ReduceGPU in place %s: %w", tag, err)
+	}
+	if me == root {
+		if err := g.expect("ReduceGPU in place "+tag, r, dt, g.reduced(count, dt, op)); err != nil {
+			return err
+		}
+	}
+
 	g.call++
 	if s, err = g.upload(g.send, dt, g.input(me, n*count, dt, op)); err != nil {
 		return err
@@ -543,6 +567,18 @@ func TestGPUCollectives(t *testing.T) {
 	t.Run("np2-ring", func(t *testing.T) { job{np: 2, cas: "gpu-coll", env: ring}.ok(t) })
 	// Two pretend hosts: the IPC algorithms fall back to p2p.
 	t.Run("np2-two-nodes", func(t *testing.T) { job{np: 2, cas: "gpu-coll", env: []string{"GORUN_COLL_FAKE_NODES=2"}}.ok(t) })
+	// The hierarchical algorithms (gpuhier.go): two pretend nodes with
+	// CUDA IPC between all ranks, and two pretend hosts (GORUN_FAKE_HOSTS)
+	// with the staging pipeline over TCP between them; at np 3 one node
+	// has a single rank.
+	t.Run("np4-two-nodes", func(t *testing.T) { job{np: 4, cas: "gpu-coll", env: []string{"GORUN_COLL_FAKE_NODES=2"}}.ok(t) })
+	t.Run("np4-two-hosts", func(t *testing.T) { job{np: 4, cas: "gpu-coll", env: []string{"GORUN_FAKE_HOSTS=2"}}.ok(t) })
+	t.Run("np3-two-hosts", func(t *testing.T) { job{np: 3, cas: "gpu-coll", env: []string{"GORUN_FAKE_HOSTS=2"}}.ok(t) })
+	// The allreduce by rails (each node's ring, then the ranks of equal
+	// index across the nodes) at every size.
+	t.Run("np4-two-hosts-rails", func(t *testing.T) {
+		job{np: 4, cas: "gpu-coll", env: []string{"GORUN_FAKE_HOSTS=2", "GORUN_COLL_GPU_HIER_RAIL=1"}}.ok(t)
+	})
 	// The push kernels (one launch: push, flags, fold or copy out; Reduce
 	// and Bcast one-way, to or from the root), on two GPUs and with ranks
 	// sharing one, and the copy-engine ipc algorithms they replaced in the

@@ -1,0 +1,186 @@
+package coll
+
+import (
+	"slices"
+
+	"github.com/gorun/gorun/gpu"
+)
+
+// Hierarchical GPU collectives, for communicators across hosts (select.go
+// picks an algorithm marked hier whenever the communicator spans several
+// nodes with several ranks on one of them). Inside a node the bytes move
+// between GPUs by CUDA IPC and the copy engines; between nodes they are
+// staged through pinned host memory over the network (p2p/stage.go), which
+// is one to two orders of magnitude slower. So only the nodes' leaders
+// talk across the network, once per call, and each level runs the flat
+// GPU algorithm its table picks for it (the IPC regions of gpuipc.go are
+// not used by a level: they belong to the whole communicator, and its
+// levels fall back to the point-to-point algorithms).
+//
+// Against the flat algorithms on the whole communicator: a flat one-shot
+// sends every rank's whole buffer to every rank of the other nodes (n-k
+// network transfers per rank for k ranks a node) and a flat ring crosses
+// the network 2(n-1) times in a row with n-1 of its steps' latency there;
+// the hierarchical allreduce moves 2(m-1)/m of the buffer per leader for m
+// nodes in the leaders' flat algorithm, plus a reduce and a broadcast
+// inside each node.
+
+// gpuLevel runs collective k's flat algorithm on a level of a hierarchical
+// algorithm; on a level of one rank it copies the input to the output
+// (gpuCall's single-rank case).
+func gpuLevel(k *collective, c *Comm, a *Args) error {
+	if c.Size() > 1 {
+		return k.runFlat(c, a, nil)
+	}
+	return gpuCall(k, c, a)
+}
+
+// gpuAllreduceHier: from GORUN_COLL_GPU_HIER_RAIL bytes on, when every
+// node has as many ranks, by rails (allreduceRails); else each node
+// reduces to its leader, the leaders allreduce across the nodes, and each
+// leader broadcasts the result on its node, so that every rank has the
+// leaders' bits. Commutative operations (every GPU operation is).
+func gpuAllreduceHier(c *Comm, a *Args) error {
+	if min := pGPUHierRail(); min > 0 && a.RecvD.Len() >= min {
+		if local, rail := c.rails(); rail != nil {
+			return gpuAlg(func(_ *Comm, a *Args, d *devCall) error { return d.allreduceRails(a, local, rail) })(c, a)
+		}
+	}
+	h := c.hier(0)
+	la := *a
+	la.Root = 0
+	if h.leaders == nil {
+		// Its input goes to the leader; its output comes from the
+		// broadcast.
+		la.RecvD = gpu.Buffer{}
+		if a.SendD.DType() == 0 {
+			la.SendD = a.RecvD
+		}
+	}
+	if err := gpuLevel(collGPUReduce, h.local, &la); err != nil {
+		return err
+	}
+	if h.leaders != nil {
+		ga := *a
+		ga.SendD = gpu.Buffer{} // in place: the node's sum is in RecvD
+		if err := gpuLevel(collGPUAllreduce, h.leaders, &ga); err != nil {
+			return err
+		}
+	}
+	ba := *a
+	ba.SendD, ba.Root = gpu.Buffer{}, 0
+	return gpuLevel(collGPUBcast, h.local, &ba)
+}
+
+// gpuBcastHier: the root broadcasts to the other nodes' leaders (the
+// root leads its own node), then each leader on its node.
+func gpuBcastHier(c *Comm, a *Args) error {
+	h := c.hier(a.Root)
+	if h.leaders != nil {
+		la := *a
+		la.Root = h.rootLeader
+		if err := gpuLevel(collGPUBcast, h.leaders, &la); err != nil {
+			return err
+		}
+	}
+	la := *a
+	la.Root = 0
+	return gpuLevel(collGPUBcast, h.local, &la)
+}
+
+// gpuReduceHier: each node reduces to its leader (the root leads its
+// node), into the root's output there and into scratch on the other
+// leaders, and the leaders reduce to the root.
+func gpuReduceHier(c *Comm, a *Args) (err error) {
+	h := c.hier(a.Root)
+	own := a.SendD
+	if own.DType() == 0 {
+		own = a.RecvD // the root in place
+	}
+	la := *a
+	la.Root = 0
+	var part gpu.Buffer
+	switch {
+	case c.Me == a.Root:
+		part = a.RecvD // in place stays in place: the root leads its node
+	case h.leaders != nil:
+		b, err := getDev(own.Device(), own.Len())
+		if err != nil {
+			return err
+		}
+		// Back to the pool only after success: after a failure a
+		// peer's copy into it may still land (devCall.done's rule).
+		defer func() {
+			if err == nil {
+				putDev(b)
+			}
+		}()
+		part = typed(b, own.DType(), 0, own.Len())
+		la.RecvD = part
+	default:
+		la.RecvD = gpu.Buffer{}
+	}
+	if err := gpuLevel(collGPUReduce, h.local, &la); err != nil {
+		return err
+	}
+	if h.leaders == nil {
+		return nil
+	}
+	ga := *a
+	ga.Root = h.rootLeader
+	if c.Me == a.Root {
+		ga.SendD, ga.RecvD = gpu.Buffer{}, part
+	} else {
+		ga.SendD, ga.RecvD = part, gpu.Buffer{}
+	}
+	return gpuLevel(collGPUReduce, h.leaders, &ga)
+}
+
+// chRail is the sub-channel of a rail (chLocal and chLeaders: hier.go).
+const chRail = 3
+
+// rails returns this rank's node (its ranks in rank order) and its rail
+// (the ranks of its index within their node, one per node in node order)
+// when every node has as many ranks; nil, nil otherwise.
+func (c *Comm) rails() (local, rail *Comm) {
+	per := make([][]int, c.Nodes)
+	for r := range c.Size() {
+		per[c.Node[r]] = append(per[c.Node[r]], r)
+	}
+	for _, p := range per {
+		if len(p) != len(per[0]) {
+			return nil, nil
+		}
+	}
+	mine := per[c.Node[c.Me]]
+	j := slices.Index(mine, c.Me)
+	ranks := make([]int, c.Nodes)
+	for i, p := range per {
+		ranks[i] = p[j]
+	}
+	return c.sub(mine, chLocal), c.sub(ranks, chRail)
+}
+
+// allreduceRails: the node's k ranks reduce-scatter the buffer in k
+// blocks over the node's ring (local rank j keeps block j), the ranks of
+// index j on every node (a rail) allreduce block j across the nodes, and
+// the node's ring allgathers the blocks. Every rank sends 1/k of the
+// buffer across the network, all rails at once (a node's GPUs each have
+// a NIC of their own on the clusters this is for), where the leaders of
+// the reduce-and-broadcast form each send all of it; inside the node the
+// ring moves 2(k-1)/k of the buffer a rank against the reduce's and the
+// broadcast's whole buffer a level.
+func (d *devCall) allreduceRails(a *Args, local, rail *Comm) error {
+	j := local.Rank()
+	counts, displs := blocks(d.rcv.Len(), local.Size(), a.Elem)
+	if err := d.ringReduceScatter(local, d.rcv, counts, displs, 1); err != nil {
+		return err
+	}
+	if counts[j] > 0 { // the same on the whole rail: its ranks share j
+		ra := Args{RecvD: typed(d.rcv, d.dt, displs[j], counts[j]), DOp: a.DOp, Elem: a.Elem, Nonblocking: a.Nonblocking}
+		if err := gpuLevel(collGPUAllreduce, rail, &ra); err != nil {
+			return err
+		}
+	}
+	return d.ringAllgather(local, d.rcv, gpu.Buffer{}, counts, displs, 0)
+}
