@@ -2,6 +2,7 @@ package coll
 
 import (
 	"slices"
+	"sync"
 
 	"github.com/gorun/gorun/gpu"
 )
@@ -15,7 +16,8 @@ import (
 // talk across the network, once per call, and each level runs the flat
 // GPU algorithm its table picks for it (the IPC regions of gpuipc.go are
 // not used by a level: they belong to the whole communicator, and its
-// levels fall back to the point-to-point algorithms).
+// levels fall back to the point-to-point algorithms: ipcRegions serves
+// the whole communicator's view only).
 //
 // Against the flat algorithms on the whole communicator: a flat one-shot
 // sends every rank's whole buffer to every rank of the other nodes (n-k
@@ -24,6 +26,10 @@ import (
 // the hierarchical allreduce moves 2(m-1)/m of the buffer per leader for m
 // nodes in the leaders' flat algorithm, plus a reduce and a broadcast
 // inside each node.
+
+// gpuHierRail is GORUN_COLL_GPU_HIER_RAIL, read once: every rank must
+// make the same choice for every call.
+var gpuHierRail = sync.OnceValue(pGPUHierRail)
 
 // gpuLevel runs collective k's flat algorithm on a level of a hierarchical
 // algorithm; on a level of one rank it copies the input to the output
@@ -41,7 +47,7 @@ func gpuLevel(k *collective, c *Comm, a *Args) error {
 // leader broadcasts the result on its node, so that every rank has the
 // leaders' bits. Commutative operations (every GPU operation is).
 func gpuAllreduceHier(c *Comm, a *Args) error {
-	if min := pGPUHierRail(); min > 0 && a.RecvD.Len() >= min {
+	if min := gpuHierRail(); min > 0 && a.RecvD.Len() >= min {
 		if local, rail := c.rails(); rail != nil {
 			return gpuAlg(func(_ *Comm, a *Args, d *devCall) error { return d.allreduceRails(a, local, rail) })(c, a)
 		}
@@ -104,8 +110,8 @@ func gpuReduceHier(c *Comm, a *Args) (err error) {
 	case c.Me == a.Root:
 		part = a.RecvD // in place stays in place: the root leads its node
 	case h.leaders != nil:
-		b, err := getDev(own.Device(), own.Len())
-		if err != nil {
+		var b gpu.Buffer
+		if b, err = getDev(own.Device(), own.Len()); err != nil {
 			return err
 		}
 		// Back to the pool only after success: after a failure a
@@ -135,9 +141,6 @@ func gpuReduceHier(c *Comm, a *Args) (err error) {
 	}
 	return gpuLevel(collGPUReduce, h.leaders, &ga)
 }
-
-// chRail is the sub-channel of a rail (chLocal and chLeaders: hier.go).
-const chRail = 3
 
 // rails returns this rank's node (its ranks in rank order) and its rail
 // (the ranks of its index within their node, one per node in node order)

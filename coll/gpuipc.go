@@ -117,11 +117,13 @@ type gpuShared struct {
 // slot, setting them up at the first call (every rank is in the same call:
 // the choice of algorithm is the same everywhere). A nil state with a nil
 // error means "use the p2p algorithm": a communicator across hosts, a
-// failed set-up, more bytes than a slot holds, or a nonblocking call (it
-// may overlap other calls, which the slots' turn-taking does not allow;
-// every rank's call is nonblocking alike, so all fall back together).
+// failed set-up, more bytes than a slot holds, a view of part of c (a level
+// of a hierarchical algorithm: the regions are the whole communicator's),
+// or a nonblocking call (it may overlap other calls, which the slots'
+// turn-taking does not allow; every rank's call is nonblocking alike, so
+// all fall back together).
 func (c *Comm) ipcRegions(d *devCall, size int) (*ipcState, error) {
-	if d.nb || c.Nodes != 1 || c.sh == nil || size > ipcSlot(c.Size()) {
+	if d.nb || c.Nodes != 1 || c.sh == nil || len(c.World) != len(c.sh.world) || size > ipcSlot(c.Size()) {
 		return nil, nil
 	}
 	g := &c.sh.gpu

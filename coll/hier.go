@@ -1,9 +1,14 @@
 package coll
 
-// Sub-channels of the two levels of a hierarchical algorithm.
+// Sub-channels of the levels of a hierarchical algorithm: a node, its
+// leaders, and a rail (the ranks of one index within their node on every
+// node: gpuhier.go). Taken elsewhere: 3-6 by the intercommunicator
+// algorithms (inter.go), 31 by subNotify; sub replaces the channel of the
+// view it is called on, so two numbers meet only within one call.
 const (
 	chLocal   = 1
 	chLeaders = 2
+	chRail    = 7
 )
 
 // hierComms are the two levels of a hierarchical algorithm: the ranks of

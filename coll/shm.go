@@ -379,7 +379,9 @@ var ErrNoShared = errors.New("a rank could not create or map a shared-memory seg
 // ErrNoShared (and this rank's reason, if it had one) at every rank alike
 // when some rank could not make or map it. The caller unmaps it.
 func (c *Comm) MapShared(kind string, size int) ([]byte, error) {
-	mem, why, err := c.sharedSegment(segPath(kind, c.Ctx, uint64(c.seq)), size)
+	// The first member's world rank too: the communicators of a Split
+	// (one per color) share a context id and may run this call at once.
+	mem, why, err := c.sharedSegment(segPath(kind+"-"+strconv.Itoa(c.World[0]), c.Ctx, uint64(c.seq)), size)
 	if err != nil || mem != nil {
 		return mem, err
 	}

@@ -619,7 +619,7 @@ func gpuVNoGPU(w *mpi.Comm) error {
 // TestGPUVForms runs SendrecvGPU, the GPU v forms, scans and nonblocking
 // collectives against their references where there is a GPU (np 2 with
 // the table, np 2 on one GPU, np 3 with the allgatherv ring, np 2 staged
-// over TCP); without one
+// over TCP, np 4 on two pretend hosts); without one
 // (CI) it checks that every one of them fails with ErrBuffer.
 func TestGPUVForms(t *testing.T) {
 	if ok, _ := gpu.Available(); !ok {
@@ -632,5 +632,12 @@ func TestGPUVForms(t *testing.T) {
 	t.Run("np3-ring", func(t *testing.T) { job{np: 3, cas: "gpu-v", env: []string{"GORUN_COLL_GPU_ALLGATHERV=ring"}}.ok(t) })
 	t.Run("staged-tcp", func(t *testing.T) {
 		job{np: 2, cas: "gpu-v", env: []string{"GORUN_CUDA_IPC=none", "GORUN_BTL=tcp,self,cuda"}}.ok(t)
+	})
+	// Two pretend hosts: the nonblocking allreduce, reduce and bcast
+	// through the hierarchical algorithms (coll/gpuhier.go), the
+	// allreduce by rails at every size in the second.
+	t.Run("np4-two-hosts", func(t *testing.T) { job{np: 4, cas: "gpu-v", env: []string{"GORUN_FAKE_HOSTS=2"}}.ok(t) })
+	t.Run("np4-two-hosts-rails", func(t *testing.T) {
+		job{np: 4, cas: "gpu-v", env: []string{"GORUN_FAKE_HOSTS=2", "GORUN_COLL_GPU_HIER_RAIL=1"}}.ok(t)
 	})
 }

@@ -166,11 +166,28 @@ func caseWinSharedHosts(w *mpi.Comm) error {
 
 func init() { rankCases["win-shared-hosts"] = caseWinSharedHosts }
 
+// caseWinSharedSplit: the two communicators of a Split (one per color,
+// one context id) make their shared windows at once; each gets a segment
+// of its own (their names once collided, and one side's window failed).
+func caseWinSharedSplit(w *mpi.Comm) error {
+	sub, err := w.Split(w.Rank()%2, w.Rank())
+	if err != nil {
+		return err
+	}
+	if err := caseWinShared(sub); err != nil {
+		return fmt.Errorf("color %d: %w", w.Rank()%2, err)
+	}
+	return firstError(sub.Free(), mpi.Barrier(w))
+}
+
+func init() { rankCases["win-shared-split"] = caseWinSharedSplit }
+
 func TestWinShared(t *testing.T) {
 	for _, np := range []int{1, 2, 4} {
 		t.Run(fmt.Sprint("np=", np), func(t *testing.T) { job{np: np, cas: "win-shared"}.ok(t) })
 	}
 	t.Run("errors", func(t *testing.T) { job{np: 3, cas: "win-shared-errors"}.ok(t) })
+	t.Run("split", func(t *testing.T) { job{np: 4, cas: "win-shared-split"}.ok(t) })
 	t.Run("two-hosts", func(t *testing.T) {
 		job{np: 2, cas: "win-shared-hosts", env: []string{"GORUN_COLL_FAKE_NODES=2"}}.ok(t)
 	})
