@@ -145,12 +145,14 @@ func init() {
 		{name: "ring", run: gpuAlg(gpuAllgatherRing)},
 		{name: "ipc", run: gpuAlg(gpuAllgatherIPC)},
 		{name: "push", run: gpuAlg(gpuAllgatherPush)},
+		{name: "hier", run: gpuAllgatherHier, hier: true},
 	}, table: tableGPUAllgather, size: gpuBlock})
 	collGPUReduceScatterBlock = register(&collective{name: "gpu_reduce_scatter_block", algs: []algorithm{
 		{name: "oneshot", run: gpuAlg(gpuReduceScatterOneshot)},
 		{name: "ring", run: gpuAlg(gpuReduceScatterRing)},
 		{name: "ipc", run: gpuAlg(gpuReduceScatterIPC)},
 		{name: "push", run: gpuAlg(gpuReduceScatterPush)},
+		{name: "hier", run: gpuReduceScatterHier, commutative: true, hier: true},
 	}, table: tableGPUReduceScatter, size: gpuBlock})
 	collGPUGather = register(&collective{name: "gpu_gather", algs: []algorithm{
 		{name: "linear", run: gpuAlg(gpuGatherLinear)},

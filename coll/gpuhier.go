@@ -142,26 +142,42 @@ func gpuReduceHier(c *Comm, a *Args) (err error) {
 	return gpuLevel(collGPUReduce, h.leaders, &ga)
 }
 
-// rails returns this rank's node (its ranks in rank order) and its rail
-// (the ranks of its index within their node, one per node in node order)
-// when every node has as many ranks; nil, nil otherwise.
-func (c *Comm) rails() (local, rail *Comm) {
+// nodeRanks lists the ranks of every node in rank order (nodes in the
+// order of c.Node) when every node has as many ranks; nil otherwise.
+func (c *Comm) nodeRanks() [][]int {
 	per := make([][]int, c.Nodes)
 	for r := range c.Size() {
 		per[c.Node[r]] = append(per[c.Node[r]], r)
 	}
 	for _, p := range per {
 		if len(p) != len(per[0]) {
-			return nil, nil
+			return nil
 		}
 	}
+	return per
+}
+
+// rails returns this rank's node (its ranks in rank order) and its rail
+// (the ranks of its index within their node, one per node in node order)
+// when every node has as many ranks; nil, nil otherwise.
+func (c *Comm) rails() (local, rail *Comm) {
+	local, rail, _ = c.railsOf(c.nodeRanks())
+	return local, rail
+}
+
+// railsOf is rails for per (nodeRanks), also returning this rank's index
+// within its node.
+func (c *Comm) railsOf(per [][]int) (local, rail *Comm, j int) {
+	if per == nil {
+		return nil, nil, 0
+	}
 	mine := per[c.Node[c.Me]]
-	j := slices.Index(mine, c.Me)
-	ranks := make([]int, c.Nodes)
+	j = slices.Index(mine, c.Me)
+	ranks := make([]int, len(per))
 	for i, p := range per {
 		ranks[i] = p[j]
 	}
-	return c.sub(mine, chLocal), c.sub(ranks, chRail)
+	return c.sub(mine, chLocal), c.sub(ranks, chRail), j
 }
 
 // allreduceRails: the node's k ranks reduce-scatter the buffer in k
@@ -186,4 +202,128 @@ func (d *devCall) allreduceRails(a *Args, local, rail *Comm) error {
 		}
 	}
 	return d.ringAllgather(local, d.rcv, gpu.Buffer{}, counts, displs, 0)
+}
+
+// The smallest block (bytes a rank) the rails take for allgather and
+// reduce-scatter (GORUN_COLL_GPU_HIER_RAIL_ALLGATHER, _REDUCE_SCATTER),
+// read once; below, the flat algorithms. On two pretend hosts of 2 H100
+// (np 4, MEASUREMENTS.md, GPU collectives across hosts) allgather by
+// rails took 938 µs at 1 MiB a rank against direct's 1136 and 6.3 ms at
+// 16 MiB against 13.0, but 580-830 µs up to 256 KiB against 300;
+// reduce-scatter 2.5 ms at 4 MiB blocks against oneshot's 3.0, 1.73 at 2
+// MiB against 1.65, and 1.0-1.25 ms up to 256 KiB against 0.51-0.61.
+var (
+	gpuHierAllgatherMin     = sync.OnceValue(pGPUHierRailAllgather)
+	gpuHierReduceScatterMin = sync.OnceValue(pGPUHierRailReduceScatter)
+)
+
+// gpuAllgatherHier, from gpuHierAllgatherMin bytes a rank when every node
+// has as many ranks (k), by rails: the ranks of index j on every node
+// allgather their blocks across the nodes (each block straight to its
+// place in the output), then each node's ranks exchange what their rails
+// brought, every block once over the node's links. Every rank sends its block over the network to the m-1
+// other nodes, all rails at once, where a flat ring sends n-1 blocks over
+// each link between nodes. Below that, or with uneven nodes, it runs the
+// flat algorithm.
+func gpuAllgatherHier(c *Comm, a *Args) error {
+	per := c.nodeRanks()
+	if min := gpuHierAllgatherMin(); per == nil || min <= 0 || a.Counts[c.Rank()] < min {
+		return collGPUAllgather.runFlat(c, a, nil)
+	}
+	return gpuAlg(func(c *Comm, a *Args, d *devCall) error {
+		local, rail, j := c.railsOf(per)
+		me, b := c.Rank(), a.Counts[c.Rank()]
+		blk := func(r int) gpu.Buffer { return bytesOf(d.rcv, r*b, b) }
+		if !d.in {
+			if err := d.copy(blk(me), d.own); err != nil {
+				return err
+			}
+		}
+		if err := d.sync(); err != nil {
+			return err
+		}
+		// The rail, in place: its blocks at their ranks' places.
+		ra := Args{RecvD: d.rcv, Elem: a.Elem, Counts: make([]int, len(per)), Displs: make([]int, len(per)), Nonblocking: a.Nonblocking}
+		for i, p := range per {
+			ra.Counts[i], ra.Displs[i] = b, p[j]*b
+		}
+		if err := gpuLevel(collGPUAllgatherv, rail, &ra); err != nil {
+			return err
+		}
+		// The node: local peer q sends the blocks of its rail (index q)
+		// from every node, in node order, as this rank sends its own.
+		var p pending
+		for q := range local.Size() {
+			if q == j {
+				continue
+			}
+			for _, nd := range per {
+				if err := p.recvD(local, blk(nd[q]), q); err != nil {
+					return err
+				}
+				if err := p.sendD(local, blk(nd[j]), q); err != nil {
+					return err
+				}
+			}
+		}
+		if err := p.wait(local); err != nil {
+			return err
+		}
+		return d.sync()
+	})(c, a)
+}
+
+// gpuReduceScatterHier, from gpuHierReduceScatterMin bytes a rank when
+// every node has as many ranks (k), by rails:
+// the input's blocks are first ordered by rail (rail j's m blocks, of the
+// ranks of index j in node order, side by side), each node reduce-scatters
+// that in k parts of m blocks (local rank j gets its rail's), and each
+// rail reduce-scatters its m blocks across the nodes, so that every rank
+// gets its block having sent 1/k of the node's sum over the network, all
+// rails at once. Below that, or with uneven nodes, it runs the flat
+// algorithm.
+func gpuReduceScatterHier(c *Comm, a *Args) error {
+	per := c.nodeRanks()
+	if min := gpuHierReduceScatterMin(); per == nil || min <= 0 || a.Counts[c.Rank()] < min {
+		return collGPUReduceScatterBlock.runFlat(c, a, nil)
+	}
+	return gpuAlg(func(c *Comm, a *Args, d *devCall) error {
+		local, rail, _ := c.railsOf(per)
+		m, k, b := len(per), len(per[0]), a.Counts[c.Rank()]
+		byRail, err := d.take(c.Size() * b)
+		if err != nil {
+			return err
+		}
+		for q := range k {
+			for i, nd := range per {
+				if err := d.copy(bytesOf(byRail, (q*m+i)*b, b), bytesOf(d.own, nd[q]*b, b)); err != nil {
+					return err
+				}
+			}
+		}
+		mine, err := d.take(m * b)
+		if err != nil {
+			return err
+		}
+		if err := d.sync(); err != nil { // the copies are in before peers read them
+			return err
+		}
+		la := Args{SendD: typed(byRail, d.dt, 0, c.Size()*b), RecvD: typed(mine, d.dt, 0, m*b), DOp: a.DOp, Elem: a.Elem,
+			Counts: blockCounts(k, m*b), Nonblocking: a.Nonblocking}
+		if err := gpuLevel(collGPUReduceScatterBlock, local, &la); err != nil {
+			return err
+		}
+		ra := Args{SendD: typed(mine, d.dt, 0, m*b), RecvD: typed(d.rcv, d.dt, 0, b), DOp: a.DOp, Elem: a.Elem,
+			Counts: blockCounts(m, b), Nonblocking: a.Nonblocking}
+		return gpuLevel(collGPUReduceScatterBlock, rail, &ra)
+	})(c, a)
+}
+
+// blockCounts is n blocks of b bytes.
+func blockCounts(n, b int) []int {
+	counts := make([]int, n)
+	for i := range counts {
+		counts[i] = b
+	}
+	return counts
 }

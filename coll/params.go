@@ -18,6 +18,10 @@ var (
 		"piece size in bytes of the GPU ring reduce-scatter's steps (at most 16 pieces a block): a piece is folded as soon as it is in and sent on as soon as its fold is done")
 	pGPUHierRail = params.Int("GORUN_COLL_GPU_HIER_RAIL", 4<<20,
 		"smallest GPU allreduce in bytes that the hierarchical algorithm runs by rails (each node reduce-scatters, the ranks of equal index on every node allreduce their block across the nodes, each node allgathers) when every node has as many ranks; below, or with uneven nodes, it reduces to each node's leader, allreduces among the leaders and broadcasts; 0: never by rails")
+	pGPUHierRailAllgather = params.Int("GORUN_COLL_GPU_HIER_RAIL_ALLGATHER", 1<<20,
+		"smallest block in bytes a rank that a GPU allgather across hosts runs by rails (the ranks of equal index on every node allgather across the nodes, then each node exchanges what its rails brought; nodes of equal size); below, the flat algorithm; 0: never by rails")
+	pGPUHierRailReduceScatter = params.Int("GORUN_COLL_GPU_HIER_RAIL_REDUCE_SCATTER", 4<<20,
+		"smallest block in bytes a rank that a GPU reduce_scatter_block across hosts runs by rails (each node reduce-scatters the blocks ordered by rail, then each rail across the nodes; nodes of equal size); below, the flat algorithm; 0: never by rails")
 	pGPUSegments = params.Int("GORUN_COLL_GPU_SEGMENTS", 16,
 		"how many segments the pipelined GPU broadcast (pipe) cuts a buffer into, each between 2 and 32 MiB")
 	pPushSpin = params.Duration("GORUN_COLL_GPU_PUSH_SPIN", time.Millisecond,

@@ -574,10 +574,11 @@ func TestGPUCollectives(t *testing.T) {
 	t.Run("np4-two-nodes", func(t *testing.T) { job{np: 4, cas: "gpu-coll", env: []string{"GORUN_COLL_FAKE_NODES=2"}}.ok(t) })
 	t.Run("np4-two-hosts", func(t *testing.T) { job{np: 4, cas: "gpu-coll", env: []string{"GORUN_FAKE_HOSTS=2"}}.ok(t) })
 	t.Run("np3-two-hosts", func(t *testing.T) { job{np: 3, cas: "gpu-coll", env: []string{"GORUN_FAKE_HOSTS=2"}}.ok(t) })
-	// The allreduce by rails (each node's ring, then the ranks of equal
-	// index across the nodes) at every size.
+	// The allreduce, allgather and reduce-scatter by rails (each node's
+	// ranks, then the ranks of equal index across the nodes) at every size.
 	t.Run("np4-two-hosts-rails", func(t *testing.T) {
-		job{np: 4, cas: "gpu-coll", env: []string{"GORUN_FAKE_HOSTS=2", "GORUN_COLL_GPU_HIER_RAIL=1"}}.ok(t)
+		job{np: 4, cas: "gpu-coll", env: []string{"GORUN_FAKE_HOSTS=2", "GORUN_COLL_GPU_HIER_RAIL=1",
+			"GORUN_COLL_GPU_HIER_RAIL_ALLGATHER=1", "GORUN_COLL_GPU_HIER_RAIL_REDUCE_SCATTER=1"}}.ok(t)
 	})
 	// The push kernels (one launch: push, flags, fold or copy out; Reduce
 	// and Bcast one-way, to or from the root), on two GPUs and with ranks

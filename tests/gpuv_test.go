@@ -633,11 +633,12 @@ func TestGPUVForms(t *testing.T) {
 	t.Run("staged-tcp", func(t *testing.T) {
 		job{np: 2, cas: "gpu-v", env: []string{"GORUN_CUDA_IPC=none", "GORUN_BTL=tcp,self,cuda"}}.ok(t)
 	})
-	// Two pretend hosts: the nonblocking allreduce, reduce and bcast
-	// through the hierarchical algorithms (coll/gpuhier.go), the
-	// allreduce by rails at every size in the second.
+	// Two pretend hosts: the nonblocking collectives through the
+	// hierarchical algorithms (coll/gpuhier.go), by rails at every size
+	// in the second.
 	t.Run("np4-two-hosts", func(t *testing.T) { job{np: 4, cas: "gpu-v", env: []string{"GORUN_FAKE_HOSTS=2"}}.ok(t) })
 	t.Run("np4-two-hosts-rails", func(t *testing.T) {
-		job{np: 4, cas: "gpu-v", env: []string{"GORUN_FAKE_HOSTS=2", "GORUN_COLL_GPU_HIER_RAIL=1"}}.ok(t)
+		job{np: 4, cas: "gpu-v", env: []string{"GORUN_FAKE_HOSTS=2", "GORUN_COLL_GPU_HIER_RAIL=1",
+			"GORUN_COLL_GPU_HIER_RAIL_ALLGATHER=1", "GORUN_COLL_GPU_HIER_RAIL_REDUCE_SCATTER=1"}}.ok(t)
 	})
 }
