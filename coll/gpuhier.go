@@ -12,12 +12,20 @@ import (
 // nodes with several ranks on one of them). Inside a node the bytes move
 // between GPUs by CUDA IPC and the copy engines; between nodes they are
 // staged through pinned host memory over the network (p2p/stage.go), which
-// is one to two orders of magnitude slower. So only the nodes' leaders
-// talk across the network, once per call, and each level runs the flat
-// GPU algorithm its table picks for it (the IPC regions of gpuipc.go are
-// not used by a level: they belong to the whole communicator, and its
-// levels fall back to the point-to-point algorithms: ipcRegions serves
-// the whole communicator's view only).
+// is one to two orders of magnitude slower. So the network carries each
+// byte once per node it must reach: the leaders' forms (bcast, reduce,
+// allreduce below its rail threshold) have one rank a node talk across
+// the network, the rail forms (allreduce, allgather, reduce-scatter of
+// large buffers) every rank, each for its 1/k of the node's share, all at
+// once (a node's GPUs each have a NIC on the clusters this is for). Each
+// level runs the flat GPU algorithm its table picks for it (the IPC
+// regions of gpuipc.go belong to the whole communicator: ipcRegions
+// refuses a level's view, which then runs the p2p fallback).
+//
+// Ranks must pass the same counts (MPI's rule); a rank whose count falls
+// on the other side of a threshold from its peers' takes another path
+// and the call stalls until the stall query (notice.go) names the
+// mismatch, where a flat algorithm would fail with a count error.
 //
 // Against the flat algorithms on the whole communicator: a flat one-shot
 // sends every rank's whole buffer to every rank of the other nodes (n-k
@@ -209,9 +217,10 @@ func (d *devCall) allreduceRails(a *Args, local, rail *Comm) error {
 // read once; below, the flat algorithms. On two pretend hosts of 2 H100
 // (np 4, MEASUREMENTS.md, GPU collectives across hosts) allgather by
 // rails took 938 µs at 1 MiB a rank against direct's 1136 and 6.3 ms at
-// 16 MiB against 13.0, but 580-830 µs up to 256 KiB against 300;
-// reduce-scatter 2.5 ms at 4 MiB blocks against oneshot's 3.0, 1.73 at 2
-// MiB against 1.65, and 1.0-1.25 ms up to 256 KiB against 0.51-0.61.
+// 16 MiB against 13.0, but 580-830 µs up to 256 KiB against the better
+// flat algorithm's 250-500; reduce-scatter 2.5 ms at 4 MiB blocks against
+// oneshot's 3.0, 1.73 at 2 MiB against 1.65, and 1.0-1.27 ms up to 256
+// KiB blocks against 0.51-0.61.
 var (
 	gpuHierAllgatherMin     = sync.OnceValue(pGPUHierRailAllgather)
 	gpuHierReduceScatterMin = sync.OnceValue(pGPUHierRailReduceScatter)
@@ -221,10 +230,12 @@ var (
 // has as many ranks (k), by rails: the ranks of index j on every node
 // allgather their blocks across the nodes (each block straight to its
 // place in the output), then each node's ranks exchange what their rails
-// brought, every block once over the node's links. Every rank sends its block over the network to the m-1
-// other nodes, all rails at once, where a flat ring sends n-1 blocks over
-// each link between nodes. Below that, or with uneven nodes, it runs the
-// flat algorithm.
+// brought (each block to each of the k-1 local peers). Every rank's block
+// crosses the network to the m-1 other nodes once (sent by its rank, or
+// forwarded along the rail's ring), all rails at once, where a flat ring
+// sends n-1 blocks over each link between nodes. Each rank posts the
+// 2m(k-1) transfers of the node exchange at once. Below that, or with
+// uneven nodes, it runs the flat algorithm.
 func gpuAllgatherHier(c *Comm, a *Args) error {
 	per := c.nodeRanks()
 	if min := gpuHierAllgatherMin(); per == nil || min <= 0 || a.Counts[c.Rank()] < min {
@@ -280,7 +291,10 @@ func gpuAllgatherHier(c *Comm, a *Args) error {
 // that in k parts of m blocks (local rank j gets its rail's), and each
 // rail reduce-scatters its m blocks across the nodes, so that every rank
 // gets its block having sent 1/k of the node's sum over the network, all
-// rails at once. Below that, or with uneven nodes, it runs the flat
+// rails at once. Scratch: the reordered input (n blocks) and the rail's
+// part (m blocks), besides the levels' own (the flat one-shot's is n
+// blocks), kept in the device pool for the process's life as all GPU
+// scratch is. Below that, or with uneven nodes, it runs the flat
 // algorithm.
 func gpuReduceScatterHier(c *Comm, a *Args) error {
 	per := c.nodeRanks()

@@ -254,7 +254,19 @@ func (g *gpuColl) reductions(dt gpu.DType, op mpi.Op, count int) error {
 	if err := mpi.ReduceScatterBlockGPU(w, s, r, op); err != nil {
 		return fmt.Errorf("ReduceScatterBlockGPU %s: %w", tag, err)
 	}
-	return g.expect("ReduceScatterBlockGPU "+tag, r, dt, g.reduced(n*count, dt, op)[me*count:(me+1)*count])
+	if err := g.expect("ReduceScatterBlockGPU "+tag, r, dt, g.reduced(n*count, dt, op)[me*count:(me+1)*count]); err != nil {
+		return err
+	}
+
+	// In place: the input in recvbuf, this rank's block left at its start.
+	g.call++
+	if r, err = g.upload(g.recv, dt, g.input(me, n*count, dt, op)); err != nil {
+		return err
+	}
+	if err := mpi.ReduceScatterBlockGPU(w, gpu.Buffer{}, r, op); err != nil {
+		return fmt.Errorf("ReduceScatterBlockGPU in place %s: %w", tag, err)
+	}
+	return g.expect("ReduceScatterBlockGPU in place "+tag, r, dt, g.reduced(n*count, dt, op)[me*count:(me+1)*count])
 }
 
 // movements checks BcastGPU, AllgatherGPU (both forms), GatherGPU,
@@ -576,6 +588,17 @@ func TestGPUCollectives(t *testing.T) {
 	t.Run("np3-two-hosts", func(t *testing.T) { job{np: 3, cas: "gpu-coll", env: []string{"GORUN_FAKE_HOSTS=2"}}.ok(t) })
 	// The allreduce, allgather and reduce-scatter by rails (each node's
 	// ranks, then the ranks of equal index across the nodes) at every size.
+	// Three ranks a node (each pair of a node exchanges m messages), and
+	// rails of three nodes (the rail's allgatherv and reduce-scatter then
+	// take their ring from 256 KiB): not yet run on a GPU (added after the
+	// session's device time was spent).
+	rails := []string{"GORUN_COLL_GPU_HIER_RAIL=1", "GORUN_COLL_GPU_HIER_RAIL_ALLGATHER=1", "GORUN_COLL_GPU_HIER_RAIL_REDUCE_SCATTER=1"}
+	t.Run("np6-two-hosts-rails", func(t *testing.T) {
+		job{np: 6, cas: "gpu-coll", env: append([]string{"GORUN_FAKE_HOSTS=2"}, rails...)}.ok(t)
+	})
+	t.Run("np6-three-hosts-rails", func(t *testing.T) {
+		job{np: 6, cas: "gpu-coll", env: append([]string{"GORUN_FAKE_HOSTS=3"}, rails...)}.ok(t)
+	})
 	t.Run("np4-two-hosts-rails", func(t *testing.T) {
 		job{np: 4, cas: "gpu-coll", env: []string{"GORUN_FAKE_HOSTS=2", "GORUN_COLL_GPU_HIER_RAIL=1",
 			"GORUN_COLL_GPU_HIER_RAIL_ALLGATHER=1", "GORUN_COLL_GPU_HIER_RAIL_REDUCE_SCATTER=1"}}.ok(t)
