@@ -32,7 +32,7 @@ rc=0
 echo "== $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | xargs), $ng GPUs"
 if [ "${SKIP_TESTS:-}" != 1 ]; then
 	echo "== tests"
-	GORUN_TEST_GORUN=$bin/gorun timeout 300 "$bin/tests.test" -test.run '^TestGPU' -test.v -test.timeout 400s >"$out/gpu-tests.log" 2>&1 || rc=1
+	GORUN_TEST_GORUN=$bin/gorun timeout 540 "$bin/tests.test" -test.run '^TestGPU' -test.v -test.timeout 560s >"$out/gpu-tests.log" 2>&1 || rc=1
 	grep -E '^(\s*--- |FAIL|ok|PASS)|GPU collective results exact' "$out/gpu-tests.log" | sort | uniq -c | sort -rn | head -30
 	awk '/^=== RUN/ { buf = ""; n = 0 } { if (n++ < 40) buf = buf $0 "\n" } /^[ \t]*--- FAIL/ { printf "%s", buf }' "$out/gpu-tests.log" | head -80
 fi
