@@ -51,7 +51,12 @@
 // Testany/Testsome forms complete them; Waitall's error holds every
 // request's error (*RequestErrors), and WaitallInto takes the caller's
 // status slice, or nil to ignore statuses (MPI_STATUSES_IGNORE), so that
-// a loop at the message rate allocates nothing per call. Receives can be cancelled
+// a loop at the message rate allocates no statuses. A Request stays valid
+// as long as it is held (repeated Waits agree), so each Isend and Irecv
+// makes one, except where WaitallFree completes them: it sets the
+// entries to nil, as MPI_Waitall sets its handles to MPI_REQUEST_NULL,
+// and reuses the requests, for loops where nothing else holds them.
+// Receives can be cancelled
 // (Request.Cancel) or given up with a context (Request.WaitContext), and
 // persistent requests (SendInit, RecvInit, Start, and the collectives'
 // BarrierInit, AllreduceInit, ...) run one operation many times. Mprobe and Mrecv receive a probed message without a race.

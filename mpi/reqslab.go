@@ -1,6 +1,9 @@
 package mpi
 
-import "sync/atomic"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // Point-to-point Requests come from slabs: one allocation per reqSlabLen
 // requests instead of one each. Allocating the 152-byte Request was 10-11%
@@ -19,15 +22,29 @@ type reqSlab struct {
 
 var curSlab atomic.Pointer[reqSlab]
 
+// freed holds the requests WaitallFree gave back, for newRequest to hand
+// out again; anyFreed says whether any ever was (before, newRequest does
+// not look at the pool).
+var (
+	freed    sync.Pool
+	anyFreed atomic.Bool
+)
+
 // newRequest returns a zero Request of its own, safe to call from any
-// goroutine.
+// goroutine: one WaitallFree gave back, or a new one.
 func newRequest(c *Comm, op string, elem int) *Request {
+	if anyFreed.Load() {
+		if q, _ := freed.Get().(*Request); q != nil {
+			q.c, q.op, q.elem, q.reusable = c, op, elem, true
+			return q
+		}
+	}
 	for {
 		s := curSlab.Load()
 		if s != nil {
 			if i := s.next.Add(1) - 1; i < reqSlabLen {
 				q := &s.reqs[i]
-				q.c, q.op, q.elem = c, op, elem
+				q.c, q.op, q.elem, q.reusable = c, op, elem, true
 				return q
 			}
 		}
@@ -35,8 +52,26 @@ func newRequest(c *Comm, op string, elem int) *Request {
 		n.next.Store(1)
 		if curSlab.CompareAndSwap(s, n) {
 			q := &n.reqs[0]
-			q.c, q.op, q.elem = c, op, elem
+			q.c, q.op, q.elem, q.reusable = c, op, elem, true
 			return q
+		}
+	}
+}
+
+// release sets the entries of reqs, all reported complete, to nil
+// (persistent requests stay) and gives the point-to-point ones back to
+// newRequest; the communicator's shared completed send request and
+// requests of other kinds (collectives) are only dropped.
+func release(reqs []*Request) {
+	for i, q := range reqs {
+		if q == nil || q.pers != nil {
+			continue
+		}
+		reqs[i] = nil
+		if q.reusable && q.r == nil && q.rel == nil {
+			*q = Request{}
+			freed.Put(q)
+			anyFreed.Store(true)
 		}
 	}
 }

@@ -46,6 +46,9 @@ type Request struct {
 	// pers describes a persistent request (persistent.go); nil for one
 	// started once.
 	pers *persistent
+	// reusable: a point-to-point request of newRequest, which WaitallFree
+	// may give back for reuse (not the shared completed send request).
+	reusable bool
 }
 
 // started records the p2p request of a started operation; nil means the
@@ -219,6 +222,21 @@ func Waitall(reqs []*Request) ([]Status, error) {
 // A non-nil sts shorter than reqs is an error (ErrArg) and nothing waits.
 func WaitallInto(reqs []*Request, sts []Status) error {
 	return waitall("WaitallInto", reqs, sts)
+}
+
+// WaitallFree is WaitallInto(reqs, nil) that then sets the entries of
+// reqs to nil, as MPI_Waitall sets its handles to MPI_REQUEST_NULL, and
+// gives the point-to-point requests among them back for reuse by later
+// Isend and Irecv calls. Use it where nothing else holds these requests:
+// another copy of one of the pointers would later see a request reused by
+// another operation. Persistent requests stay (inactive).
+// A loop of windows at the message rate then allocates nothing: each
+// Irecv's request was 152 bytes of new memory, whose page faults set the
+// rate of short runs (docs/measurements.md, "Message rate").
+func WaitallFree(reqs []*Request) error {
+	err := waitall("WaitallFree", reqs, nil)
+	release(reqs)
+	return err
 }
 
 // waitall is Waitall and WaitallInto, named op in their errors.

@@ -38,7 +38,7 @@ func main() {
 					}
 					osu.Must(err)
 				}
-				err = mpi.WaitallInto(reqs, nil) // MPI_STATUSES_IGNORE, as the C twin
+				err = mpi.WaitallFree(reqs) // MPI_STATUSES_IGNORE; the requests reused, as MPI_Waitall frees the C twin's
 				osu.Must(err)
 				if me == 0 {
 					_, err = mpi.Recv(w, ack, 1, 101)
