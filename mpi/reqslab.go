@@ -9,9 +9,10 @@ import (
 // requests instead of one each. Allocating the 152-byte Request was 10-11%
 // of the time of an Isend and of an Irecv at the 8-byte message rate
 // (pprof of examples/osu/mbw_mr at np=2, bench/README.md). A slab stays
-// alive while any of its requests is referenced, and no request is ever
-// handed out twice, so what the caller holds keeps its meaning (repeated
-// Waits agree). (Isend's sends that complete within the call share one
+// alive while any of its requests is referenced, and no request is handed
+// out twice unless WaitallFree gave it back (the caller's entries set to
+// nil), so what the caller holds keeps its meaning (repeated Waits
+// agree). (Isend's sends that complete within the call share one
 // completed request instead: pt2pt.go, sentReq.)
 const reqSlabLen = 32
 
@@ -23,17 +24,20 @@ type reqSlab struct {
 var curSlab atomic.Pointer[reqSlab]
 
 // freed holds the requests WaitallFree gave back, for newRequest to hand
-// out again; anyFreed says whether any ever was (before, newRequest does
-// not look at the pool).
+// out again, and nFreed about how many it holds: an empty sync.Pool's Get
+// scans every P (hundreds of ns at GOMAXPROCS 64), so newRequest looks
+// only when some are there. (sync.Pool may drop some at a collection:
+// the count is then high, and Get finds none and allocates.)
 var (
-	freed    sync.Pool
-	anyFreed atomic.Bool
+	freed  sync.Pool
+	nFreed atomic.Int64
 )
 
 // newRequest returns a zero Request of its own, safe to call from any
 // goroutine: one WaitallFree gave back, or a new one.
 func newRequest(c *Comm, op string, elem int) *Request {
-	if anyFreed.Load() {
+	if nFreed.Load() > 0 {
+		nFreed.Add(-1)
 		if q, _ := freed.Get().(*Request); q != nil {
 			q.c, q.op, q.elem, q.reusable = c, op, elem, true
 			return q
@@ -71,7 +75,7 @@ func release(reqs []*Request) {
 		if q.reusable && q.r == nil && q.rel == nil {
 			*q = Request{}
 			freed.Put(q)
-			anyFreed.Store(true)
+			nFreed.Add(1)
 		}
 	}
 }

@@ -17,15 +17,21 @@ import (
 // the Request and gives the engine's part back for reuse, so that the
 // public Request stays small and stays valid: repeated Waits, Test and
 // Cancelled after completion report the same outcome, and nothing the
-// caller holds is ever reused. The one exception: Isend returns one
-// shared, completed request for every send that completed within the
-// call (Comm.sentReq), which only reads can reach.
+// caller holds is ever reused. Two exceptions: Isend returns one shared,
+// completed request for every send that completed within the call
+// (Comm.sentReq), which only reads can reach; and WaitallFree, asked to,
+// sets its entries to nil and reuses their requests.
 type Request struct {
 	r *p2p.Request // nil for ProcNull, and once completion is reported
 	// own: r is from the engine's free list and goes back to it at
 	// completion (not a nonblocking collective's notice receive, which
 	// its call owns).
 	own bool
+	// reusable: made by newRequest (Isend, Irecv and their device and
+	// layout forms), which WaitallFree may give back for reuse; not the
+	// shared completed send request nor other kinds. (Here it fits in
+	// own's padding: the Request stays 152 bytes.)
+	reusable bool
 	// cmu guards a receive's r against a Cancel from another goroutine
 	// while the waiting one gives r back to the engine (which may hand it
 	// to another operation at once); rel carries r from detach to the
@@ -46,9 +52,6 @@ type Request struct {
 	// pers describes a persistent request (persistent.go); nil for one
 	// started once.
 	pers *persistent
-	// reusable: a point-to-point request of newRequest, which WaitallFree
-	// may give back for reuse (not the shared completed send request).
-	reusable bool
 }
 
 // started records the p2p request of a started operation; nil means the
@@ -227,9 +230,14 @@ func WaitallInto(reqs []*Request, sts []Status) error {
 // WaitallFree is WaitallInto(reqs, nil) that then sets the entries of
 // reqs to nil, as MPI_Waitall sets its handles to MPI_REQUEST_NULL, and
 // gives the point-to-point requests among them back for reuse by later
-// Isend and Irecv calls. Use it where nothing else holds these requests:
-// another copy of one of the pointers would later see a request reused by
-// another operation. Persistent requests stay (inactive).
+// Isend and Irecv calls (and their Issend, device and layout forms; other
+// requests, such as Imrecv's, Ibsend's and collectives', are only
+// dropped). Use it where nothing else holds these requests: another copy
+// of one of the pointers would later see a request reused by another
+// operation, and no Cancel or WaitContext may run on them meanwhile.
+// Persistent requests stay (inactive). When some request failed, the
+// error is Waitall's *RequestErrors (Errs indexed as reqs) and the
+// entries are set to nil all the same, as MPI_Waitall frees them.
 // A loop of windows at the message rate then allocates nothing: each
 // Irecv's request was 152 bytes of new memory, whose page faults set the
 // rate of short runs (docs/measurements.md, "Message rate").

@@ -88,7 +88,8 @@ func TestRequestAfterComplete(t *testing.T) {
 
 // TestWindowAllocs: a window of nonblocking operations through the public
 // API allocates only what the caller keeps: one Request per Isend and
-// Irecv (valid after completion, so never pooled: request.go) and
+// Irecv (valid after completion, so pooled only through WaitallFree:
+// request.go) and
 // Waitall's statuses; the engine's part of each request is reused.
 func TestWindowAllocs(t *testing.T) {
 	w := initSingleton(t)

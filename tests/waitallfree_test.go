@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"testing"
@@ -77,7 +78,13 @@ func caseWaitallFree(w *mpi.Comm) error {
 			return fmt.Errorf("window %d: the persistent request's entry changed to %v", i, reqs[window])
 		}
 	}
+	if err := waitallFreeKinds(w, peer); err != nil {
+		return err
+	}
 	runtime.ReadMemStats(&ms)
+	if raceEnabled { // sync.Pool drops Puts under the race detector
+		return firstError(pers.Free(), mpi.Barrier(w))
+	}
 	// Bytes, not allocations: requests come 32 to an allocation (slabs),
 	// 152 bytes each; given back, none is made.
 	perMsg := float64(ms.TotalAlloc-before) / float64((windows-warm)*window)
@@ -89,6 +96,45 @@ func caseWaitallFree(w *mpi.Comm) error {
 		return err
 	}
 	return mpi.Barrier(w)
+}
+
+// waitallFreeKinds: a request given back by a receive and taken by a
+// send must be a send (Cancel fails, as for every send), and windows that
+// mix synchronous sends and receives on both ranks deliver every payload.
+func waitallFreeKinds(w *mpi.Comm, peer int) error {
+	me := w.Rank()
+	for i := range 200 {
+		in, out := []int64{-1}, []int64{int64(1000*me + i)}
+		reqs := make([]*mpi.Request, 2)
+		var err error
+		if reqs[0], err = mpi.Irecv(w, in, peer, 3); err != nil {
+			return err
+		}
+		if reqs[1], err = mpi.Issend(w, out, peer, 3); err != nil {
+			return err
+		}
+		if err := mpi.WaitallFree(reqs); err != nil {
+			return err
+		}
+		if want := int64(1000*peer + i); in[0] != want {
+			return fmt.Errorf("mixed window %d: got %d, want %d", i, in[0], want)
+		}
+		// The next Issend takes a request a receive gave back (the
+		// pool is per P, LIFO): it must be a send in every respect.
+		if reqs[0], err = mpi.Issend(w, out, peer, 4); err != nil {
+			return err
+		}
+		if err := reqs[0].Cancel(); !errors.Is(err, mpi.ErrRequest) {
+			return fmt.Errorf("window %d: Cancel of an Issend on a reused request: %v, want ErrRequest", i, err)
+		}
+		if reqs[1], err = mpi.Irecv(w, in, peer, 4); err != nil {
+			return err
+		}
+		if err := mpi.WaitallFree(reqs); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func init() { rankCases["waitall-free"] = caseWaitallFree }
