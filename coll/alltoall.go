@@ -6,7 +6,7 @@ package coll
 // a.Send, a.Counts/a.Displs the incoming ones in a.Recv (bytes).
 
 // alltoallInPlace gives an in-place call a copy of its outgoing blocks;
-// the caller releases it with putBuf.
+// the caller releases it with putBufOK.
 func alltoallInPlace(a *Args) (send []byte, scratch bool) {
 	if a.Send != nil {
 		return a.Send, false

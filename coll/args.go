@@ -95,9 +95,6 @@ func getBuf(n int) []byte {
 	return bufPool.Get(n)
 }
 
-// putBuf returns a slice from getBuf to the pool.
-func putBuf(b []byte) { bufPool.Put(b) }
-
 // putBufOK returns b to the pool if the algorithm that used it succeeded
 // (*err nil; its deferred call sees the algorithm's result). After a
 // failure b is left to the collector: a receive into it may have been

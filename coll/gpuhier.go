@@ -322,22 +322,15 @@ func gpuReduceScatterHier(c *Comm, a *Args) error {
 		if err := d.sync(); err != nil { // the copies are in before peers read them
 			return err
 		}
+		nodeCounts, _ := blocks(k*m*b, k, m*b) // k parts of m blocks
 		la := Args{SendD: typed(byRail, d.dt, 0, c.Size()*b), RecvD: typed(mine, d.dt, 0, m*b), DOp: a.DOp, Elem: a.Elem,
-			Counts: blockCounts(k, m*b), Nonblocking: a.Nonblocking}
+			Counts: nodeCounts, Nonblocking: a.Nonblocking}
 		if err := gpuLevel(collGPUReduceScatterBlock, local, &la); err != nil {
 			return err
 		}
+		railCounts, _ := blocks(m*b, m, b)
 		ra := Args{SendD: typed(mine, d.dt, 0, m*b), RecvD: typed(d.rcv, d.dt, 0, b), DOp: a.DOp, Elem: a.Elem,
-			Counts: blockCounts(m, b), Nonblocking: a.Nonblocking}
+			Counts: railCounts, Nonblocking: a.Nonblocking}
 		return gpuLevel(collGPUReduceScatterBlock, rail, &ra)
 	})(c, a)
-}
-
-// blockCounts is n blocks of b bytes.
-func blockCounts(n, b int) []int {
-	counts := make([]int, n)
-	for i := range counts {
-		counts[i] = b
-	}
-	return counts
 }

@@ -4,8 +4,8 @@ package coll
 // undefined: the pool the algorithms take theirs from (getBuf). Package
 // mpi packs non-contiguous layouts into it. The pool keeps the pointer
 // itself, so that a Scratch and ReleaseScratch pair allocates nothing
-// once the pool is warm (internal/bufpool). nil for n == 0. Give it back with ReleaseScratch once nothing
-// reads or writes it any more.
+// once the pool is warm (internal/bufpool). nil for n == 0. Give it back
+// with ReleaseScratch once nothing reads or writes it any more.
 func Scratch(n int) *[]byte {
 	if n == 0 {
 		return nil

@@ -434,11 +434,7 @@ func (e *Engine) take(r *Request, u *unexpected) {
 		r.st.Bytes = 0
 		r.complete(u.failed)
 	case u.complete:
-		host := r.mem.Kind == btl.MemHost
-		e.deliver(r, u.data)
-		if host {
-			e.recycle(u)
-		}
+		e.deliverUnexpected(r, u)
 	default:
 		u.claimed = r
 	}

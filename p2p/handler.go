@@ -104,11 +104,7 @@ func (hd *handler) End(src int, bh *btl.Header, data []byte) {
 		if u != nil {
 			u.complete = true
 			if r := u.claimed; r != nil {
-				host := r.mem.Kind == btl.MemHost
-				e.deliver(r, u.data)
-				if host {
-					e.recycle(u)
-				}
+				e.deliverUnexpected(r, u)
 			}
 		}
 	case kRTS:

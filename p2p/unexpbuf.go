@@ -3,12 +3,14 @@ package p2p
 import (
 	"sync"
 
+	"github.com/gorun/gorun/btl"
 	"github.com/gorun/gorun/internal/bufpool"
 )
 
 // Unexpected eager messages (those that arrive before their receive is
 // posted) wait in buffers of their own. These come from pools and go back
-// once a receive in host memory has copied the message out (recycle), so
+// once a receive in host memory has copied the message out
+// (deliverUnexpected), so
 // that a late receiver does not cost an allocation a message: a
 // point-to-point collective at np 4 on 2 cores (oversubscribed: receivers
 // are often late) made most of its garbage there (docs/measurements.md,
@@ -27,13 +29,18 @@ var (
 // newUnexpected returns a zero unexpected from the pool.
 func newUnexpected() *unexpected { return unexpPool.Get().(*unexpected) }
 
-// recycle gives back an eager unexpected message (arrived whole, not
-// failed) that a receive in host memory has just taken (deliver copied it
-// out; the caller looked at the receive's memory before deliver, since a
-// completed request forgets it): nothing refers to it any more (it left the queue when the receive
-// matched it, a matched probe's Message let go of it, and the transport's
-// arrival state forgot it at End).
-func (e *Engine) recycle(u *unexpected) {
+// deliverUnexpected hands r the eager message u, arrived whole and not
+// failed (deliver), and, when r's memory is the host's, gives u back to
+// the pools: deliver copied it out, and nothing refers to it any more (it
+// left the queue when r matched it, a matched probe's Message let go of
+// it, and the transport's arrival state forgot it at End). r's memory
+// kind is read first: a completed request forgets its memory.
+func (e *Engine) deliverUnexpected(r *Request, u *unexpected) {
+	host := r.mem.Kind == btl.MemHost
+	e.deliver(r, u.data)
+	if !host {
+		return
+	}
 	eagerBufs.Put(u.data)
 	*u = unexpected{}
 	unexpPool.Put(u)
