@@ -237,8 +237,11 @@ var (
 // 2m(k-1) transfers of the node exchange at once. Below that, or with
 // uneven nodes, it runs the flat algorithm.
 func gpuAllgatherHier(c *Comm, a *Args) error {
-	per := c.nodeRanks()
-	if min := gpuHierAllgatherMin(); per == nil || min <= 0 || a.Counts[c.Rank()] < min {
+	var per [][]int // the node layout, only for calls the rails take
+	if min := gpuHierAllgatherMin(); min > 0 && a.Counts[c.Rank()] >= min {
+		per = c.nodeRanks()
+	}
+	if per == nil {
 		return collGPUAllgather.runFlat(c, a, nil)
 	}
 	return gpuAlg(func(c *Comm, a *Args, d *devCall) error {
@@ -297,8 +300,11 @@ func gpuAllgatherHier(c *Comm, a *Args) error {
 // scratch is. Below that, or with uneven nodes, it runs the flat
 // algorithm.
 func gpuReduceScatterHier(c *Comm, a *Args) error {
-	per := c.nodeRanks()
-	if min := gpuHierReduceScatterMin(); per == nil || min <= 0 || a.Counts[c.Rank()] < min {
+	var per [][]int // the node layout, only for calls the rails take
+	if min := gpuHierReduceScatterMin(); min > 0 && a.Counts[c.Rank()] >= min {
+		per = c.nodeRanks()
+	}
+	if per == nil {
 		return collGPUReduceScatterBlock.runFlat(c, a, nil)
 	}
 	return gpuAlg(func(c *Comm, a *Args, d *devCall) error {
