@@ -100,7 +100,7 @@ func isendMem(op string, c *Comm, m btl.Mem, elem, dest, tag int, sync bool) (*R
 	if err != nil {
 		return nil, err
 	}
-	return newRequest(c, op, elem).startedOwn(r), nil
+	return ownRequest(c, op, elem, r), nil
 }
 
 func irecvMem(op string, c *Comm, m btl.Mem, elem, source, tag int) (*Request, error) {
@@ -108,9 +108,9 @@ func irecvMem(op string, c *Comm, m btl.Mem, elem, source, tag int) (*Request, e
 	if err != nil {
 		return nil, err
 	}
-	q := newRequest(c, op, elem)
+	q := ownRequest(c, op, elem, r)
 	q.recv = true
-	return q.startedOwn(r), nil
+	return q, nil
 }
 
 func isend[T Numeric](op string, c *Comm, buf []T, dest, tag int, sync bool) (*Request, error) {
@@ -144,7 +144,7 @@ func isendNow(c *Comm, b []byte, elem, dest, tag int) (*Request, error) {
 		return nil, err
 	}
 	if dest == ProcNull {
-		return newRequest(c, op, elem).startedOwn(nil), nil
+		return ownRequest(c, op, elem, nil), nil
 	}
 	r, err := c.rt.eng.IsendNow(c.ctx, w, tag, btl.HostMem(b))
 	if err != nil {
@@ -153,7 +153,7 @@ func isendNow(c *Comm, b []byte, elem, dest, tag int) (*Request, error) {
 	if r == nil {
 		return c.sentReq(), nil
 	}
-	return newRequest(c, op, elem).startedOwn(r), nil
+	return ownRequest(c, op, elem, r), nil
 }
 
 // sentReq returns c's completed send request: what Isend returns for every

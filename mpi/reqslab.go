@@ -1,8 +1,9 @@
 package mpi
 
 import (
-	"sync"
 	"sync/atomic"
+
+	"github.com/gorun/gorun/p2p"
 )
 
 // Point-to-point Requests come from slabs: one allocation per reqSlabLen
@@ -11,7 +12,7 @@ import (
 // (pprof of examples/osu/mbw_mr at np=2, bench/README.md). A slab stays
 // alive while any of its requests is referenced, and no request is handed
 // out twice unless WaitallFree gave it back (the caller's entries set to
-// nil), so what the caller holds keeps its meaning (repeated Waits
+// nil; ownRequest), so what the caller holds keeps its meaning (repeated Waits
 // agree). (Isend's sends that complete within the call share one
 // completed request instead: pt2pt.go, sentReq.)
 const reqSlabLen = 32
@@ -23,26 +24,8 @@ type reqSlab struct {
 
 var curSlab atomic.Pointer[reqSlab]
 
-// freed holds the requests WaitallFree gave back, for newRequest to hand
-// out again, and nFreed about how many it holds: an empty sync.Pool's Get
-// scans every P (hundreds of ns at GOMAXPROCS 64), so newRequest looks
-// only when some are there. (sync.Pool may drop some at a collection:
-// the count is then high, and Get finds none and allocates.)
-var (
-	freed  sync.Pool
-	nFreed atomic.Int64
-)
-
-// newRequest returns a zero Request of its own, safe to call from any
-// goroutine: one WaitallFree gave back, or a new one.
+// newRequest returns a new zero Request, safe to call from any goroutine.
 func newRequest(c *Comm, op string, elem int) *Request {
-	if nFreed.Load() > 0 {
-		nFreed.Add(-1)
-		if q, _ := freed.Get().(*Request); q != nil {
-			q.c, q.op, q.elem, q.reusable = c, op, elem, true
-			return q
-		}
-	}
 	for {
 		s := curSlab.Load()
 		if s != nil {
@@ -62,20 +45,19 @@ func newRequest(c *Comm, op string, elem int) *Request {
 	}
 }
 
-// release sets the entries of reqs, all reported complete, to nil
-// (persistent requests stay) and gives the point-to-point ones back to
-// newRequest; the communicator's shared completed send request and
-// requests of other kinds (collectives) are only dropped.
-func release(reqs []*Request) {
-	for i, q := range reqs {
-		if q == nil || q.pers != nil {
-			continue
-		}
-		reqs[i] = nil
-		if q.reusable && q.r == nil && q.rel == nil {
-			*q = Request{}
-			freed.Put(q)
-			nFreed.Add(1)
+// ownRequest returns the public request of r, an engine request just
+// started (nil: ProcNull, complete at once): the one WaitallFree left
+// with r (give) when r comes back from the engine's free list, else a new
+// one. The free list keeps the pair together, so that reusing the public
+// request costs nothing more than taking the engine's from the list: a
+// list of its own (a sync.Pool, and a count of what it held) was 20% of
+// a receiver's time at the 8-byte message rate.
+func ownRequest(c *Comm, op string, elem int, r *p2p.Request) *Request {
+	if r != nil {
+		if q, ok := r.TakeKept().(*Request); ok {
+			q.c, q.op, q.elem, q.reusable = c, op, elem, true
+			return q.startedOwn(r)
 		}
 	}
+	return newRequest(c, op, elem).startedOwn(r)
 }

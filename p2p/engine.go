@@ -34,6 +34,10 @@ type Engine struct {
 
 	// mq holds each context's matching queues (matchq.go).
 	mq map[uint32]*matchQ
+	// lastCtx and lastQ: the context lookQ found last and its queues
+	// (lastQ nil: none remembered).
+	lastCtx uint32
+	lastQ   *matchQ
 	// free holds released requests for reuse (request.go).
 	free   []*Request
 	sends  map[uint64]*Request // rendezvous sends waiting for their CTS
@@ -635,7 +639,7 @@ func (e *Engine) probe(ctx uint32, src, tag int) (*matchQ, int, error) {
 	}
 	e.progress()
 	probe := Request{peer: src, tag: tag}
-	if q := e.mq[ctx]; q != nil {
+	if q := e.lookQ(ctx); q != nil {
 		for i, u := range q.unexp.items() {
 			if probe.wants(u.src, u.tag) {
 				return q, i, nil
@@ -682,6 +686,7 @@ func (e *Engine) Close() error {
 		sg.gone(ErrClosed)
 	}
 	clear(e.mq)
+	e.lastQ = nil
 	e.sends, e.recvs, e.stageQ = nil, nil, nil
 	return first
 }

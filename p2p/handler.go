@@ -264,7 +264,7 @@ func (e *Engine) cleared(r *Request, dst int, h *header, data []byte) {
 // matchPosted finds and removes the first posted receive of ctx matching
 // (src, tag).
 func (e *Engine) matchPosted(ctx uint32, src, tag int) *Request {
-	q := e.mq[ctx]
+	q := e.lookQ(ctx)
 	if q == nil {
 		return nil
 	}

@@ -56,6 +56,11 @@ type Request struct {
 	// yet done; a released request is recycled only once it is zero.
 	frames int
 	pooled bool
+
+	// kept is what the request's owner left with it for its next owner
+	// (Keep, TakeKept): package mpi's public request, which then comes
+	// back with it from the free list. reset leaves it.
+	kept any
 }
 
 // maxFree bounds the engine's list of released requests: a burst of
@@ -91,11 +96,25 @@ func (r *Request) reset() {
 	if r.x != nil {
 		r.x.free()
 	}
-	e := r.e
-	*r = Request{}
+	e, kept := r.e, r.kept
+	*r = Request{kept: kept}
 	if e != nil && len(e.free) < maxFree {
 		e.free = append(e.free, r)
 	}
+}
+
+// Keep leaves v with r for whoever takes r from the engine's free list
+// next (TakeKept), when r is released. Only r's owner calls it, before
+// the release; the free list holds v as long as it holds r.
+func (r *Request) Keep(v any) { r.kept = v }
+
+// TakeKept returns what the last owner of r left with it (Keep), nil if
+// nothing, and clears it; only r's owner, who took it from the engine
+// (IsendMem, IrecvMem...), calls it.
+func (r *Request) TakeKept() any {
+	v := r.kept
+	r.kept = nil
+	return v
 }
 
 // Done reports whether the request has completed, without progressing.
