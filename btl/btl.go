@@ -114,6 +114,18 @@ type Endpoint interface {
 	Send(f *Frame) error
 }
 
+// Immediate is what an Endpoint may also offer: a send that takes a
+// whole frame at once, header and payload copied before it returns, or
+// refuses it and keeps nothing (the caller then Sends a Frame as usual).
+// It spares the small messages that make a program's message rate a
+// request and a frame of their own, and their completion (Open MPI's
+// btl sendi). A refusal is no error: a transport that cannot take the
+// frame now (a queue ahead of it, no room, an error to report) refuses,
+// and Send does the rest.
+type Immediate interface {
+	SendNow(h *Header, payload []byte) bool
+}
+
 // Module is one opened transport.
 type Module interface {
 	// Name is the component name ("tcp", "self", ...).

@@ -194,12 +194,19 @@ func Send[T Numeric](c *Comm, buf []T, dest, tag int) error {
 	return c.fail(send(c, buf, dest, tag))
 }
 
+// send is Send's body: a message the transport takes at once (IsendNow)
+// needs no request; any other is waited for.
 func send[T Numeric](c *Comm, buf []T, dest, tag int) error {
-	r, err := startSend("Send", c, btl.HostMem(elemBytes(buf)), dest, tag, false, nil)
-	if err != nil {
+	const op = "Send"
+	w, err := sendTo(op, c, dest, tag)
+	if err != nil || dest == ProcNull {
 		return err
 	}
-	_, err = finishRaw("Send", c, r, 1)
+	r, err := c.rt.eng.IsendNow(c.ctx, w, tag, btl.HostMem(elemBytes(buf)))
+	if err != nil {
+		return wrap(op, err)
+	}
+	_, err = finishRaw(op, c, r, 1)
 	return err
 }
 

@@ -38,6 +38,9 @@ type Engine struct {
 	// (lastQ nil: none remembered).
 	lastCtx uint32
 	lastQ   *matchQ
+	// nowHdr is sendNow's header: one of its own would go to the heap on
+	// every message (an interface call takes its address).
+	nowHdr btl.Header
 	// free holds released requests for reuse (request.go).
 	free   []*Request
 	sends  map[uint64]*Request // rendezvous sends waiting for their CTS
@@ -78,7 +81,9 @@ func (e *Engine) busy() bool {
 }
 
 type route struct {
-	ep    btl.Endpoint
+	ep btl.Endpoint
+	// imm is ep's immediate send, nil if it has none (sendi.go).
+	imm   btl.Immediate
 	mod   btl.Module
 	eager int
 	seq   uint32
@@ -224,6 +229,7 @@ func (e *Engine) route(peer int) (*route, error) {
 		return nil, err
 	}
 	r := &route{ep: rt.Endpoint, mod: rt.Module, eager: rt.Caps.EagerLimit}
+	r.imm, _ = rt.Endpoint.(btl.Immediate)
 	for _, m := range e.mods {
 		if x, ok := m.(btl.RMA); ok {
 			if k := x.RMAKinds(e.peers[peer]); k != 0 {

@@ -15,10 +15,34 @@ import "github.com/gorun/gorun/btl"
 func (e *Engine) IsendNow(ctx uint32, dst, tag int, m btl.Mem) (*Request, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if m.Kind == btl.MemHost && e.sendNow(ctx, dst, tag, m.Bytes) {
+		return nil, nil
+	}
 	r, err := e.isendNew(ctx, dst, tag, m, false)
 	if err == nil && r.done.Load() && r.err == nil && r.frames == 0 {
 		r.reset()
 		return nil, nil
 	}
 	return r, err
+}
+
+// sendNow sends an eager message of host memory through its route's
+// immediate send (btl.Immediate) when the route has one and takes it: no
+// request, no frame, no completion. It reports whether it did; on false
+// nothing happened and the caller sends as usual, which also reports
+// every error (a failed peer, a revoked context, a closed engine). The
+// lock is held.
+func (e *Engine) sendNow(ctx uint32, dst, tag int, b []byte) bool {
+	rt := e.routes[dst]
+	if rt == nil || rt.imm == nil || len(b) > rt.eager || len(rt.held) > 0 ||
+		e.closed || e.failed[dst] != nil || e.tagErr(ctx, tag) != nil {
+		return false
+	}
+	h := header{kind: kEager, ctx: ctx, src: int32(e.rank), tag: int32(tag), seq: rt.seq, length: uint64(len(b))}
+	h.encode(&e.nowHdr)
+	if !rt.imm.SendNow(&e.nowHdr, b) {
+		return false
+	}
+	rt.seq++
+	return true
 }

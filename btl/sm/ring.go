@@ -245,6 +245,34 @@ func (o *outRing) Send(f *btl.Frame) error {
 	return nil
 }
 
+var _ btl.Immediate = (*outRing)(nil)
+
+// SendNow writes a frame that fits one record straight into the ring when
+// nothing waits ahead of it and the ring has room before its end; else it
+// refuses (Send queues the frame, and push raises the full flag or
+// writes the skip record first).
+func (o *outRing) SendNow(h *btl.Header, payload []byte) bool {
+	if o.err != nil || len(o.queue) > 0 {
+		return false
+	}
+	hl := significant(h)
+	if hl+len(payload) > o.rec-offRecBody {
+		return false
+	}
+	l := recLen(hl + len(payload))
+	if o.toff+l > o.cap || !o.fits(l) {
+		return false
+	}
+	o.terminate(l)
+	b := o.data[o.toff+offRecBody : o.toff+l]
+	copy(b, h[:hl])
+	copy(b[hl:], payload)
+	o.publish(l, recFirst<<metaKindShift|uint64(hl)<<metaHdrShift|uint64(len(payload)))
+	o.doorbell()
+	wake(o.rctl)
+	return true
+}
+
 // next returns the length of the next record of queue[0] (its header
 // length hl and payload n), or, when it does not fit before the ring's
 // end, skip: the length of the skip record that goes first.

@@ -691,3 +691,94 @@ func TestDoorbell(t *testing.T) {
 		t.Fatalf("%d frames failed", d.errs)
 	}
 }
+
+// hdrHandler keeps each frame's header and payload.
+type hdrHandler struct {
+	hdrs   []btl.Header
+	frames [][]byte
+}
+
+func (h *hdrHandler) Begin(src int, hd *btl.Header, n int) []byte { return make([]byte, n) }
+func (h *hdrHandler) End(src int, hd *btl.Header, d []byte) {
+	h.hdrs = append(h.hdrs, *hd)
+	h.frames = append(h.frames, d)
+}
+func (h *hdrHandler) PeerFailed(src int, err error) {}
+
+// TestSendNow mixes immediate sends (btl.Immediate) with queued ones on a
+// small ring that wraps many times: SendNow takes a frame only when nothing
+// is queued ahead of it, the frame fits one record and the ring has room
+// before its end, and, taken or refused (then sent with Send, as p2p
+// does), every frame arrives whole, header included, in order.
+func TestSendNow(t *testing.T) {
+	t.Setenv("GORUN_SM_SLOTS", "4")
+	t.Setenv("GORUN_SM_FRAG_SIZE", "256")
+	_, m, _ := pair(t)
+	hh := &hdrHandler{}
+	m[1].env.Handler = hh
+	ep := reach(t, m[0], m[1])
+	imm, ok := ep.(btl.Immediate)
+	if !ok {
+		t.Fatal("the sm endpoint has no immediate send")
+	}
+	o := m[0].peers[1].out
+	if imm.SendNow(&btl.Header{1}, make([]byte, o.rec)) {
+		t.Fatal("SendNow took a frame larger than a record")
+	}
+	d := &doneCount{}
+	hdrOf := func(k int) *btl.Header {
+		var h btl.Header
+		h[0], h[1], h[2+k%20] = byte(k), byte(k>>8), 0xee
+		return &h
+	}
+	payOf := func(k int) []byte {
+		p := make([]byte, []int{0, 1, 8, 40, 100, 180, 400}[k%7])
+		for i := range p {
+			p[i] = byte(k + i)
+		}
+		return p
+	}
+	var now, refused, queuedAhead int
+	const n = 3000
+	for k := range n {
+		h, p := hdrOf(k), payOf(k)
+		if k%5 == 4 {
+			ep.Send(&btl.Frame{Hdr: *h, Payload: p, Owner: d})
+		} else {
+			q := len(o.queue) > 0
+			if imm.SendNow(h, p) {
+				if q {
+					t.Fatalf("frame %d: SendNow went ahead of %d queued frames", k, len(o.queue))
+				}
+				now++
+			} else {
+				refused++
+				if q {
+					queuedAhead++
+				}
+				ep.Send(&btl.Frame{Hdr: *h, Payload: p, Owner: d})
+			}
+		}
+		// The consumer keeps up in some stretches and falls behind in
+		// others, so that the ring fills and frames queue.
+		if (k/200)%2 == 0 || k%7 == 0 {
+			m[1].Progress()
+			m[0].Progress()
+		}
+	}
+	for len(o.queue) > 0 || m[1].Progress() > 0 {
+		m[0].Progress()
+	}
+	if now == 0 || refused == 0 || queuedAhead == 0 {
+		t.Fatalf("%d taken, %d refused (%d behind a queue): the test did not reach every case", now, refused, queuedAhead)
+	}
+	if len(hh.frames) != n || d.errs != 0 {
+		t.Fatalf("%d frames received of %d (%d errors)", len(hh.frames), n, d.errs)
+	}
+	for k := range n {
+		if hh.hdrs[k] != *hdrOf(k) || !bytes.Equal(hh.frames[k], payOf(k)) {
+			t.Fatalf("frame %d: header or payload damaged, or out of order", k)
+		}
+	}
+	t.Logf("%d frames taken at once, %d refused (%d behind a queue)", now, refused, queuedAhead)
+}
