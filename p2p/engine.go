@@ -86,7 +86,6 @@ type route struct {
 	imm   btl.Immediate
 	mod   btl.Module
 	eager int
-	seq   uint32
 	// held are sends whose matched frame (EAGER, RTS) waits, in order,
 	// behind an eager staged send's copy to host memory (stage.go,
 	// hold): a frame that overtook it would be matched before it.
@@ -309,8 +308,7 @@ func (e *Engine) isend(r *Request, ctx uint32, dst, tag int, m btl.Mem, sync boo
 		return fmt.Errorf("send to rank %d: %w", dst, err)
 	}
 	if m.Kind == btl.MemHost && !sync && len(m.Bytes) <= rt.eager {
-		h := header{kind: kEager, ctx: ctx, src: int32(e.rank), tag: int32(tag), seq: rt.seq, length: uint64(len(m.Bytes))}
-		rt.seq++
+		h := header{kind: kEager, ctx: ctx, tag: int32(tag), length: uint64(len(m.Bytes))}
 		h.encode(&r.data.Hdr)
 		r.data.Payload = m.Bytes
 		if err := e.postMatched(rt, r, &r.data); err != nil {
@@ -330,7 +328,7 @@ func (e *Engine) isend(r *Request, ctx uint32, dst, tag int, m btl.Mem, sync boo
 // the route has RMA for m's kind.
 func (e *Engine) rendezvous(r *Request, rt *route, m btl.Mem) error {
 	dst := r.peer
-	h := header{kind: kRTS, ctx: r.ctx, src: int32(e.rank), tag: int32(r.tag), seq: rt.seq, length: uint64(m.Len())}
+	h := header{kind: kRTS, ctx: r.ctx, tag: int32(r.tag), length: uint64(m.Len())}
 	if x := rt.rmaFor(m.Kind); x != nil && m.Len() > 0 {
 		if err := register(r, x, m); err == nil {
 			h.flags = fRMA
@@ -346,7 +344,6 @@ func (e *Engine) rendezvous(r *Request, rt *route, m btl.Mem) error {
 		h.flags = fDevice
 		r.ctl.Payload = nil
 	}
-	rt.seq++
 	r.mem = m
 	r.id = e.nid()
 	h.sreq = r.id
@@ -476,7 +473,7 @@ func (e *Engine) startRendezvous(r *Request, src, length int, sreq uint64, remot
 	r.rndvPeer = src
 	r.id = e.nid()
 	e.recvs[r.id] = r
-	h := header{kind: kCTS, ctx: r.ctx, src: int32(e.rank), length: uint64(accept), sreq: sreq, rreq: r.id}
+	h := header{kind: kCTS, ctx: r.ctx, length: uint64(accept), sreq: sreq, rreq: r.id}
 	rt, err := e.route(src)
 	if err != nil {
 		delete(e.recvs, r.id)

@@ -251,7 +251,7 @@ func (e *Engine) cleared(r *Request, dst int, h *header, data []byte) {
 			return
 		}
 		delete(e.sends, h.sreq)
-		d := header{kind: kData, ctx: r.ctx, src: int32(e.rank), tag: int32(r.tag), length: h.length, rreq: h.rreq}
+		d := header{kind: kData, ctx: r.ctx, tag: int32(r.tag), length: h.length, rreq: h.rreq}
 		d.encode(&r.data.Hdr)
 		r.data.Payload = r.mem.Bytes[:h.length]
 		r.mem = btl.Mem{}

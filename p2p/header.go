@@ -144,18 +144,20 @@ var (
 
 // header is p2p's frame header, encoded into the 48-byte btl.Header:
 //
-//	0 kind | 1 flags | 2-3 unused | 4-7 context | 8-11 source | 12-15 tag
-//	16-19 sequence | 20-23 unused | 24-31 length | 32-39 sreq | 40-47 rreq
+//	0 kind | 1 flags | 2-3 unused | 4-7 context | 8-11 tag | 12-19 length
+//	20-23 unused | 24-31 sreq | 32-39 rreq | 40-47 unused
 //
-// Source is the sender's world rank; tag is the user's; length is the
-// message length (EAGER, RTS) or the accepted length (CTS, DATA).
+// Tag is the user's; length is the message length (EAGER, RTS) or the
+// accepted length (CTS, DATA). The sender is the transport's to tell
+// (Begin's src). The fields an EAGER frame sets come first, so that its
+// header is 13 or 14 significant bytes (btl/sm's records carry no
+// trailing zeros): with the ring's 16 bytes a message of up to 34 bytes
+// is one cache line.
 type header struct {
 	kind   kind
 	flags  uint8
 	ctx    uint32
-	src    int32
 	tag    int32
-	seq    uint32
 	length uint64
 	sreq   uint64
 	rreq   uint64
@@ -165,22 +167,18 @@ func (h *header) encode(b *btl.Header) {
 	b[0] = byte(h.kind)
 	b[1] = h.flags
 	binary.LittleEndian.PutUint32(b[4:], h.ctx)
-	binary.LittleEndian.PutUint32(b[8:], uint32(h.src))
-	binary.LittleEndian.PutUint32(b[12:], uint32(h.tag))
-	binary.LittleEndian.PutUint32(b[16:], h.seq)
-	binary.LittleEndian.PutUint64(b[24:], h.length)
-	binary.LittleEndian.PutUint64(b[32:], h.sreq)
-	binary.LittleEndian.PutUint64(b[40:], h.rreq)
+	binary.LittleEndian.PutUint32(b[8:], uint32(h.tag))
+	binary.LittleEndian.PutUint64(b[12:], h.length)
+	binary.LittleEndian.PutUint64(b[24:], h.sreq)
+	binary.LittleEndian.PutUint64(b[32:], h.rreq)
 }
 
 func (h *header) decode(b *btl.Header) {
 	h.kind = kind(b[0])
 	h.flags = b[1]
 	h.ctx = binary.LittleEndian.Uint32(b[4:])
-	h.src = int32(binary.LittleEndian.Uint32(b[8:]))
-	h.tag = int32(binary.LittleEndian.Uint32(b[12:]))
-	h.seq = binary.LittleEndian.Uint32(b[16:])
-	h.length = binary.LittleEndian.Uint64(b[24:])
-	h.sreq = binary.LittleEndian.Uint64(b[32:])
-	h.rreq = binary.LittleEndian.Uint64(b[40:])
+	h.tag = int32(binary.LittleEndian.Uint32(b[8:]))
+	h.length = binary.LittleEndian.Uint64(b[12:])
+	h.sreq = binary.LittleEndian.Uint64(b[24:])
+	h.rreq = binary.LittleEndian.Uint64(b[32:])
 }

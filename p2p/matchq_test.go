@@ -190,7 +190,7 @@ func TestRevokeRefusalFails(t *testing.T) {
 	// From here on the receiver must not poll: it would read the closed
 	// connection's end and fail the sender before Revoke's refusals.
 	rcv.mu.Lock()
-	half := header{kind: kEager, ctx: a, src: int32(src), tag: 7, length: 100}
+	half := header{kind: kEager, ctx: a, tag: 7, length: 100}
 	var bh btl.Header
 	half.encode(&bh)
 	Handler(rcv).Begin(src, &bh, 100)

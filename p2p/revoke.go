@@ -70,7 +70,7 @@ func (e *Engine) refuseRTS(src int, ctx uint32, sreq uint64) {
 		return
 	}
 	r := e.newRequest() // carries the frame; never reused (no Release)
-	h := header{kind: kCTS, flags: fRevoked, ctx: ctx, src: int32(e.rank), sreq: sreq}
+	h := header{kind: kCTS, flags: fRevoked, ctx: ctx, sreq: sreq}
 	h.encode(&r.ctl.Hdr)
 	e.sendCtl(src, r, &r.ctl)
 }

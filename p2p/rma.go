@@ -148,10 +148,10 @@ func (e *Engine) finish(r *Request, peer int, err error) {
 	var fin header
 	f := &r.ctl
 	if r.recv {
-		fin = header{kind: kFinR, ctx: r.ctx, src: int32(e.rank), sreq: x.peerReq}
+		fin = header{kind: kFinR, ctx: r.ctx, sreq: x.peerReq}
 		f = &r.data
 	} else {
-		fin = header{kind: kFinS, ctx: r.ctx, src: int32(e.rank), rreq: x.peerReq}
+		fin = header{kind: kFinS, ctx: r.ctx, rreq: x.peerReq}
 	}
 	if err != nil {
 		fin.flags = fFail

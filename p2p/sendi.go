@@ -38,11 +38,10 @@ func (e *Engine) sendNow(ctx uint32, dst, tag int, b []byte) bool {
 		e.closed || e.failed[dst] != nil || e.tagErr(ctx, tag) != nil {
 		return false
 	}
-	h := header{kind: kEager, ctx: ctx, src: int32(e.rank), tag: int32(tag), seq: rt.seq, length: uint64(len(b))}
+	h := header{kind: kEager, ctx: ctx, tag: int32(tag), length: uint64(len(b))}
 	h.encode(&e.nowHdr)
 	if !rt.imm.SendNow(&e.nowHdr, b) {
 		return false
 	}
-	rt.seq++
 	return true
 }

@@ -144,7 +144,7 @@ func (sg *staged) fail(err error) {
 	if !r.recv && !sg.aborted {
 		sg.aborted = true
 		e := r.e
-		h := header{kind: kData, flags: fFail, ctx: r.ctx, src: int32(e.rank), tag: int32(r.tag), rreq: sg.rreq}
+		h := header{kind: kData, flags: fFail, ctx: r.ctx, tag: int32(r.tag), rreq: sg.rreq}
 		h.encode(&sg.abortF.Hdr)
 		sg.abortF.Payload = []byte{} // non-nil: in flight until FrameDone
 		r.frames++
@@ -262,7 +262,7 @@ func (s *stageSlot) StageDone(op *btl.StageOp, err error) {
 		sg.settle()
 		return
 	}
-	h := header{kind: kData, ctx: r.ctx, src: int32(e.rank), tag: int32(r.tag), length: uint64(n), rreq: sg.rreq, sreq: uint64(s.off)}
+	h := header{kind: kData, ctx: r.ctx, tag: int32(r.tag), length: uint64(n), rreq: sg.rreq, sreq: uint64(s.off)}
 	h.encode(&s.f.Hdr)
 	s.f.Payload = op.Host
 	if err := e.sendCtl(sg.peer, r, &s.f); err != nil {
@@ -345,8 +345,7 @@ func (sg *staged) landed(s *stageSlot) {
 // error.
 func (e *Engine) eagerStaged(r *Request, rt *route, st btl.Stager, m btl.Mem) error {
 	hs := &heldSend{r: r, f: &r.data}
-	h := header{kind: kEager, ctx: r.ctx, src: int32(e.rank), tag: int32(r.tag), seq: rt.seq, length: uint64(m.N)}
-	rt.seq++
+	h := header{kind: kEager, ctx: r.ctx, tag: int32(r.tag), length: uint64(m.N)}
 	h.encode(&r.data.Hdr)
 	if m.N == 0 {
 		r.data.Payload = nil
@@ -537,7 +536,7 @@ func (e *Engine) stageSend(r *Request, dst int, cts *header) {
 		sg.pump()
 		return
 	}
-	d := header{kind: kData, ctx: r.ctx, src: int32(e.rank), tag: int32(r.tag), rreq: cts.rreq}
+	d := header{kind: kData, ctx: r.ctx, tag: int32(r.tag), rreq: cts.rreq}
 	var nopath error
 	if accept > 0 {
 		d.flags = fNoPath

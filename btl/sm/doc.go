@@ -39,9 +39,10 @@
 // The data area is a byte stream wrapped around: a record at stream
 // position p lies at offset p % cap (cap = slots x stride), starts on a
 // line and takes whole lines, at most a stride. Small frames pack into
-// consecutive lines: p2p's eager header has 32 significant bytes, so a
-// frame of up to 16 payload bytes is a one-line record, and a window of
-// 64 such sends fills 4 KiB that the consumer reads in order. (The ring
+// consecutive lines: p2p's eager header has 13-14 significant bytes
+// (p2p/header.go), so a frame of up to 34 payload bytes is a one-line
+// record, and a window of 64 such sends fills 4 KiB that the consumer
+// reads in order. (The ring
 // used to be 16 fixed slots of 64 KiB, one frame or fragment per slot:
 // every small message then took the first line of a slot 64 KiB from the
 // last. Measured on the quiet 16-core device host, OSU method, old and

@@ -77,10 +77,10 @@ func TestLayout(t *testing.T) {
 			t.Errorf("%d slots of %d: data area at ring offset %d, not on a page", g[0], g[1], o)
 		}
 	}
-	// A small eager frame (p2p's header has 32 significant bytes) with 16
-	// payload bytes is one line.
-	if recLen(32+16) > lineSize {
-		t.Error("a 16-byte eager frame is not a one-line record")
+	// A small eager frame (p2p's header has 14 significant bytes up to
+	// 64 KiB) with 32 payload bytes is one line.
+	if recLen(14+32) > lineSize {
+		t.Error("a 32-byte eager frame is not a one-line record")
 	}
 	for _, n := range []int{1, 2, 64, 65, 1000} {
 		if offBell(n) < offList+4*n || offBell(n)%lineSize != 0 || ctlBytes(n) < offBell(n)+8*bellWords(n) {
