@@ -297,8 +297,10 @@ func waitall(op string, reqs []*Request, sts []Status, free bool) error {
 			errs[i] = err
 		}
 	}
+	// WaitallFree applies the handler before it gives the requests back
+	// (failFirst reads them); the others after, as always.
 	var err error
-	if errs != nil {
+	if errs != nil && free {
 		err = failFirst(reqs, errs, &RequestErrors{Op: op, Errs: errs})
 	}
 	if own {
@@ -317,6 +319,11 @@ func waitall(op string, reqs []*Request, sts []Status, free bool) error {
 		e.ReleaseN(len(reqs), func(i int) *p2p.Request {
 			q := reqs[i]
 			if free && q != nil {
+				// The entry goes here, under the lock: once it is released
+				// another goroutine may take q from the free list.
+				if q.pers == nil {
+					reqs[i] = nil
+				}
 				return q.give()
 			}
 			if q == nil || q.rel == nil {
@@ -327,12 +334,16 @@ func waitall(op string, reqs []*Request, sts []Status, free bool) error {
 			return r
 		})
 	}
-	if free {
+	if free && !own {
+		// Nothing went back to the engine: no other goroutine can hold these.
 		for i, q := range reqs {
 			if q != nil && q.pers == nil {
 				reqs[i] = nil
 			}
 		}
+	}
+	if errs != nil && !free {
+		err = failFirst(reqs, errs, &RequestErrors{Op: op, Errs: errs})
 	}
 	return err
 }
