@@ -139,21 +139,31 @@ func Isend[T Numeric](c *Comm, buf []T, dest, tag int) (*Request, error) {
 // completed send request (sent) instead of a request of its own.
 func isendNow(c *Comm, b []byte, elem, dest, tag int) (*Request, error) {
 	const op = "Isend"
-	w, err := sendTo(op, c, dest, tag)
-	if err != nil {
+	r, err := startSendNow(op, c, b, dest, tag)
+	switch {
+	case err != nil:
 		return nil, err
-	}
-	if dest == ProcNull {
+	case dest == ProcNull:
 		return ownRequest(c, op, elem, nil), nil
+	case r == nil:
+		return c.sentReq(), nil
+	}
+	return ownRequest(c, op, elem, r), nil
+}
+
+// startSendNow validates a send of host bytes and starts it by IsendNow:
+// a nil request for ProcNull and for a send that completed within the
+// call.
+func startSendNow(op string, c *Comm, b []byte, dest, tag int) (*p2p.Request, error) {
+	w, err := sendTo(op, c, dest, tag)
+	if err != nil || dest == ProcNull {
+		return nil, err
 	}
 	r, err := c.rt.eng.IsendNow(c.ctx, w, tag, btl.HostMem(b))
 	if err != nil {
 		return nil, wrap(op, err)
 	}
-	if r == nil {
-		return c.sentReq(), nil
-	}
-	return ownRequest(c, op, elem, r), nil
+	return r, nil
 }
 
 // sentReq returns c's completed send request: what Isend returns for every
@@ -198,13 +208,9 @@ func Send[T Numeric](c *Comm, buf []T, dest, tag int) error {
 // needs no request; any other is waited for.
 func send[T Numeric](c *Comm, buf []T, dest, tag int) error {
 	const op = "Send"
-	w, err := sendTo(op, c, dest, tag)
-	if err != nil || dest == ProcNull {
-		return err
-	}
-	r, err := c.rt.eng.IsendNow(c.ctx, w, tag, btl.HostMem(elemBytes(buf)))
+	r, err := startSendNow(op, c, elemBytes(buf), dest, tag)
 	if err != nil {
-		return wrap(op, err)
+		return err
 	}
 	_, err = finishRaw(op, c, r, 1)
 	return err
