@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/gorun/gorun/internal/params"
+	"github.com/gorun/gorun/internal/shmseg"
 )
 
 // The fan-in tree of the shared-memory reduce and allreduce on many
@@ -136,10 +137,10 @@ func (k *shmCall) fanIn(a *Args, m int) error {
 			a.Op.Apply(acc[:m], b[:m])
 			acc = b
 		}
-		atomic.StoreUint64(g.level(me, l), s)
+		shmseg.StoreRelease(g.level(me, l), s)
 	}
 	if me == 0 {
-		atomic.StoreUint64(g.release(), s)
+		shmseg.StoreRelease(g.release(), s)
 	}
 	return nil
 }
