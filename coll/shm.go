@@ -194,8 +194,8 @@ func (g *shmSeg) area(r int, b uint64, size int) []byte {
 // publish says that this rank entered call s with size bytes in buffer b.
 func (g *shmSeg) publish(me int, s, b uint64, size int) {
 	v := s<<32 | uint64(size)<<1 | b
-	shmseg.StoreRelease(g.word(me, 8), g.pub)
-	shmseg.StoreRelease(g.ready(me), v)
+	atomic.StoreUint64(g.word(me, 8), g.pub)
+	atomic.StoreUint64(g.ready(me), v)
 	g.pub = v
 }
 
@@ -678,7 +678,7 @@ func (k *shmCall) reduce(a *Args, own []byte, wantResult bool) ([]byte, error) {
 			acc = b
 		}
 		g.seen = s
-		shmseg.StoreRelease(g.done(me), s)
+		atomic.StoreUint64(g.done(me), s)
 	}
 	if !wantResult || owners == 0 {
 		return nil, nil

@@ -6,7 +6,6 @@ import (
 	"unsafe"
 
 	"github.com/gorun/gorun/internal/params"
-	"github.com/gorun/gorun/internal/shmseg"
 )
 
 // The fan-in tree of the shared-memory reduce and allreduce on many
@@ -137,10 +136,10 @@ func (k *shmCall) fanIn(a *Args, m int) error {
 			a.Op.Apply(acc[:m], b[:m])
 			acc = b
 		}
-		shmseg.StoreRelease(g.level(me, l), s)
+		atomic.StoreUint64(g.level(me, l), s)
 	}
 	if me == 0 {
-		shmseg.StoreRelease(g.release(), s)
+		atomic.StoreUint64(g.release(), s)
 	}
 	return nil
 }
