@@ -20,9 +20,15 @@ import (
 // openEngines attaches size engines of this process to each other over
 // btl/tcp (real sockets on loopback), as mpi.Init does; Cleanup closes
 // them.
-func openEngines(t *testing.T, size int) []*p2p.Engine {
+func openEngines(t testing.TB, size int) []*p2p.Engine {
 	t.Helper()
-	f, err := btl.ParseFilter("tcp")
+	return openEnginesOn(t, size, "tcp")
+}
+
+// openEnginesOn is openEngines over the transports of filter.
+func openEnginesOn(t testing.TB, size int, filter string) []*p2p.Engine {
+	t.Helper()
+	f, err := btl.ParseFilter(filter)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,13 +48,17 @@ func openEngines(t *testing.T, size int) []*p2p.Engine {
 		engs[r] = p2p.Alloc(r, size)
 		ms, skipped, err := btl.OpenAll(btl.Env{Rank: r, Size: size, JobID: job, HostID: "colltest-host", Secret: secret, Handler: p2p.Handler(engs[r])}, f)
 		if err != nil {
-			t.Fatalf("rank %d: open tcp: %v (%v)", r, err, skipped)
+			t.Fatalf("rank %d: open %s: %v (%v)", r, filter, err, skipped)
 		}
 		mods[r] = ms
 	}
 	peers := make([]btl.Peer, size)
 	for r := range peers {
-		peers[r] = btl.Peer{Rank: r, HostID: "colltest-host", PID: os.Getpid(), Addrs: map[string][]byte{"tcp": mods[r][0].Address()}}
+		addrs := map[string][]byte{}
+		for _, m := range mods[r] {
+			addrs[m.Name()] = m.Address()
+		}
+		peers[r] = btl.Peer{Rank: r, HostID: "colltest-host", PID: os.Getpid(), Addrs: addrs}
 	}
 	for r, e := range engs {
 		if err := e.Attach(mods[r], peers); err != nil {
@@ -62,7 +72,7 @@ func openEngines(t *testing.T, size int) []*p2p.Engine {
 // fn goes on polling its engine until all are, as a real rank would in its
 // next calls. Past a minute the engines are closed (the stuck calls end
 // with ErrClosed) and the test fails with every goroutine's stack.
-func ranks(t *testing.T, engs []*p2p.Engine, fn func(r int)) {
+func ranks(t testing.TB, engs []*p2p.Engine, fn func(r int)) {
 	t.Helper()
 	var wg sync.WaitGroup
 	var left atomic.Int32
