@@ -1,60 +1,136 @@
 package coll
 
 import (
+	"bytes"
 	"fmt"
 	"os"
+	"runtime"
 	"testing"
 
 	_ "github.com/gorun/gorun/btl/sm"
+	"github.com/gorun/gorun/p2p"
 )
+
+// shmPairCase is one collective of 8 bytes (or none, barrier) between two
+// ranks, its arguments at rank r over x (24 bytes) and the check of its
+// result there.
+type shmPairCase struct {
+	name  string
+	call  func(*Comm, *Args) error
+	args  func(r int, x []byte) Args
+	check func(r int, a *Args) error
+}
+
+var shmPairCases = []shmPairCase{
+	{"barrier", Barrier, func(int, []byte) Args { return Args{} }, nil},
+	{"allreduce-8B", Allreduce,
+		func(r int, x []byte) Args { fill(x[:8], byte(10+r)); return Args{Recv: x[:8], Op: byteMax{}, Elem: 1} },
+		func(_ int, a *Args) error { return want(a.Recv, bytes.Repeat([]byte{11}, 8)) }},
+	{"allgather-8B", Allgather,
+		func(r int, x []byte) Args { fill(x[:8], byte(10+r)); return Args{Send: x[:8], Recv: x[8:24]} },
+		func(_ int, a *Args) error {
+			return want(a.Recv, append(bytes.Repeat([]byte{10}, 8), bytes.Repeat([]byte{11}, 8)...))
+		}},
+	{"bcast-8B", Bcast,
+		func(r int, x []byte) Args { fill(x[:8], byte(10+r)); return Args{Recv: x[:8], Root: 0} },
+		func(_ int, a *Args) error { return want(a.Recv, bytes.Repeat([]byte{10}, 8)) }},
+}
+
+func fill(b []byte, v byte) {
+	for i := range b {
+		b[i] = v
+	}
+}
+
+func want(got, w []byte) error {
+	if !bytes.Equal(got, w) {
+		return fmt.Errorf("got %v, want %v", got, w)
+	}
+	return nil
+}
+
+// shmPair makes two ranks of this process over btl/sm with a
+// communicator each, and checks that their first call (a barrier) ran in
+// shared memory: a segment that could not be made would leave them on
+// the point-to-point algorithms unnoticed.
+func shmPair(tb testing.TB) []Comm {
+	if !shmOn() {
+		tb.Skip("GORUN_COLL_SHM=0")
+	}
+	if runtime.GOMAXPROCS(0) < 2 {
+		tb.Skip("two spinning ranks need two Ps (GOMAXPROCS >= 2)")
+	}
+	const np, ctx = 2, 12
+	SetJob(fmt.Sprintf("collpair%d", os.Getpid()))
+	engs := openEnginesOn(tb, np, "sm")
+	comms := make([]Comm, np)
+	for r := range np {
+		comms[r] = NewComm(engs[r], ctx, []int{0, 1}, r, nil)
+		tb.Cleanup(comms[r].sh.shm.close)
+	}
+	ranks(tb, engs, func(r int) {
+		v := comms[r].Begin()
+		if err := pairCall(&v, Barrier, &Args{}); err != nil {
+			tb.Errorf("rank %d: first barrier: %v", r, err)
+		}
+	})
+	for r := range np {
+		if comms[r].sh.shm.seg.Load() == nil {
+			tb.Fatalf("rank %d has no shared-memory segment", r)
+		}
+	}
+	return comms
+}
+
+// runPair runs n calls of cs at both ranks, each a view and arguments made
+// once (made per call they escape, and the collector they bring along is
+// no part of a call's cost: package mpi keeps them in a pool); check, if
+// set, looks at the last result.
+func runPair(tb testing.TB, comms []Comm, cs shmPairCase, n int, check bool) {
+	engs := []*p2p.Engine{comms[0].E, comms[1].E}
+	ranks(tb, engs, func(r int) {
+		a := cs.args(r, make([]byte, 24))
+		v := new(Comm)
+		for range n {
+			*v = comms[r].Begin()
+			if err := pairCall(v, cs.call, &a); err != nil {
+				tb.Errorf("rank %d: %s: %v", r, cs.name, err)
+				return
+			}
+		}
+		if check && cs.check != nil {
+			if err := cs.check(r, &a); err != nil {
+				tb.Errorf("rank %d: %s: %v", r, cs.name, err)
+			}
+		}
+	})
+}
+
+// pairCall prepares the view v and makes the call.
+func pairCall(v *Comm, call func(*Comm, *Args) error, a *Args) error {
+	if err := v.Prepare(); err != nil {
+		return err
+	}
+	return call(v, a)
+}
+
+// TestShmPair: the shared-memory collectives between two ranks of this
+// process over btl/sm (what BenchmarkShmNp2 times) give the right results.
+func TestShmPair(t *testing.T) {
+	comms := shmPair(t)
+	for _, cs := range shmPairCases {
+		runPair(t, comms, cs, 100, true)
+	}
+}
 
 // BenchmarkShmNp2 times the shared-memory collectives of two ranks in
 // this process (a goroutine each, over the segment the ranks of a job
 // map): the line transfers between two cores and this package's own
 // bookkeeping a call, without package mpi's. Each op is one call at both
-// ranks.
+// ranks. Runs longer than a minute trip ranks' hang check.
 func BenchmarkShmNp2(b *testing.B) {
-	if !shmOn() {
-		b.Skip("GORUN_COLL_SHM=0")
-	}
-	const np, ctx = 2, 12
-	SetJob(fmt.Sprintf("collbench%d", os.Getpid()))
-	engs := openEnginesOn(b, np, "sm")
-	comms := make([]Comm, np)
-	for r := range np {
-		comms[r] = NewComm(engs[r], ctx, []int{0, 1}, r, nil)
-		b.Cleanup(comms[r].sh.shm.close)
-	}
-	// Each rank's arguments and view are made once: made per call they
-	// escape (and the collector they bring along is no part of a call's
-	// cost: package mpi keeps them in a pool).
-	cases := []struct {
-		name string
-		call func(*Comm, *Args) error
-		args func(x []byte) Args
-	}{
-		{"barrier", Barrier, func([]byte) Args { return Args{} }},
-		{"allreduce-8B", Allreduce, func(x []byte) Args { return Args{Recv: x[:8], Op: byteMax{}, Elem: 1} }},
-		{"allgather-8B", Allgather, func(x []byte) Args { return Args{Send: x[:8], Recv: x[8:24]} }},
-		{"bcast-8B", Bcast, func(x []byte) Args { return Args{Recv: x[:8], Root: 0} }},
-	}
-	for _, cs := range cases {
-		b.Run(cs.name, func(b *testing.B) {
-			ranks(b, engs, func(r int) {
-				a := cs.args(make([]byte, 24))
-				v := new(Comm) // the call's view, reused as package mpi does
-				for i := 0; i < b.N; i++ {
-					*v = comms[r].Begin()
-					if err := v.Prepare(); err != nil {
-						b.Error(err)
-						return
-					}
-					if err := cs.call(v, &a); err != nil {
-						b.Errorf("rank %d: %v", r, err)
-						return
-					}
-				}
-			})
-		})
+	comms := shmPair(b)
+	for _, cs := range shmPairCases {
+		b.Run(cs.name, func(b *testing.B) { runPair(b, comms, cs, b.N, false) })
 	}
 }
