@@ -95,19 +95,23 @@ func Ibsend[T Numeric](c *Comm, buf []T, dest, tag int) (*Request, error) {
 }
 
 // Rsend is a ready-mode send (MPI_Rsend): the caller asserts that the
-// matching receive is posted. gorun sends it as Send does.
+// matching receive is posted. gorun sends it as Send does (a small message
+// goes out within the call).
 func Rsend[T Numeric](c *Comm, buf []T, dest, tag int) error {
-	r, err := startSend("Rsend", c, btl.HostMem(elemBytes(buf)), dest, tag, false, nil)
+	const op = "Rsend"
+	r, err := startSendNow(op, c, elemBytes(buf), dest, tag)
 	if err != nil {
 		return c.fail(err)
 	}
-	_, err = finishRaw("Rsend", c, r, 1)
+	_, err = finishRaw(op, c, r, 1)
 	return c.fail(err)
 }
 
-// Irsend is Rsend as a nonblocking call (MPI_Irsend), sent as Isend.
+// Irsend is Rsend as a nonblocking call (MPI_Irsend), sent as Isend (a
+// send that completes within the call returns the shared completed
+// request, as Isend's do).
 func Irsend[T Numeric](c *Comm, buf []T, dest, tag int) (*Request, error) {
-	q, err := isend("Irsend", c, buf, dest, tag, false)
+	q, err := isendNow("Irsend", c, elemBytes(buf), elemSize[T](), dest, tag)
 	return q, c.fail(err)
 }
 

@@ -130,15 +130,15 @@ func irecvBytes(op string, c *Comm, b []byte, elem, source, tag int) (*Request, 
 // accepts ProcNull as a peer: the operation completes at once and moves
 // nothing.
 func Isend[T Numeric](c *Comm, buf []T, dest, tag int) (*Request, error) {
-	q, err := isendNow(c, elemBytes(buf), elemSize[T](), dest, tag)
+	q, err := isendNow("Isend", c, elemBytes(buf), elemSize[T](), dest, tag)
 	return q, c.fail(err)
 }
 
-// isendNow is Isend's start: a send that completes within the call (an
-// eager message the transport took at once) gets the communicator's one
-// completed send request (sent) instead of a request of its own.
-func isendNow(c *Comm, b []byte, elem, dest, tag int) (*Request, error) {
-	const op = "Isend"
+// isendNow is the start of Isend (and Irsend, op): a send that completes
+// within the call (an eager message the transport took at once) gets the
+// communicator's one completed send request (sent) instead of a request of
+// its own.
+func isendNow(op string, c *Comm, b []byte, elem, dest, tag int) (*Request, error) {
 	r, err := startSendNow(op, c, b, dest, tag)
 	switch {
 	case err != nil:

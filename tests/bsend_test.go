@@ -90,10 +90,21 @@ func caseBsend(w *mpi.Comm) error {
 			return err
 		}
 	}
-	// Ready mode: the receive is posted before the barrier.
+	// Ready mode: the receives are posted before the barrier (Rsend;
+	// Irsend small, as Isend sends at once, and large, with a request of
+	// its own).
 	if me == 1 {
 		got := make([]int, 1)
 		r, err := mpi.Irecv(w, got, 0, 6)
+		if err != nil {
+			return err
+		}
+		small, large := make([]int, 1), make([]float64, 1<<16)
+		rs, err := mpi.Irecv(w, small, 0, 7)
+		if err != nil {
+			return err
+		}
+		rl, err := mpi.Irecv(w, large, 0, 8)
 		if err != nil {
 			return err
 		}
@@ -102,6 +113,12 @@ func caseBsend(w *mpi.Comm) error {
 		}
 		if _, err := r.Wait(); err != nil || got[0] != 66 {
 			return fmt.Errorf("ready send: got %v, %v", got, err)
+		}
+		if _, err := rs.Wait(); err != nil || small[0] != 77 {
+			return fmt.Errorf("small Irsend: got %v, %v", small, err)
+		}
+		if _, err := rl.Wait(); err != nil || large[0] != 8 || large[len(large)-1] != float64(len(large)-1) {
+			return fmt.Errorf("large Irsend: got %v ... %v, %v", large[0], large[len(large)-1], err)
 		}
 		for k := 4; k <= 5; k++ {
 			got := make([]float64, n)
@@ -115,7 +132,23 @@ func caseBsend(w *mpi.Comm) error {
 		return err
 	}
 	if me == 0 {
-		return mpi.Rsend(w, []int{66}, 1, 6)
+		if err := mpi.Rsend(w, []int{66}, 1, 6); err != nil {
+			return err
+		}
+		large := make([]float64, 1<<16)
+		for i := range large {
+			large[i] = float64(i)
+		}
+		large[0] = 8
+		qs, err := mpi.Irsend(w, []int{77}, 1, 7)
+		if err != nil {
+			return err
+		}
+		ql, err := mpi.Irsend(w, large, 1, 8)
+		if err != nil {
+			return err
+		}
+		return mpi.WaitallFree([]*mpi.Request{qs, ql})
 	}
 	return nil
 }
