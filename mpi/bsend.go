@@ -98,13 +98,7 @@ func Ibsend[T Numeric](c *Comm, buf []T, dest, tag int) (*Request, error) {
 // matching receive is posted. gorun sends it as Send does (a small message
 // goes out within the call).
 func Rsend[T Numeric](c *Comm, buf []T, dest, tag int) error {
-	const op = "Rsend"
-	r, err := startSendNow(op, c, elemBytes(buf), dest, tag)
-	if err != nil {
-		return c.fail(err)
-	}
-	_, err = finishRaw(op, c, r, 1)
-	return c.fail(err)
+	return c.fail(send("Rsend", c, buf, dest, tag))
 }
 
 // Irsend is Rsend as a nonblocking call (MPI_Irsend), sent as Isend (a

@@ -201,13 +201,12 @@ func Irecv[T Numeric](c *Comm, buf []T, source, tag int) (*Request, error) {
 // Send sends buf to rank dest of c with tag and returns once buf may be
 // reused.
 func Send[T Numeric](c *Comm, buf []T, dest, tag int) error {
-	return c.fail(send(c, buf, dest, tag))
+	return c.fail(send("Send", c, buf, dest, tag))
 }
 
-// send is Send's body: a message the transport takes at once (IsendNow)
-// needs no request; any other is waited for.
-func send[T Numeric](c *Comm, buf []T, dest, tag int) error {
-	const op = "Send"
+// send is the body of Send and Rsend (op): a message the transport takes
+// at once (IsendNow) needs no request; any other is waited for.
+func send[T Numeric](op string, c *Comm, buf []T, dest, tag int) error {
 	r, err := startSendNow(op, c, elemBytes(buf), dest, tag)
 	if err != nil {
 		return err
