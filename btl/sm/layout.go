@@ -59,8 +59,8 @@ const (
 	// byte; a frame's first record also has the header length and the
 	// frame's length, a continuation its payload length. A first record
 	// carries the header's significant leading bytes (trailing zero bytes
-	// are left out: p2p's eager header has 32 of 48) and the payload right
-	// behind, so a payload of up to 16 bytes makes a one-line record.
+	// are left out: p2p's eager header has 13-14 of 48) and the payload
+	// right behind, so a payload of up to 34 bytes makes a one-line record.
 	offRecSeq  = 0  // u64: the record's position in the ring's byte stream + 1, stored last by the producer
 	offRecMeta = 8  // u64: kind << metaKindShift | ...
 	offRecBody = 16 // first record: header, then payload; continuation: payload
@@ -75,6 +75,12 @@ const (
 	recCont  = 2 // a later record of the frame: its payload length
 	recSkip  = 3 // nothing: the rest of the ring up to its end is unused this lap
 )
+
+// firstMeta is the meta word of a frame's first record: hl bytes of
+// header, a frame of total payload bytes.
+func firstMeta(hl, total int) uint64 {
+	return recFirst<<metaKindShift | uint64(hl)<<metaHdrShift | uint64(total)
+}
 
 var pageSize = os.Getpagesize()
 

@@ -267,7 +267,7 @@ func (o *outRing) SendNow(h *btl.Header, payload []byte) bool {
 	b := o.data[o.toff+offRecBody : o.toff+l]
 	copy(b, h[:hl])
 	copy(b[hl:], payload)
-	o.publish(l, recFirst<<metaKindShift|uint64(hl)<<metaHdrShift|uint64(len(payload)))
+	o.publish(l, firstMeta(hl, len(payload)))
 	o.doorbell()
 	wake(o.rctl)
 	return true
@@ -393,7 +393,7 @@ func (o *outRing) push() int {
 			b := o.data[o.toff+offRecBody : o.toff+l]
 			var meta uint64
 			if !o.started {
-				meta = recFirst<<metaKindShift | uint64(hl)<<metaHdrShift | uint64(len(f.Payload))
+				meta = firstMeta(hl, len(f.Payload))
 				copy(b, f.Hdr[:hl])
 				o.started = true
 			} else {
