@@ -30,8 +30,9 @@ func (e *Engine) IsendNow(ctx uint32, dst, tag int, m btl.Mem) (*Request, error)
 // immediate send (btl.Immediate) when the route has one and takes it: no
 // request, no frame, no completion. It reports whether it did; on false
 // nothing happened and the caller sends as usual, which also reports
-// every error (a failed peer, a revoked context, a closed engine). The
-// lock is held.
+// every error (a failed peer, a revoked context, a closed engine): the
+// checks are isend's, repeated here inline rather than shared through a
+// function that every send would call. The lock is held.
 func (e *Engine) sendNow(ctx uint32, dst, tag int, b []byte) bool {
 	rt := e.routes[dst]
 	if rt == nil || rt.imm == nil || len(b) > rt.eager || len(rt.held) > 0 ||
@@ -40,8 +41,5 @@ func (e *Engine) sendNow(ctx uint32, dst, tag int, b []byte) bool {
 	}
 	h := header{kind: kEager, ctx: ctx, tag: int32(tag), length: uint64(len(b))}
 	h.encode(&e.nowHdr)
-	if !rt.imm.SendNow(&e.nowHdr, b) {
-		return false
-	}
-	return true
+	return rt.imm.SendNow(&e.nowHdr, b)
 }
