@@ -297,11 +297,12 @@ func waitall(op string, reqs []*Request, sts []Status, free bool) error {
 			errs[i] = err
 		}
 	}
-	// WaitallFree applies the handler before it gives the requests back
-	// (failFirst reads them); the others after, as always.
-	var err error
-	if errs != nil && free {
-		err = failFirst(reqs, errs, &RequestErrors{Op: op, Errs: errs})
+	// The error handler is that of the first failing request's
+	// communicator, read now: WaitallFree gives the requests back below,
+	// and another goroutine may take one at once.
+	var fc *Comm
+	if errs != nil {
+		fc = failing(reqs, errs)
 	}
 	if own {
 		// Every engine request back under one lock, not one per message;
@@ -342,10 +343,10 @@ func waitall(op string, reqs []*Request, sts []Status, free bool) error {
 			}
 		}
 	}
-	if errs != nil && !free {
-		err = failFirst(reqs, errs, &RequestErrors{Op: op, Errs: errs})
+	if errs != nil {
+		return fc.fail(&RequestErrors{Op: op, Errs: errs})
 	}
-	return err
+	return nil
 }
 
 // give, for WaitallFree (in ReleaseN, under the engine lock), takes from
@@ -368,16 +369,16 @@ func (q *Request) give() *p2p.Request {
 	return r
 }
 
-// failFirst applies to err the handler of the communicator of the first
-// request whose entry of errs is set (MPI names no one communicator for
-// the errors of several requests).
-func failFirst(reqs []*Request, errs []error, err error) error {
+// failing is the communicator whose error handler takes the errors of
+// several requests: that of the first request whose entry of errs is set
+// (MPI names no one communicator for them).
+func failing(reqs []*Request, errs []error) *Comm {
 	for i, e := range errs {
 		if e != nil && reqs[i] != nil {
-			return reqs[i].fail(err)
+			return reqs[i].c
 		}
 	}
-	return err
+	return nil
 }
 
 // Waitany blocks until one request has completed, sets its entry to nil
