@@ -12,34 +12,28 @@ import (
 )
 
 // shmPairCase is one collective of 8 bytes (or none, barrier) between two
-// ranks, its arguments at rank r over x (24 bytes) and the check of its
-// result there.
+// ranks: its arguments over a rank's x (24 bytes: eight of 10+rank, then
+// zeros) and the check of its result (the same at both ranks).
 type shmPairCase struct {
 	name  string
 	call  func(*Comm, *Args) error
-	args  func(r int, x []byte) Args
-	check func(r int, a *Args) error
+	args  func(x []byte) Args
+	check func(a *Args) error
 }
 
 var shmPairCases = []shmPairCase{
-	{"barrier", Barrier, func(int, []byte) Args { return Args{} }, nil},
+	{"barrier", Barrier, func([]byte) Args { return Args{} }, nil},
 	{"allreduce-8B", Allreduce,
-		func(r int, x []byte) Args { fill(x[:8], byte(10+r)); return Args{Recv: x[:8], Op: byteMax{}, Elem: 1} },
-		func(_ int, a *Args) error { return want(a.Recv, bytes.Repeat([]byte{11}, 8)) }},
+		func(x []byte) Args { return Args{Recv: x[:8], Op: byteMax{}, Elem: 1} },
+		func(a *Args) error { return want(a.Recv, bytes.Repeat([]byte{11}, 8)) }},
 	{"allgather-8B", Allgather,
-		func(r int, x []byte) Args { fill(x[:8], byte(10+r)); return Args{Send: x[:8], Recv: x[8:24]} },
-		func(_ int, a *Args) error {
+		func(x []byte) Args { return Args{Send: x[:8], Recv: x[8:24]} },
+		func(a *Args) error {
 			return want(a.Recv, append(bytes.Repeat([]byte{10}, 8), bytes.Repeat([]byte{11}, 8)...))
 		}},
 	{"bcast-8B", Bcast,
-		func(r int, x []byte) Args { fill(x[:8], byte(10+r)); return Args{Recv: x[:8], Root: 0} },
-		func(_ int, a *Args) error { return want(a.Recv, bytes.Repeat([]byte{10}, 8)) }},
-}
-
-func fill(b []byte, v byte) {
-	for i := range b {
-		b[i] = v
-	}
+		func(x []byte) Args { return Args{Recv: x[:8], Root: 0} },
+		func(a *Args) error { return want(a.Recv, bytes.Repeat([]byte{10}, 8)) }},
 }
 
 func want(got, w []byte) error {
@@ -89,7 +83,9 @@ func shmPair(tb testing.TB) []Comm {
 func runPair(tb testing.TB, comms []Comm, cs shmPairCase, n int, check bool) {
 	engs := []*p2p.Engine{comms[0].E, comms[1].E}
 	ranks(tb, engs, func(r int) {
-		a := cs.args(r, make([]byte, 24))
+		x := make([]byte, 24) // 8 bytes of 10+r, then zeros
+		copy(x, bytes.Repeat([]byte{byte(10 + r)}, 8))
+		a := cs.args(x)
 		v := new(Comm)
 		for range n {
 			*v = comms[r].Begin()
@@ -99,7 +95,7 @@ func runPair(tb testing.TB, comms []Comm, cs shmPairCase, n int, check bool) {
 			}
 		}
 		if check && cs.check != nil {
-			if err := cs.check(r, &a); err != nil {
+			if err := cs.check(&a); err != nil {
 				tb.Errorf("rank %d: %s: %v", r, cs.name, err)
 			}
 		}
