@@ -63,8 +63,12 @@ type Engine struct {
 	stager btl.Stager
 	// busies are the modules that may have work only polling completes.
 	busies []btl.Busy
-	// stageQ are staged sends waiting for a pinned buffer (stage.go).
+	// stageQ are staged sends waiting for a pinned buffer or for
+	// stageOut to drop under stageMax (stage.go).
 	stageQ []*staged
+	// stageOut is the bytes of staged sends' chunks in flight; stageMax
+	// bounds it (GORUN_P2P_STAGE_INFLIGHT; 0: no bound).
+	stageOut, stageMax int
 	// devEager is GORUN_P2P_DEVICE_EAGER.
 	devEager int
 }
@@ -165,6 +169,7 @@ func Alloc(rank, size int) *Engine {
 		wait:   defaultWaitPolicy(size),
 
 		devEager: pDeviceEager(),
+		stageMax: pStageInflight(),
 	}
 }
 

@@ -41,6 +41,14 @@ var pDeviceEager = params.Int("GORUN_P2P_DEVICE_EAGER", 64<<10,
 // engines busy while the transport drains a burst.
 const stageDepth = 4
 
+// pStageInflight bounds the bytes of all of a rank's staged sends between
+// its devices and the wire together (0: no bound beyond stageDepth chunks
+// a message). A window of large sends otherwise has every message's chunks
+// in flight at once, each in its own pinned buffer, more than the caches
+// hold.
+var pStageInflight = params.Int("GORUN_P2P_STAGE_INFLIGHT", 4<<20,
+	"most bytes of a rank's staged GPU sends (device to pinned host memory to the wire) in flight together, at least one chunk; 0 or less: no bound but 4 chunks a message")
+
 // staged is one request's staging state.
 type staged struct {
 	r     *Request
@@ -67,6 +75,7 @@ type stageSlot struct {
 	f    btl.Frame
 	off  int
 	busy bool
+	out  int // sender: the bytes this chunk counts in the engine's stageOut
 }
 
 // stagerFor returns the module that stages memory of kind k, or nil.
@@ -187,6 +196,15 @@ func (sg *staged) pump() {
 			return
 		}
 		n := min(chunk, sg.total-sg.next)
+		e := r.e
+		if e.stageMax > 0 && e.stageOut > 0 && e.stageOut+n > e.stageMax {
+			// The rank's bound on staged bytes in flight: go on when a
+			// chunk is over (its own, or kick's).
+			if busy == 0 {
+				e.stageQ = append(e.stageQ, sg)
+			}
+			return
+		}
 		buf := sg.st.HostBuffer(int(r.mem.Device), n)
 		if buf == nil {
 			// The pinned pool is spent: go on when a buffer comes back.
@@ -197,6 +215,8 @@ func (sg *staged) pump() {
 		}
 		s := sg.slot()
 		s.off = sg.next
+		s.out = n
+		e.stageOut += n
 		sg.next += n
 		s.op.Dev = r.mem.Slice(s.off, s.off+n)
 		s.op.Host = buf
@@ -213,6 +233,8 @@ func (sg *staged) pump() {
 
 // free releases the slot's host buffer.
 func (s *stageSlot) free() {
+	s.sg.r.e.stageOut -= s.out
+	s.out = 0
 	s.sg.st.ReleaseHost(s.op.Host)
 	s.op.Host, s.f.Payload = nil, nil
 	s.busy = false

@@ -19,8 +19,9 @@ func init() {
 }
 
 // caseGPUP2P: ranks 0 and 1 exchange device buffers of several sizes at
-// once (IsendGPU/IrecvGPU both ways), then blocking, then a truncated
-// receive, and check every byte on the host. Each rank uses GPU rank % GPUs,
+// once (IsendGPU/IrecvGPU both ways), then blocking, then a window of
+// large messages both ways at once, then a truncated receive, and check
+// every byte on the host. Each rank uses GPU rank % GPUs,
 // or GPU 0 for both with GORUN_TEST_GPU_SAME=1.
 func caseGPUP2P(w *mpi.Comm) error {
 	me := w.Rank()
@@ -91,6 +92,9 @@ func caseGPUP2P(w *mpi.Comm) error {
 		sb.Free()
 		rb.Free()
 	}
+	if err := gpuP2PWindow(w, alloc); err != nil {
+		return err
+	}
 	// Truncation: 1 MiB into 600 KiB.
 	big := make([]byte, 1<<20)
 	pattern(big, 77)
@@ -123,6 +127,64 @@ func caseGPUP2P(w *mpi.Comm) error {
 // without (no GPU: a wrapped made-up pointer that nothing may touch; or
 // GORUN_BTL excluding cuda) it fails with ErrBuffer on both sides,
 // promptly, and the job goes on.
+// gpuP2PWindow has each rank post six receives and six sends of 300 KiB
+// (and a byte) to its peer at once, each message its own pattern, and
+// checks every byte: staged, the sends' chunks share the rank's bound on
+// bytes in flight (GORUN_P2P_STAGE_INFLIGHT), so later messages wait for
+// earlier ones' chunks.
+func gpuP2PWindow(w *mpi.Comm, alloc func([]byte) (gpu.Buffer, error)) error {
+	const k, size = 6, 300<<10 + 1
+	me := w.Rank()
+	peer := 1 - me
+	var reqs []*mpi.Request
+	var sbs, rbs []gpu.Buffer
+	defer func() {
+		for _, b := range append(sbs, rbs...) {
+			b.Free()
+		}
+	}()
+	for i := range k {
+		out := make([]byte, size)
+		pattern(out, 300+10*i+me)
+		sb, err := alloc(out)
+		if err != nil {
+			return err
+		}
+		sbs = append(sbs, sb)
+		rb, err := alloc(make([]byte, size))
+		if err != nil {
+			return err
+		}
+		rbs = append(rbs, rb)
+		rq, err := mpi.IrecvGPU(w, rb, peer, 300+i)
+		if err != nil {
+			return err
+		}
+		reqs = append(reqs, rq)
+	}
+	for i, sb := range sbs {
+		sq, err := mpi.IsendGPU(w, sb, peer, 300+i)
+		if err != nil {
+			return err
+		}
+		reqs = append(reqs, sq)
+	}
+	if _, err := mpi.Waitall(reqs); err != nil {
+		return fmt.Errorf("window of %d messages of %d bytes: %w", k, size, err)
+	}
+	got, want := make([]byte, size), make([]byte, size)
+	for i, rb := range rbs {
+		pattern(want, 300+10*i+peer)
+		if err := rb.CopyToHost(got); err != nil {
+			return err
+		}
+		if !bytes.Equal(got, want) {
+			return fmt.Errorf("window: message %d of %d bytes: received wrong bytes", i, size)
+		}
+	}
+	return nil
+}
+
 func caseGPUNoPath(w *mpi.Comm) error {
 	me := w.Rank()
 	f, err := btl.ParseFilter(os.Getenv("GORUN_BTL"))
@@ -220,6 +282,11 @@ func TestGPUPointToPoint(t *testing.T) {
 	t.Run("staged-sm", func(t *testing.T) { job{np: 2, cas: "gpu-p2p", env: []string{"GORUN_CUDA_IPC=none", small}}.ok(t) })
 	t.Run("staged-tcp", func(t *testing.T) {
 		job{np: 2, cas: "gpu-p2p", env: []string{"GORUN_CUDA_IPC=none", "GORUN_BTL=tcp,self,cuda", small}}.ok(t)
+	})
+	// A bound on a rank's staged bytes in flight of two chunks: the
+	// window's later sends wait for the earlier ones' chunks.
+	t.Run("staged-tcp-bound", func(t *testing.T) {
+		job{np: 2, cas: "gpu-p2p", env: []string{"GORUN_CUDA_IPC=none", "GORUN_BTL=tcp,self,cuda", small, "GORUN_P2P_STAGE_INFLIGHT=131072"}}.ok(t)
 	})
 	t.Run("staged-tcp-same-gpu", func(t *testing.T) {
 		job{np: 2, cas: "gpu-p2p", env: []string{"GORUN_CUDA_IPC=none", "GORUN_BTL=tcp,self,cuda", "GORUN_TEST_GPU_SAME=1"}}.ok(t)
