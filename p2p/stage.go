@@ -14,9 +14,11 @@ import (
 // memory chunk by chunk (btl.Stager, the GPU's copy engines) and sends each
 // chunk as a DATA frame whose sreq field carries the chunk's offset, with
 // up to stageDepth chunks in flight: chunk k+1 is being copied while chunk
-// k is on the wire. The receiver lands each chunk in host memory and copies
-// it to its device buffer; a host receiver takes the chunks straight into
-// its buffer. A side completes when every byte is in place.
+// k is on the wire, and all of a rank's staged sends together within
+// stageMax bytes (later messages wait for earlier ones' chunks). The
+// receiver lands each chunk in host memory and copies it to its device
+// buffer; a host receiver takes the chunks straight into its buffer. A
+// side completes when every byte is in place.
 //
 // A message up to the route's eager limit (and GORUN_P2P_DEVICE_EAGER)
 // skips the rendezvous, whose round trip dominated small messages
