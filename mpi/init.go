@@ -172,15 +172,26 @@ func notLive(op string, fin bool) error {
 
 // Finalize waits for every rank (it is collective over the world), tells
 // gorun this rank is done, and releases the transports. Nothing of this
-// package may be used afterwards.
+// package may be used afterwards. First, as MPI_Finalize does, it deletes
+// Self's attributes, so that their DeleteFuncs run (in the reverse order
+// the attributes were set): code that must run at the end, while MPI still
+// works, sets one.
 func Finalize() error {
 	s, err := current("Finalize")
 	if err != nil {
 		return err
 	}
+	// MPI's hook for user code at process termination: before anything
+	// else, MPI_COMM_SELF's attributes are deleted, their delete callbacks
+	// run in the reverse order the attributes were set (a failing one
+	// stops the deletion, and its error is Finalize's once the rest is done).
+	aerr := s.self.deleteAllAttrs("Finalize")
 	// Buffered sends still in flight are delivered first, as if the
 	// buffer were detached (bsend.go); their error, if any, is Finalize's.
 	berr := flushBsend()
+	if aerr != nil {
+		berr = aerr
+	}
 	if s.env.Recovery {
 		// Failed ranks will not come: agree through gorun, which
 		// counts only the live ones (ulfm.go).

@@ -3,6 +3,7 @@ package tests
 import (
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 // Issue 16: attribute caching and error handlers per communicator.
 
 func init() {
+	rawCases["finalize-hook"] = caseFinalizeHook
 	rankCases["attr"] = caseAttr
 	rankCases["errhandler"] = caseErrhandler
 	rankCases["errfatal"] = caseErrFatal
@@ -247,4 +249,67 @@ func TestErrhandlerFatal(t *testing.T) {
 	if r.code != int(mpi.ErrRank) || !strings.Contains(r.stderr, "rank 42 is not in MPI_COMM_WORLD") || !strings.Contains(r.stderr, "MPI_ERRORS_ARE_FATAL") {
 		t.Fatalf("exit %d (want %d), stderr:\n%s", r.code, int(mpi.ErrRank), r.stderr)
 	}
+}
+
+// caseFinalizeHook: MPI's hook for code at termination. Three attributes
+// on Self, set in the order b, a, c; Finalize deletes them first, in the
+// reverse order (c, a, b), while MPI still works (each DeleteFunc runs a
+// Barrier on the world). With GORUN_TEST_HOOK_FAIL=1 a's DeleteFunc fails:
+// Finalize returns its error, the deletion stops there (b's callback does
+// not run), and Finalize still finishes (no rank hangs).
+func caseFinalizeHook() int {
+	fail := os.Getenv("GORUN_TEST_HOOK_FAIL") == "1"
+	if err := mpi.Init(); err != nil {
+		fmt.Fprintln(os.Stderr, "Init:", err)
+		return 1
+	}
+	w := mpi.World()
+	var log []string
+	var keys []mpi.Keyval
+	for _, n := range []string{"a", "b", "c"} {
+		k, err := mpi.CreateKeyval(nil, func(*mpi.Comm, mpi.Keyval, any) error {
+			if err := mpi.Barrier(mpi.World()); err != nil {
+				return fmt.Errorf("barrier in %s's delete callback: %w", n, err)
+			}
+			log = append(log, n)
+			if fail && n == "a" {
+				return errors.New("a refused")
+			}
+			return nil
+		})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "CreateKeyval:", err)
+			return 1
+		}
+		keys = append(keys, k)
+	}
+	for _, i := range []int{1, 0, 2} {
+		if err := mpi.Self().SetAttr(keys[i], i); err != nil {
+			fmt.Fprintln(os.Stderr, "SetAttr:", err)
+			return 1
+		}
+	}
+	me := w.Rank()
+	err := mpi.Finalize()
+	want := []string{"c", "a", "b"}
+	if fail {
+		want = want[:2]
+		if err == nil || !strings.Contains(err.Error(), "a refused") {
+			fmt.Fprintf(os.Stderr, "rank %d: Finalize = %v, want a's delete error\n", me, err)
+			return 1
+		}
+	} else if err != nil {
+		fmt.Fprintf(os.Stderr, "rank %d: Finalize: %v\n", me, err)
+		return 1
+	}
+	if !slices.Equal(log, want) {
+		fmt.Fprintf(os.Stderr, "rank %d: delete callbacks ran %q, want %q\n", me, log, want)
+		return 1
+	}
+	return 0
+}
+
+func TestFinalizeHook(t *testing.T) {
+	job{np: 2, cas: "finalize-hook"}.ok(t)
+	job{np: 2, cas: "finalize-hook", env: []string{"GORUN_TEST_HOOK_FAIL=1"}}.ok(t)
 }
