@@ -54,6 +54,7 @@ var pStageInflight = params.Int("GORUN_P2P_STAGE_INFLIGHT", 4<<20,
 // staged is one request's staging state.
 type staged struct {
 	r     *Request
+	e     *Engine // r's, kept: r is cleared when released
 	st    btl.Stager
 	peer  int
 	total int    // accepted length
@@ -89,7 +90,7 @@ func (e *Engine) stagerFor(k btl.MemKind) btl.Stager {
 }
 
 func newStaged(r *Request, st btl.Stager, peer, total int) *staged {
-	sg := &staged{r: r, st: st, peer: peer, total: total}
+	sg := &staged{r: r, e: r.e, st: st, peer: peer, total: total}
 	sg.abortF.Owner = sg
 	r.sg = sg
 	return sg
@@ -198,7 +199,7 @@ func (sg *staged) pump() {
 			return
 		}
 		n := min(chunk, sg.total-sg.next)
-		e := r.e
+		e := sg.e
 		if e.stageMax > 0 && e.stageOut > 0 && e.stageOut+n > e.stageMax {
 			// The rank's bound on staged bytes in flight: go on when a
 			// chunk is over (its own, or kick's).
@@ -235,8 +236,10 @@ func (sg *staged) pump() {
 
 // free releases the slot's host buffer.
 func (s *stageSlot) free() {
-	s.sg.r.e.stageOut -= s.out
-	s.out = 0
+	if s.out != 0 {
+		s.sg.e.stageOut -= s.out
+		s.out = 0
+	}
 	s.sg.st.ReleaseHost(s.op.Host)
 	s.op.Host, s.f.Payload = nil, nil
 	s.busy = false
