@@ -105,6 +105,10 @@ type shared struct {
 
 	gpu gpuShared // GPU collectives' state (gpuipc.go)
 	shm shmShared // shared-memory collectives' state (shm.go)
+
+	// picks remembers each collective's last choice of algorithm on the
+	// whole communicator with its inputs (select.go, pickKey).
+	picks [maxColls]atomic.Uint64
 }
 
 // send sends a notice to every other rank of the communicator; fire and

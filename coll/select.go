@@ -52,6 +52,10 @@ type collective struct {
 	varSize bool
 	param   func() string
 	id      uint16 // index in collList
+	// memoOff: pick does not remember choices (an algorithm's shmBytes
+	// looks at more than the size; the GPU collectives, whose calls cost
+	// microseconds anyway, are left to choose afresh).
+	memoOff bool
 
 	once   sync.Once
 	forced atomic.Int32 // 1 + index into algs; 0: none
@@ -79,11 +83,16 @@ func algName(r callRec) string {
 }
 
 func register(k *collective) *collective {
+	if len(collList) == maxColls {
+		panic("coll: more collectives than maxColls")
+	}
 	k.id = uint16(len(collList))
 	collList = append(collList, k)
+	k.memoOff = strings.HasPrefix(k.name, "gpu_")
 	var names []string
 	for _, a := range k.algs {
 		names = append(names, a.name)
+		k.memoOff = k.memoOff || a.shmBytes != nil
 	}
 	env := "GORUN_COLL_" + strings.ToUpper(k.name)
 	k.param = params.String(env, "",
@@ -112,14 +121,63 @@ func (k *collective) load() {
 	})
 }
 
+// maxColls bounds the registered collectives (register checks it).
+const maxColls = 64
+
 // pick chooses the algorithm of a call (its index in k.algs): the
 // override if it applies, else the hierarchical algorithm when the
-// communicator spans several nodes, else the table's.
+// communicator spans several nodes, else the table's. On the whole
+// communicator the choice is remembered with what it depends on beyond
+// the communicator (pickKey): a call like the last one (a loop of them)
+// takes it back in one load, where choosing took 7% of an 8-byte
+// allreduce at np=2 (docs/measurements.md).
 func (k *collective) pick(c *Comm, a *Args) int {
 	k.load()
 	size := k.size(c, a)
-	if i := int(k.forced.Load()) - 1; i >= 0 && k.algs[i].applies(c, a, size) {
-		return i
+	forced := k.forced.Load()
+	key, memo := k.pickKey(c, a, size, forced)
+	if memo {
+		if v := c.sh.picks[k.id].Load(); v&^pickAlgMask == key {
+			return int(v & pickAlgMask)
+		}
+	}
+	i := k.choose(c, a, size, int(forced)-1)
+	if memo {
+		c.sh.picks[k.id].Store(key | uint64(i))
+	}
+	return i
+}
+
+// pickAlgMask is the algorithm's index in a remembered pick (the key
+// above it).
+const pickAlgMask = 1<<7 - 1
+
+// pickKey packs what a pick depends on besides the communicator itself:
+// the size, the operation's commutativity, a nonblocking call, the
+// override. memo is false where the key cannot hold it, or where c is a
+// view of part of the communicator (an algorithm's phase: other ranks,
+// other nodes) or the collective's algorithms look at more of the
+// arguments than the size (shmBytes).
+func (k *collective) pickKey(c *Comm, a *Args, size int, forced int32) (key uint64, memo bool) {
+	if c.sh == nil || len(c.World) != len(c.sh.world) || k.memoOff || size < 0 || size >= 1<<40 ||
+		forced < 0 || forced >= 1<<6 || len(k.algs) > pickAlgMask {
+		return 0, false
+	}
+	key = 1<<63 | uint64(size)<<16 | uint64(forced)<<8
+	if a.commutative() {
+		key |= 1 << 7
+	}
+	if a.Nonblocking {
+		key |= 1 << 15
+	}
+	return key, true
+}
+
+// choose is pick's choice, made afresh; forced is the override's index
+// (-1: none).
+func (k *collective) choose(c *Comm, a *Args, size, forced int) int {
+	if forced >= 0 && k.algs[forced].applies(c, a, size) {
+		return forced
 	}
 	for i := range k.algs {
 		if (k.algs[i].hier || k.algs[i].shm) && k.algs[i].applies(c, a, size) {
