@@ -1,6 +1,7 @@
 package mpi
 
 import (
+	"errors"
 	"fmt"
 	"github.com/gorun/gorun/coll"
 	"os"
@@ -188,10 +189,7 @@ func Finalize() error {
 	aerr := s.self.deleteAllAttrs("Finalize")
 	// Buffered sends still in flight are delivered first, as if the
 	// buffer were detached (bsend.go); their error, if any, is Finalize's.
-	berr := flushBsend()
-	if aerr != nil {
-		berr = aerr
-	}
+	berr := errors.Join(aerr, flushBsend())
 	if s.env.Recovery {
 		// Failed ranks will not come: agree through gorun, which
 		// counts only the live ones (ulfm.go).

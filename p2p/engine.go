@@ -67,8 +67,10 @@ type Engine struct {
 	// stageOut to drop under stageMax (stage.go).
 	stageQ []*staged
 	// stageOut is the bytes of staged sends' chunks in flight; stageMax
-	// bounds it (GORUN_P2P_STAGE_INFLIGHT; 0: no bound).
+	// bounds it (GORUN_P2P_STAGE_INFLIGHT; 0: no bound). stageSends are
+	// the staged sends under way (releaseStaged).
 	stageOut, stageMax int
+	stageSends         []*staged
 	// devEager is GORUN_P2P_DEVICE_EAGER.
 	devEager int
 }
@@ -695,7 +697,7 @@ func (e *Engine) Close() error {
 	}
 	clear(e.mq)
 	e.lastQ = nil
-	e.sends, e.recvs, e.stageQ = nil, nil, nil
+	e.sends, e.recvs, e.stageQ, e.stageSends = nil, nil, nil, nil
 	return first
 }
 

@@ -335,6 +335,7 @@ func (hd *handler) PeerFailed(src int, err error) {
 			sg.gone(ferr)
 		}
 	}
+	e.releaseStaged(src, ferr)
 	if c := e.cur[src]; c.req != nil {
 		e.abandon(c.req, ferr)
 	} else if c.u != nil {

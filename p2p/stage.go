@@ -49,7 +49,7 @@ const stageDepth = 4
 // in flight at once, each in its own pinned buffer, more than the caches
 // hold.
 var pStageInflight = params.Int("GORUN_P2P_STAGE_INFLIGHT", 4<<20,
-	"most bytes of a rank's staged GPU sends (device to pinned host memory to the wire) in flight together, at least one chunk; 0 or less: no bound but 4 chunks a message")
+	"most bytes of a rank's staged GPU sends (device to pinned host memory to the wire) in flight together, at least two chunks; 0 or less: no bound but 4 chunks a message")
 
 // staged is one request's staging state.
 type staged struct {
@@ -141,6 +141,9 @@ func (sg *staged) settle() {
 		// pump or settle as this one.
 		e := r.e
 		e.stageQ = slices.DeleteFunc(e.stageQ, func(q *staged) bool { return q == sg })
+		if !r.recv {
+			e.stageSends = slices.DeleteFunc(e.stageSends, func(q *staged) bool { return q == sg })
+		}
 		e.forget(r)
 		r.complete(sg.err)
 	}
@@ -200,9 +203,10 @@ func (sg *staged) pump() {
 		}
 		n := min(chunk, sg.total-sg.next)
 		e := sg.e
-		if e.stageMax > 0 && e.stageOut > 0 && e.stageOut+n > e.stageMax {
-			// The rank's bound on staged bytes in flight: go on when a
-			// chunk is over (its own, or kick's).
+		if e.stageMax > 0 && e.stageOut > 0 && e.stageOut+n > max(e.stageMax, 2*chunk) {
+			// The rank's bound on staged bytes in flight, two chunks at
+			// least (one copied while the other is on the wire): go on
+			// when a chunk is over (its own, or kick's).
 			if busy == 0 {
 				e.stageQ = append(e.stageQ, sg)
 			}
@@ -247,6 +251,9 @@ func (s *stageSlot) free() {
 
 // kick resumes senders that waited for a pinned buffer, while buffers come.
 func (e *Engine) kick() {
+	if e.closed {
+		return // the transports are closed: no copy or frame may start
+	}
 	for len(e.stageQ) > 0 {
 		sg := e.stageQ[0]
 		e.stageQ = e.stageQ[1:]
@@ -256,9 +263,31 @@ func (e *Engine) kick() {
 		before := len(e.stageQ)
 		sg.pump()
 		sg.settle()
-		if len(e.stageQ) > before {
-			return // it queued itself again: the pool is still spent
+		if n := len(e.stageQ); n > before {
+			// It queued itself again (the pool is still spent, or the
+			// bound still full): back at the head, so that senders
+			// resume in the order they came.
+			copy(e.stageQ[1:], e.stageQ[:n-1])
+			e.stageQ[0] = sg
+			return
 		}
+	}
+}
+
+// releaseStaged takes the chunks of staged sends to peer out of the
+// rank's bytes in flight (the peer failed: a transport may hold its frames
+// until it notices, and the other peers' sends must not wait for them),
+// and ends those sends.
+func (e *Engine) releaseStaged(peer int, err error) {
+	for _, sg := range slices.Clone(e.stageSends) {
+		if sg.peer != peer {
+			continue
+		}
+		for _, s := range sg.slots {
+			e.stageOut -= s.out
+			s.out = 0
+		}
+		sg.gone(err)
 	}
 }
 
@@ -560,6 +589,7 @@ func (e *Engine) stageSend(r *Request, dst int, cts *header) {
 	if st := e.stagerFor(r.mem.Kind); st != nil && accept > 0 {
 		sg := newStaged(r, st, dst, accept)
 		sg.rreq = cts.rreq
+		e.stageSends = append(e.stageSends, sg)
 		sg.pump()
 		return
 	}

@@ -122,11 +122,6 @@ func caseGPUP2P(w *mpi.Comm) error {
 	return nil
 }
 
-// caseGPUNoPath: device memory to and from host memory. With a GPU and
-// btl/cuda it goes through the staging pipeline and arrives intact;
-// without (no GPU: a wrapped made-up pointer that nothing may touch; or
-// GORUN_BTL excluding cuda) it fails with ErrBuffer on both sides,
-// promptly, and the job goes on.
 // gpuP2PWindow has each rank post six receives and six sends of 300 KiB
 // (and a byte) to its peer at once, each message its own pattern, and
 // checks every byte: staged, the sends' chunks share the rank's bound on
@@ -185,6 +180,11 @@ func gpuP2PWindow(w *mpi.Comm, alloc func([]byte) (gpu.Buffer, error)) error {
 	return nil
 }
 
+// caseGPUNoPath: device memory to and from host memory. With a GPU and
+// btl/cuda it goes through the staging pipeline and arrives intact;
+// without (no GPU: a wrapped made-up pointer that nothing may touch; or
+// GORUN_BTL excluding cuda) it fails with ErrBuffer on both sides,
+// promptly, and the job goes on.
 func caseGPUNoPath(w *mpi.Comm) error {
 	me := w.Rank()
 	f, err := btl.ParseFilter(os.Getenv("GORUN_BTL"))
