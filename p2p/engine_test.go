@@ -45,6 +45,9 @@ type setup struct {
 	// bare: the modules deliver to the engine's own handler, without the
 	// spy's log (benchmarks: the log allocates per frame).
 	bare bool
+	// extra, if set, makes a module of rank r's engine e to attach after
+	// the opened ones (a fake GPU transport: stagebound_test.go).
+	extra func(r int, e *Engine) btl.Module
 }
 
 // setups lists every registered transport, plus btl/sm with single copy
@@ -182,6 +185,9 @@ func openWorld(t testing.TB, s setup) *world {
 		if err != nil {
 			t.Fatalf("rank %d: open %s: %v (%v)", r, s.btl, err, skipped)
 		}
+		if s.extra != nil {
+			ms = append(ms, s.extra(r, e))
+		}
 		w.engs = append(w.engs, e)
 		w.spies = append(w.spies, sp)
 		mods[r] = ms
@@ -308,11 +314,22 @@ type msg struct {
 // sendAll starts a send of every message to dst, then waits for all.
 func sendAll(t *testing.T, e *Engine, dst int, msgs []msg) {
 	t.Helper()
-	rs := make([]*Request, len(msgs))
-	for i, m := range msgs {
-		r, err := e.Isend(m.ctx, dst, m.tag, m.data, m.sync)
+	startAll(t, e, "send", len(msgs), func(i int) (*Request, error) {
+		m := msgs[i]
+		return e.Isend(m.ctx, dst, m.tag, m.data, m.sync)
+	})
+}
+
+// startAll starts n operations of e (start(i) starts the i-th), then waits
+// for them all and reports each one's error as what's; the first that
+// fails to start ends it.
+func startAll(t *testing.T, e *Engine, what string, n int, start func(i int) (*Request, error)) {
+	t.Helper()
+	rs := make([]*Request, n)
+	for i := range n {
+		r, err := start(i)
 		if err != nil {
-			t.Errorf("send %d (%d bytes): %v", i, len(m.data), err)
+			t.Errorf("%s %d: %v", what, i, err)
 			return
 		}
 		rs[i] = r
@@ -320,7 +337,7 @@ func sendAll(t *testing.T, e *Engine, dst int, msgs []msg) {
 	e.WaitAll(rs)
 	for i, r := range rs {
 		if _, err := r.Result(); err != nil {
-			t.Errorf("send %d (%d bytes): %v", i, len(msgs[i].data), err)
+			t.Errorf("%s %d: %v", what, i, err)
 		}
 	}
 }

@@ -2,9 +2,7 @@ package p2p
 
 import (
 	"bytes"
-	"crypto/rand"
 	"fmt"
-	"os"
 	"testing"
 
 	"github.com/gorun/gorun/btl"
@@ -81,83 +79,29 @@ func TestStageBound(t *testing.T) {
 }
 
 func stageBound(t *testing.T, bound int) {
-	const np, chunk, k, size = 2, 64 << 10, 6, 300<<10 + 1
-	job := fmt.Sprintf("p2pstage%d-%d", os.Getpid(), jobSeq.Add(1))
-	secret := make([]byte, 32)
-	rand.Read(secret)
-	f, err := btl.ParseFilter("tcp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &world{}
+	const chunk, k, size = 64 << 10, 6, 300<<10 + 1
 	var fakes []*fakeStager
-	mods := make([][]btl.Module, np)
-	for r := range np {
-		e := Alloc(r, np)
-		e.stageMax = bound
-		ms, skipped, err := btl.OpenAll(btl.Env{Rank: r, Size: np, JobID: job, HostID: hostID, Secret: secret, Handler: Handler(e)}, f)
-		if err != nil {
-			t.Fatalf("rank %d: open tcp: %v (%v)", r, err, skipped)
-		}
-		fk := &fakeStager{e: e, chunk: chunk, base: 0x10000, dev: make([]byte, k*size)}
-		fakes = append(fakes, fk)
-		mods[r] = append(ms, fk)
-		w.engs = append(w.engs, e)
-	}
-	t.Cleanup(func() {
-		for _, e := range w.engs {
-			e.Close()
-		}
-	})
-	peers := make([]btl.Peer, np)
-	for r := range peers {
-		peers[r] = btl.Peer{Rank: r, HostID: hostID, PID: os.Getpid(), Addrs: map[string][]byte{"tcp": mods[r][0].Address()}}
-	}
-	for r, e := range w.engs {
-		if err := e.Attach(mods[r], peers); err != nil {
-			t.Fatal(err)
-		}
-	}
+	w := openWorld(t, setup{name: "tcp", btl: "tcp",
+		env: map[string]string{"GORUN_P2P_STAGE_INFLIGHT": fmt.Sprint(bound)},
+		extra: func(_ int, e *Engine) btl.Module {
+			fk := &fakeStager{e: e, chunk: chunk, base: 0x10000, dev: make([]byte, k*size)}
+			fakes = append(fakes, fk)
+			return fk
+		}})
 	src := fakes[0]
 	for i := range k {
 		copy(src.dev[i*size:], pattern(i, size))
 	}
 	got := make([][]byte, k)
 	w.within(t, func() {
-		e := w.engs[0]
-		var rs []*Request
-		for i := range k {
-			r, err := e.IsendMem(1, 1, i, btl.DeviceMem(0, src.base+uintptr(i*size), size), false)
-			if err != nil {
-				t.Errorf("send %d: %v", i, err)
-				return
-			}
-			rs = append(rs, r)
-		}
-		e.WaitAll(rs)
-		for i, r := range rs {
-			if _, err := r.Wait(); err != nil {
-				t.Errorf("send %d: %v", i, err)
-			}
-		}
+		startAll(t, w.engs[0], "send", k, func(i int) (*Request, error) {
+			return w.engs[0].IsendMem(1, 1, i, btl.DeviceMem(0, src.base+uintptr(i*size), size), false)
+		})
 	}, func() {
-		e := w.engs[1]
-		var rs []*Request
-		for i := range k {
+		startAll(t, w.engs[1], "receive", k, func(i int) (*Request, error) {
 			got[i] = make([]byte, size)
-			r, err := e.Irecv(1, 0, i, got[i])
-			if err != nil {
-				t.Errorf("receive %d: %v", i, err)
-				return
-			}
-			rs = append(rs, r)
-		}
-		e.WaitAll(rs)
-		for i, r := range rs {
-			if _, err := r.Wait(); err != nil {
-				t.Errorf("receive %d: %v", i, err)
-			}
-		}
+			return w.engs[1].Irecv(1, 0, i, got[i])
+		})
 	})
 	for i := range k {
 		if !bytes.Equal(got[i], pattern(i, size)) {
