@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"slices"
 
 	"github.com/gorun/gorun/btl"
 )
@@ -328,11 +327,6 @@ func (hd *handler) PeerFailed(src int, err error) {
 		if r.rndvPeer == src {
 			delete(e.recvs, id)
 			e.abandon(r, ferr)
-		}
-	}
-	for _, sg := range slices.Clone(e.stageQ) { // gone takes sg out of the queue
-		if sg.peer == src {
-			sg.gone(ferr)
 		}
 	}
 	e.releaseStaged(src, ferr)

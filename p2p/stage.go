@@ -194,7 +194,7 @@ func (sg *staged) FrameDone(f *btl.Frame, err error) {
 // pump (sender) starts copying chunks until stageDepth are in flight or
 // the message is all under way.
 func (sg *staged) pump() {
-	r := sg.r
+	r, e := sg.r, sg.e
 	chunk := sg.st.StageChunk()
 	for sg.next < sg.total && sg.err == nil && !r.done.Load() {
 		busy := sg.inFlight()
@@ -202,21 +202,19 @@ func (sg *staged) pump() {
 			return
 		}
 		n := min(chunk, sg.total-sg.next)
-		e := sg.e
-		if e.stageMax > 0 && e.stageOut > 0 && e.stageOut+n > max(e.stageMax, 2*chunk) {
-			// The rank's bound on staged bytes in flight, two chunks at
-			// least (one copied while the other is on the wire): go on
-			// when a chunk is over (its own, or kick's).
+		// Within the rank's bound on staged bytes in flight (two chunks
+		// at least: one copied while the other is on the wire), a pinned
+		// buffer from the pool.
+		var buf []byte
+		if e.stageMax <= 0 || e.stageOut == 0 || e.stageOut+n <= max(e.stageMax, 2*chunk) {
+			buf = sg.st.HostBuffer(int(r.mem.Device), n)
+		}
+		if buf == nil {
+			// Over the bound, or the pool is spent: go on when a chunk
+			// is over or a buffer comes back (this send's own FrameDone,
+			// else kick's, from stageQ).
 			if busy == 0 {
 				e.stageQ = append(e.stageQ, sg)
-			}
-			return
-		}
-		buf := sg.st.HostBuffer(int(r.mem.Device), n)
-		if buf == nil {
-			// The pinned pool is spent: go on when a buffer comes back.
-			if busy == 0 {
-				r.e.stageQ = append(r.e.stageQ, sg)
 			}
 			return
 		}
@@ -240,13 +238,16 @@ func (sg *staged) pump() {
 
 // free releases the slot's host buffer.
 func (s *stageSlot) free() {
-	if s.out != 0 {
-		s.sg.e.stageOut -= s.out
-		s.out = 0
-	}
+	s.uncount()
 	s.sg.st.ReleaseHost(s.op.Host)
 	s.op.Host, s.f.Payload = nil, nil
 	s.busy = false
+}
+
+// uncount takes a sender's chunk out of the engine's bytes in flight.
+func (s *stageSlot) uncount() {
+	s.sg.e.stageOut -= s.out
+	s.out = 0
 }
 
 // kick resumes senders that waited for a pinned buffer, while buffers come.
@@ -274,18 +275,17 @@ func (e *Engine) kick() {
 	}
 }
 
-// releaseStaged takes the chunks of staged sends to peer out of the
-// rank's bytes in flight (the peer failed: a transport may hold its frames
-// until it notices, and the other peers' sends must not wait for them),
-// and ends those sends.
+// releaseStaged ends the staged sends to peer, queued or under way, and
+// takes their chunks out of the rank's bytes in flight (the peer failed:
+// a transport may hold its frames until it notices, and the other peers'
+// sends must not wait for them).
 func (e *Engine) releaseStaged(peer int, err error) {
-	for _, sg := range slices.Clone(e.stageSends) {
+	for _, sg := range slices.Clone(e.stageSends) { // gone takes sg out of stageQ
 		if sg.peer != peer {
 			continue
 		}
 		for _, s := range sg.slots {
-			e.stageOut -= s.out
-			s.out = 0
+			s.uncount()
 		}
 		sg.gone(err)
 	}
