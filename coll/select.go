@@ -88,7 +88,8 @@ func register(k *collective) *collective {
 	}
 	k.id = uint16(len(collList))
 	collList = append(collList, k)
-	k.memoOff = strings.HasPrefix(k.name, "gpu_")
+	// The key holds the override in 6 bits and the choice in 7.
+	k.memoOff = strings.HasPrefix(k.name, "gpu_") || len(k.algs) >= 1<<6
 	var names []string
 	for _, a := range k.algs {
 		names = append(names, a.name)
@@ -154,13 +155,12 @@ const pickAlgMask = 1<<7 - 1
 
 // pickKey packs what a pick depends on besides the communicator itself:
 // the size, the operation's commutativity, a nonblocking call, the
-// override. memo is false where the key cannot hold it, or where c is a
-// view of part of the communicator (an algorithm's phase: other ranks,
-// other nodes) or the collective's algorithms look at more of the
-// arguments than the size (shmBytes).
+// override (1 + its index, at most len(k.algs)). memo is false where the
+// key cannot hold the size, where c is a view of part of the communicator
+// (an algorithm's phase: other ranks, other nodes), or for a collective
+// whose picks are not remembered (memoOff).
 func (k *collective) pickKey(c *Comm, a *Args, size int, forced int32) (key uint64, memo bool) {
-	if c.sh == nil || len(c.World) != len(c.sh.world) || k.memoOff || size < 0 || size >= 1<<40 ||
-		forced < 0 || forced >= 1<<6 || len(k.algs) > pickAlgMask {
+	if k.memoOff || c.sh == nil || len(c.World) != len(c.sh.world) || size < 0 || size >= 1<<40 {
 		return 0, false
 	}
 	key = 1<<63 | uint64(size)<<16 | uint64(forced)<<8
