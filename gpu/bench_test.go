@@ -581,3 +581,103 @@ func BenchmarkGPUCopyHost(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkGPUStageSmall times the copies of a staged eager message alone
+// (issue 10's "measure the stages alone" for messages up to the eager
+// limit): a window of 64 copies between device memory and pinned host
+// memory, one per message, as osu_bw sends them, each waited for the way
+// btl/cuda waits: "event-each" records an event behind every copy and
+// polls them in order (what btl/cuda does today), "event-window" records
+// one event behind the window's last copy, "copy-sync" synchronizes the
+// stream once a window (the floor: no event at all), "batch-window" queues
+// the window's copies with one call (cuMemcpyBatchAsync) and one event
+// behind them. It reports messages
+// a second; the wire's rate alone is the host-memory osu_bw at the same
+// size.
+func BenchmarkGPUStageSmall(b *testing.B) {
+	requireGPU(b, 1)
+	const window = 64
+	c, _ := DeviceContext(0)
+	s, err := c.NewStream()
+	must(b, err)
+	defer s.Destroy()
+	evs := make([]*cuda.Event, window)
+	for i := range evs {
+		evs[i], err = c.NewEvent(cuda.EventDisableTiming)
+		must(b, err)
+		defer evs[i].Destroy()
+	}
+	for _, size := range []int{8, 1 << 10, 8 << 10, 64 << 10} {
+		dev, err := Alloc(0, Uint8, size*window)
+		must(b, err)
+		defer dev.Free()
+		pinned, err := c.HostAlloc(size*window, 0)
+		must(b, err)
+		defer pinned.Free()
+		h := pinned.Bytes()
+		for _, dir := range []string{"d2h", "h2d"} {
+			for _, wait := range []string{"event-each", "event-window", "copy-sync", "batch-window"} {
+				b.Run(fmt.Sprintf("%s/%s/size=%d", dir, wait, size), func(b *testing.B) {
+					if wait == "batch-window" && !cuda.BatchCopies() {
+						b.Skip("no cuMemcpyBatchAsync_v2 in this driver")
+					}
+					var batch cuda.CopyBatch
+					run := func() {
+						batch.Reset()
+						for i := range window {
+							p := dev.DevicePtr() + cuda.DevicePtr(i*size)
+							hb := h[i*size : (i+1)*size]
+							switch {
+							case wait == "batch-window" && dir == "d2h":
+								batch.AddDtoH(hb, p)
+							case wait == "batch-window":
+								batch.AddHtoD(p, hb)
+							case dir == "d2h":
+								must(b, s.CopyDtoHAsync(hb, p))
+							default:
+								must(b, s.CopyHtoDAsync(p, hb))
+							}
+							if wait == "event-each" {
+								must(b, evs[i].Record(s))
+							}
+						}
+						must(b, s.CopyBatchAsync(&batch)) // nothing unless batch-window
+						if wait == "event-window" || wait == "batch-window" {
+							must(b, evs[window-1].Record(s))
+						}
+						switch wait {
+						case "copy-sync":
+							must(b, s.Synchronize())
+						case "event-window", "batch-window":
+							for {
+								ok, err := evs[window-1].Done()
+								must(b, err)
+								if ok {
+									break
+								}
+							}
+						default:
+							for i := range window {
+								for {
+									ok, err := evs[i].Done()
+									must(b, err)
+									if ok {
+										break
+									}
+								}
+							}
+						}
+					}
+					run()
+					b.ResetTimer()
+					for range b.N {
+						run()
+					}
+					b.StopTimer()
+					b.ReportMetric(float64(window*b.N)/b.Elapsed().Seconds()/1e6, "Mmsg/s")
+					b.ReportMetric(float64(size*window*b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+				})
+			}
+		}
+	}
+}

@@ -217,6 +217,44 @@ func TestGPUDriverBasics(t *testing.T) {
 		t.Error("memset + async D2H into pinned memory: wrong data")
 	}
 
+	// A batch of copies (CUDA 13 drivers): pieces of random bytes to the
+	// device, in one call, then back into other places, in another.
+	if cuda.BatchCopies() {
+		hb := h.Bytes()
+		for i := range n / 2 {
+			hb[i] = byte(rand.Uint32())
+		}
+		clear(hb[n/2:])
+		var b cuda.CopyBatch
+		pieces := [][2]int{{0, 8}, {8, 4096}, {4104, 65536 + 3}, {n/2 - 100, 100}}
+		for _, pc := range pieces {
+			b.AddHtoD(q+cuda.DevicePtr(pc[0]), hb[pc[0]:pc[0]+pc[1]])
+		}
+		if err := s.CopyBatchAsync(&b); err != nil {
+			t.Fatal(err)
+		}
+		b.Reset()
+		for _, pc := range pieces {
+			b.AddDtoH(hb[n/2+pc[0]:n/2+pc[0]+pc[1]], q+cuda.DevicePtr(pc[0]))
+		}
+		if b.Len() != len(pieces) {
+			t.Fatalf("batch holds %d copies, want %d", b.Len(), len(pieces))
+		}
+		if err := s.CopyBatchAsync(&b); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Synchronize(); err != nil {
+			t.Fatal(err)
+		}
+		for _, pc := range pieces {
+			if !bytes.Equal(hb[pc[0]:pc[0]+pc[1]], hb[n/2+pc[0]:n/2+pc[0]+pc[1]]) {
+				t.Errorf("batch copy of %d bytes at %d: wrong data", pc[1], pc[0])
+			}
+		}
+	} else {
+		t.Log("no cuMemcpyBatchAsync_v2 in this driver: batch copies not tested")
+	}
+
 	// Pointer queries: device, pinned host, ordinary Go memory.
 	for _, c2 := range []struct {
 		p    uintptr

@@ -61,6 +61,12 @@ static CUresult (*p_cuMemcpyDtoH)(void *, CUdeviceptr, size_t);
 static CUresult (*p_cuMemcpyDtoD)(CUdeviceptr, CUdeviceptr, size_t);
 static CUresult (*p_cuMemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
 static CUresult (*p_cuMemcpyDtoHAsync)(void *, CUdeviceptr, size_t, CUstream);
+// CUmemcpyAttributes (CUDA 12.8 and later): the source's access order, two
+// location hints (CUmemLocation: a type and an id) and flags.
+typedef struct { int srcAccessOrder; int srcType, srcId, dstType, dstId; unsigned int flags; } gorun_memcpyAttributes;
+// cuMemcpyBatchAsync_v2 (CUDA 13: no failIdx); optional, NULL in older drivers.
+static CUresult (*p_cuMemcpyBatchAsync)(CUdeviceptr *, CUdeviceptr *, size_t *, size_t,
+	gorun_memcpyAttributes *, size_t *, size_t, CUstream);
 static CUresult (*p_cuMemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
 static CUresult (*p_cuMemcpyPeerAsync)(CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t, CUstream);
 static CUresult (*p_cuMemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
@@ -172,6 +178,9 @@ static int gorun_cu_load(char *err, size_t errLen) {
 	SYM(p_cuModuleUnload, "cuModuleUnload", NULL)
 	SYM(p_cuModuleGetFunction, "cuModuleGetFunction", NULL)
 	SYM(p_cuLaunchKernel, "cuLaunchKernel", NULL)
+	// Optional: only the CUDA 13 form, whose arguments are declared above
+	// (CUDA 12.8's cuMemcpyBatchAsync takes a failIdx more).
+	p_cuMemcpyBatchAsync = dlsym(gorun_cu_lib, "cuMemcpyBatchAsync_v2");
 	return 0;
 }
 
@@ -285,6 +294,16 @@ static CUresult w_cuMemcpyDtoHAsync(uintptr_t ctx, void *dst, unsigned long long
 	CTX(ctx);
 	return p_cuMemcpyDtoHAsync(dst, src, (size_t)n, (CUstream)s);
 }
+// w_cuMemcpyBatchAsync queues count copies between addresses of the unified
+// address space, accessed in stream order, as one batch.
+static CUresult w_cuMemcpyBatchAsync(uintptr_t ctx, unsigned long long *dst, unsigned long long *src, unsigned long long *n, unsigned long long count, uintptr_t s) {
+	if (p_cuMemcpyBatchAsync == NULL) return 801; // CUDA_ERROR_NOT_SUPPORTED
+	CTX(ctx);
+	gorun_memcpyAttributes a = {1, 0, 0, 0, 0, 0}; // CU_MEMCPY_SRC_ACCESS_ORDER_STREAM
+	size_t idx = 0;
+	return p_cuMemcpyBatchAsync((CUdeviceptr *)dst, (CUdeviceptr *)src, (size_t *)n, (size_t)count, &a, &idx, 1, (CUstream)s);
+}
+static int w_hasMemcpyBatch(void) { return p_cuMemcpyBatchAsync != NULL; }
 static CUresult w_cuMemcpyDtoDAsync(uintptr_t ctx, unsigned long long dst, unsigned long long src, unsigned long long n, uintptr_t s) {
 	CTX(ctx);
 	return p_cuMemcpyDtoDAsync(dst, src, (size_t)n, (CUstream)s);
@@ -586,6 +605,13 @@ func drvMemcpyHtoDAsync(ctx uintptr, dst DevicePtr, src unsafe.Pointer, n uint64
 func drvMemcpyDtoHAsync(ctx uintptr, dst unsafe.Pointer, src DevicePtr, n uint64, s uintptr) Result {
 	return res(C.w_cuMemcpyDtoHAsync(C.uintptr_t(ctx), dst, C.ulonglong(src), C.ulonglong(n), C.uintptr_t(s)))
 }
+
+func drvMemcpyBatchAsync(ctx uintptr, dst, src, n *uint64, count int, s uintptr) Result {
+	return res(C.w_cuMemcpyBatchAsync(C.uintptr_t(ctx), (*C.ulonglong)(unsafe.Pointer(dst)), (*C.ulonglong)(unsafe.Pointer(src)),
+		(*C.ulonglong)(unsafe.Pointer(n)), C.ulonglong(count), C.uintptr_t(s)))
+}
+
+func drvHasMemcpyBatch() bool { return C.w_hasMemcpyBatch() != 0 }
 
 func drvMemcpyDtoDAsync(ctx uintptr, dst, src DevicePtr, n uint64, s uintptr) Result {
 	return res(C.w_cuMemcpyDtoDAsync(C.uintptr_t(ctx), C.ulonglong(dst), C.ulonglong(src), C.ulonglong(n), C.uintptr_t(s)))

@@ -93,6 +93,12 @@ func drvMemcpyHtoDAsync(_ uintptr, _ DevicePtr, _ unsafe.Pointer, _ uint64, _ ui
 	return ErrorNotInitialized
 }
 
+func drvMemcpyBatchAsync(_ uintptr, _, _, _ *uint64, _ int, _ uintptr) Result {
+	return ErrorNotInitialized
+}
+
+func drvHasMemcpyBatch() bool { return false }
+
 func drvMemcpyDtoHAsync(_ uintptr, _ unsafe.Pointer, _ DevicePtr, _ uint64, _ uintptr) Result {
 	return ErrorNotInitialized
 }

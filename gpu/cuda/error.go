@@ -28,6 +28,7 @@ const (
 	ErrorPeerAccessAlreadyEnabled Result = 704
 	ErrorPeerAccessNotEnabled     Result = 705
 	ErrorContextIsDestroyed       Result = 709
+	ErrorNotSupported             Result = 801
 	ErrorUnsupportedPTXVersion    Result = 222
 	resultOutOfHostMemory         Result = ErrorOutOfMemory
 )
