@@ -271,6 +271,61 @@ func caseGPUEagerFail(w *mpi.Comm) error {
 			fmt.Fprintf(os.Stderr, "rank 1: receive %d failed as it should: %v\n", j, err)
 		}
 	}
+	// A window of three eager sends whose copies are issued together
+	// (GORUN_CUDA_EAGER_BATCH): the middle one's address is no allocation.
+	// Only it fails, at both ends; the others arrive whole.
+	if err := mpi.Barrier(w); err != nil {
+		return err
+	}
+	var qs [3]*mpi.Request
+	var bufs [3][]byte
+	var errs [3]error
+	if me == 0 {
+		dev, err := testDevice(me) // device 0, as the bad address claims: one stream, one batch
+		if err != nil {
+			return err
+		}
+		good, err := gpu.Alloc(dev, gpu.Uint8, 2*size)
+		if err != nil {
+			return err
+		}
+		defer good.Free()
+		out := make([]byte, 2*size)
+		pattern(out, 77)
+		if err := good.CopyFromHost(out); err != nil {
+			return err
+		}
+		srcs := [3]gpu.Buffer{good.Slice(0, size), gpu.Wrap(0, 0xdead0000, gpu.Uint8, size), good.Slice(size, 2*size)}
+		for j := range qs {
+			if qs[j], err = mpi.IsendGPU(w, srcs[j], 1, 10+j); err != nil {
+				return err
+			}
+		}
+	} else {
+		for j := range qs {
+			bufs[j] = make([]byte, size)
+			var err error
+			if qs[j], err = mpi.Irecv(w, bufs[j], 0, 10+j); err != nil {
+				return err
+			}
+		}
+	}
+	for j, q := range qs {
+		_, errs[j] = q.Wait()
+	}
+	if errs[0] != nil || errs[2] != nil || errs[1] == nil {
+		return fmt.Errorf("window of three eager device sends, the middle one from no allocation: rank %d's errors %v, want only the middle one", me, errs)
+	}
+	if me == 1 {
+		want := make([]byte, 2*size)
+		pattern(want, 77)
+		if err := mismatch("window, first message", bufs[0], want[:size]); err != nil {
+			return err
+		}
+		if err := mismatch("window, third message", bufs[2], want[size:]); err != nil {
+			return err
+		}
+	}
 	x := []int{me}
 	return mpi.Allreduce(w, x, x, mpi.Sum)
 }
@@ -288,12 +343,16 @@ func TestGPUEagerStaged(t *testing.T) {
 	}{
 		{"staged-sm", []string{"GORUN_CUDA_IPC=none"}},
 		{"staged-tcp", []string{"GORUN_CUDA_IPC=none", "GORUN_BTL=tcp,self,cuda"}},
+		// each eager copy issued at once with an event of its own
+		{"staged-tcp-unbatched", []string{"GORUN_CUDA_IPC=none", "GORUN_BTL=tcp,self,cuda", "GORUN_CUDA_EAGER_BATCH=1"}},
 		{"staged-tcp-same-gpu", []string{"GORUN_CUDA_IPC=none", "GORUN_BTL=tcp,self,cuda", "GORUN_TEST_GPU_SAME=1"}},
 		{"ipc", nil}, // small device messages by CUDA IPC: unchanged
 	} {
 		t.Run(c.name, func(t *testing.T) { job{np: 2, cas: "gpu-eager", env: c.env}.ok(t) })
 	}
-	t.Run("copy-fails", func(t *testing.T) {
-		job{np: 2, cas: "gpu-eager-fail", env: []string{"GORUN_CUDA_IPC=none", "GORUN_BTL=tcp,self,cuda"}}.ok(t)
-	})
+	for _, batch := range []string{"64", "1"} {
+		t.Run("copy-fails-batch"+batch, func(t *testing.T) {
+			job{np: 2, cas: "gpu-eager-fail", env: []string{"GORUN_CUDA_IPC=none", "GORUN_BTL=tcp,self,cuda", "GORUN_CUDA_EAGER_BATCH=" + batch}}.ok(t)
+		})
+	}
 }

@@ -53,9 +53,13 @@ func (component) Open(env btl.Env) (btl.Module, error) {
 	if chunk < 4096 || pool < 0 {
 		return nil, fmt.Errorf("cuda: rank %d: GORUN_CUDA_STAGE_CHUNK=%d, GORUN_CUDA_STAGE_POOL=%d: want at least 4096 and 0", env.Rank, chunk, pool)
 	}
+	eagerBatch := pEagerBatch()
+	if eagerBatch < 1 {
+		return nil, fmt.Errorf("cuda: rank %d: GORUN_CUDA_EAGER_BATCH=%d: want at least 1", env.Rank, eagerBatch)
+	}
 	return &module{env: env, streams: map[int]*drv.Stream{}, own: map[drv.IPCMemHandle]*export{},
 		maps: map[mapKey]*mapping{}, limit: limit, ipc: pIPC() != "none", exports: exportCache{limit: exportLimit},
-		chunk: chunk, poolMax: pool, pinned: map[*byte]*drv.HostMem{}, freeHost: map[int][]*drv.HostMem{}}, nil
+		chunk: chunk, poolMax: pool, eagerBatch: eagerBatch, pinned: map[*byte]*drv.HostMem{}, freeHost: map[int][]*drv.HostMem{}}, nil
 }
 
 // module is one rank's GPU transport.
@@ -76,8 +80,21 @@ type module struct {
 	// pending copies, in issue order; free events for reuse.
 	pending []*copyOp
 	spare   []*copyOp // the other list Progress alternates with
-	free    []*drv.Event
-	closed  bool
+	// queued are eager staging copies listed by Stage, not yet issued
+	// (stage.go, issue); requeue and group are issue's spare lists, batch
+	// its copies, issuing whether it runs.
+	queued  []*copyOp
+	requeue []*copyOp
+	group   []*copyOp
+	batch   drv.CopyBatch
+	issuing bool
+	// eagerOut counts eager staging copies issued and not yet finished:
+	// Stage issues one at once while none is (a message alone waits for
+	// no Progress), and lists it for the next batch otherwise.
+	eagerOut   int
+	eagerBatch int // GORUN_CUDA_EAGER_BATCH
+	free       []*drv.Event
+	closed     bool
 	// Staging (stage.go): chunk size, the pinned buffers by first byte,
 	// those free by size, their bytes and the pool's bound.
 	chunk       int
@@ -112,7 +129,8 @@ type mapping struct {
 type copyOp struct {
 	op    *btl.RMAOp
 	stage *btl.StageOp
-	ev    *drv.Event
+	ev    *drv.Event  // shared by the copies issued together (stage.go, issue)
+	owner bool        // the last of those: its finish gives ev back
 	s     *drv.Stream // the stream the copy was queued on
 	m     *mapping    // nil for a copy within this process
 	dev   int
@@ -269,7 +287,7 @@ func (m *module) watch(s *drv.Stream, c *copyOp) error {
 	if err != nil {
 		return errors.Join(err, s.Synchronize())
 	}
-	c.ev, c.s = ev, s
+	c.ev, c.s, c.owner = ev, s, true
 	if c.m != nil {
 		c.m.busy++
 	}
@@ -354,10 +372,14 @@ var _ btl.Busy = (*module)(nil)
 
 // Busy reports copies in flight: their completion wakes no Waiter, so p2p
 // must keep polling meanwhile.
-func (m *module) Busy() bool { return len(m.pending) > 0 }
+func (m *module) Busy() bool { return len(m.pending) > 0 || len(m.queued) > 0 }
 
-// Progress completes the copies whose events have passed.
+// Progress issues the eager copies listed since the last call and completes
+// the copies whose events have passed.
 func (m *module) Progress() int {
+	if len(m.queued) > 0 {
+		m.issue()
+	}
 	if len(m.pending) == 0 {
 		return 0
 	}
@@ -377,12 +399,18 @@ func (m *module) Progress() int {
 	}
 	var eb [8]ended
 	done := eb[:0]
+	var last *drv.Event // copies issued together share an event: ask once
+	var ok bool
+	var err error
 	for _, c := range pend {
 		if slices.Contains(busy, c.s) {
 			m.pending = append(m.pending, c)
 			continue
 		}
-		ok, err := c.ev.Done()
+		if c.ev != last {
+			last = c.ev
+			ok, err = c.ev.Done()
+		}
 		if !ok && err == nil {
 			m.pending = append(m.pending, c)
 			busy = append(busy, c.s)
@@ -402,9 +430,14 @@ func (m *module) finish(c *copyOp, err error) {
 	if c.m != nil {
 		c.m.busy--
 	}
-	if err != nil {
+	if c.stage != nil && c.stage.Eager {
+		m.eagerOut--
+	}
+	switch {
+	case !c.owner:
+	case err != nil:
 		c.ev.Destroy()
-	} else {
+	default:
 		m.free = append(m.free, c.ev)
 	}
 	if c.stage != nil {
@@ -434,6 +467,11 @@ func (m *module) Close() error {
 	m.pending = nil
 	for _, c := range pending {
 		m.finish(c, btl.ErrClosed)
+	}
+	queued := m.queued
+	m.queued = nil
+	for _, c := range queued {
+		m.stageFailed(c, btl.ErrClosed)
 	}
 	for _, h := range m.pinned {
 		h.Free()
