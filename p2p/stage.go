@@ -398,7 +398,7 @@ func (sg *staged) landed(s *stageSlot) {
 // of host memory over the same TCP
 // (bench/results/gpu-staged-async-2026-11-26-h100x2.txt); with btl/cuda
 // issuing a window's copies in one batch, 0.82-1.06x at 1 B-16 KiB
-// (bench/results/gpu-eager-batch-2026-11-27-h100x2.txt). A copy that fails sends
+// (bench/results/gpu-stage-batch-2026-11-27.txt). A copy that fails sends
 // an empty EAGER with fFail, in its place, and fails r with the copy's
 // error.
 func (e *Engine) eagerStaged(r *Request, rt *route, st btl.Stager, m btl.Mem) error {

@@ -272,7 +272,7 @@ func caseGPUEagerFail(w *mpi.Comm) error {
 		}
 	}
 	// A window of three eager sends whose copies are issued together
-	// (GORUN_CUDA_EAGER_BATCH): the middle one's address is no allocation.
+	// (GORUN_CUDA_STAGE_BATCH): the middle one's address is no allocation.
 	// Only it fails, at both ends; the others arrive whole.
 	if err := mpi.Barrier(w); err != nil {
 		return err
@@ -344,7 +344,7 @@ func TestGPUEagerStaged(t *testing.T) {
 		{"staged-sm", []string{"GORUN_CUDA_IPC=none"}},
 		{"staged-tcp", []string{"GORUN_CUDA_IPC=none", "GORUN_BTL=tcp,self,cuda"}},
 		// each eager copy issued at once with an event of its own
-		{"staged-tcp-unbatched", []string{"GORUN_CUDA_IPC=none", "GORUN_BTL=tcp,self,cuda", "GORUN_CUDA_EAGER_BATCH=1"}},
+		{"staged-tcp-unbatched", []string{"GORUN_CUDA_IPC=none", "GORUN_BTL=tcp,self,cuda", "GORUN_CUDA_STAGE_BATCH=1"}},
 		{"staged-tcp-same-gpu", []string{"GORUN_CUDA_IPC=none", "GORUN_BTL=tcp,self,cuda", "GORUN_TEST_GPU_SAME=1"}},
 		{"ipc", nil}, // small device messages by CUDA IPC: unchanged
 	} {
@@ -352,7 +352,7 @@ func TestGPUEagerStaged(t *testing.T) {
 	}
 	for _, batch := range []string{"64", "1"} {
 		t.Run("copy-fails-batch"+batch, func(t *testing.T) {
-			job{np: 2, cas: "gpu-eager-fail", env: []string{"GORUN_CUDA_IPC=none", "GORUN_BTL=tcp,self,cuda", "GORUN_CUDA_EAGER_BATCH=" + batch}}.ok(t)
+			job{np: 2, cas: "gpu-eager-fail", env: []string{"GORUN_CUDA_IPC=none", "GORUN_BTL=tcp,self,cuda", "GORUN_CUDA_STAGE_BATCH=" + batch}}.ok(t)
 		})
 	}
 }

@@ -53,13 +53,13 @@ func (component) Open(env btl.Env) (btl.Module, error) {
 	if chunk < 4096 || pool < 0 {
 		return nil, fmt.Errorf("cuda: rank %d: GORUN_CUDA_STAGE_CHUNK=%d, GORUN_CUDA_STAGE_POOL=%d: want at least 4096 and 0", env.Rank, chunk, pool)
 	}
-	eagerBatch := pEagerBatch()
-	if eagerBatch < 1 {
-		return nil, fmt.Errorf("cuda: rank %d: GORUN_CUDA_EAGER_BATCH=%d: want at least 1", env.Rank, eagerBatch)
+	batchN, batchMax := pBatch(), pBatchMax()
+	if batchN < 1 || batchMax < 0 {
+		return nil, fmt.Errorf("cuda: rank %d: GORUN_CUDA_STAGE_BATCH=%d, GORUN_CUDA_STAGE_BATCH_MAX=%d: want at least 1 and 0", env.Rank, batchN, batchMax)
 	}
 	return &module{env: env, streams: map[int]*drv.Stream{}, own: map[drv.IPCMemHandle]*export{},
 		maps: map[mapKey]*mapping{}, limit: limit, ipc: pIPC() != "none", exports: exportCache{limit: exportLimit},
-		chunk: chunk, poolMax: pool, eagerBatch: eagerBatch, pinned: map[*byte]*drv.HostMem{}, freeHost: map[int][]*drv.HostMem{}}, nil
+		chunk: chunk, poolMax: pool, batchN: batchN, batchMax: batchMax, out: map[*drv.Stream]int{}, pinned: map[*byte]*drv.HostMem{}, freeHost: map[int][]*drv.HostMem{}}, nil
 }
 
 // module is one rank's GPU transport.
@@ -88,13 +88,14 @@ type module struct {
 	group   []*copyOp
 	batch   drv.CopyBatch
 	issuing bool
-	// eagerOut counts eager staging copies issued and not yet finished:
-	// Stage issues one at once while none is (a message alone waits for
-	// no Progress), and lists it for the next batch otherwise.
-	eagerOut   int
-	eagerBatch int // GORUN_CUDA_EAGER_BATCH
-	free       []*drv.Event
-	closed     bool
+	// out counts each stream's copies issued and not yet finished: Stage
+	// issues a staging copy at once on a stream with none (a message alone
+	// waits for no Progress), and lists it for the next batch otherwise.
+	out      map[*drv.Stream]int
+	batchN   int // GORUN_CUDA_STAGE_BATCH
+	batchMax int // GORUN_CUDA_STAGE_BATCH_MAX
+	free     []*drv.Event
+	closed   bool
 	// Staging (stage.go): chunk size, the pinned buffers by first byte,
 	// those free by size, their bytes and the pool's bound.
 	chunk       int
@@ -288,6 +289,7 @@ func (m *module) watch(s *drv.Stream, c *copyOp) error {
 		return errors.Join(err, s.Synchronize())
 	}
 	c.ev, c.s, c.owner = ev, s, true
+	m.out[s]++
 	if c.m != nil {
 		c.m.busy++
 	}
@@ -430,9 +432,7 @@ func (m *module) finish(c *copyOp, err error) {
 	if c.m != nil {
 		c.m.busy--
 	}
-	if c.stage != nil && c.stage.Eager {
-		m.eagerOut--
-	}
+	m.out[c.s]--
 	switch {
 	case !c.owner:
 	case err != nil:

@@ -15,8 +15,10 @@ var (
 		"bytes per chunk of the pipeline that moves GPU memory through pinned host memory over routes without GPU RMA (another host)")
 	pStagePool = params.Int("GORUN_CUDA_STAGE_POOL", 128<<20,
 		"most bytes of pinned host memory a rank keeps for staging GPU memory (buffers of 64 KiB to GORUN_CUDA_STAGE_CHUNK, by powers of two); beyond, staging uses pageable memory")
-	pEagerBatch = params.Int("GORUN_CUDA_EAGER_BATCH", 64,
-		"most staging copies of eager messages (GPU memory up to the eager limit, over routes without GPU RMA) issued together, behind one event, at the next progress; 1: each is issued at once with an event of its own")
+	pBatch = params.Int("GORUN_CUDA_STAGE_BATCH", 64,
+		"most staging copies (GPU memory over routes without GPU RMA) of up to GORUN_CUDA_STAGE_BATCH_MAX bytes issued together, behind one event, at the next progress, while their stream has a copy in flight; 1: each is issued at once with an event of its own")
+	pBatchMax = params.Int("GORUN_CUDA_STAGE_BATCH_MAX", 1<<20,
+		"largest staging copy that GORUN_CUDA_STAGE_BATCH lists for a batch; larger ones are issued at once (their launch is a small part of their time)")
 )
 
 var _ btl.Stager = (*module)(nil)
@@ -122,10 +124,11 @@ func (m *module) ReleaseHost(b []byte) {
 // Stage queues the copy on the device's copy stream (an eager message's on
 // the eager stream, kept among the copy streams under the key ^dev, so
 // that it does not wait behind the pipeline's chunks) with an event behind
-// it; Progress reports it. An eager message's copy goes at once while no
-// other eager copy is in flight or listed (a message alone waits for no
-// Progress); otherwise it is listed (queued), and the next Progress issues
-// the listed copies together (issue): a window of sends, or of arrivals.
+// it; Progress reports it. A copy goes at once while its stream has none
+// in flight and none is listed (a message alone waits for no Progress);
+// otherwise, up to GORUN_CUDA_STAGE_BATCH_MAX bytes, it is listed (queued),
+// and the next Progress issues the listed copies together (issue): a
+// window of sends, or of arrivals.
 func (m *module) Stage(op *btl.StageOp) error {
 	fail := func(err error) error {
 		return fmt.Errorf("cuda: rank %d: stage %v: %w", m.env.Rank, op.Dev, err)
@@ -149,9 +152,9 @@ func (m *module) Stage(op *btl.StageOp) error {
 	if err != nil {
 		return fail(err)
 	}
-	if op.Eager && m.eagerBatch > 1 && (m.eagerOut > 0 || len(m.queued) > 0) {
+	if m.batchN > 1 && op.Dev.N <= m.batchMax && (m.out[s] > 0 || len(m.queued) > 0) {
 		m.queued = append(m.queued, &copyOp{stage: op, s: s, dev: dev})
-		if len(m.queued) >= m.eagerBatch && !m.issuing {
+		if len(m.queued) >= m.batchN && !m.issuing {
 			m.issue()
 		}
 		return nil
@@ -161,8 +164,6 @@ func (m *module) Stage(op *btl.StageOp) error {
 	}
 	if err := m.watch(s, &copyOp{stage: op}); err != nil {
 		op.Owner.StageDone(op, fail(err))
-	} else if op.Eager {
-		m.eagerOut++
 	}
 	return nil
 }
@@ -175,13 +176,15 @@ func copyStage(s *drv.Stream, op *btl.StageOp) error {
 	return s.CopyHtoDAsync(p, op.Host)
 }
 
-// issue queues the listed eager copies on their streams, a stream's copies
+// issue queues the listed copies on their streams, a stream's copies
 // together (with one cuMemcpyBatchAsync where the driver has it, else one
 // by one) behind one event that they share. On the lent H100 hosts a small
 // copy's launch costs the calling thread ~2.5 µs and its event as much
 // again: windows of 64 copies of 8 B-8 KiB went device to host at 1.1-1.7
 // M a second in one batch, 0.34-0.42 M one by one behind one event,
-// 0.18-0.26 M with an event each (BenchmarkGPUStageSmall).
+// 0.18-0.26 M with an event each (BenchmarkGPUStageSmall). Staged osu bw
+// of 1 B-16 KiB rose 1.5-3.4x, of 32 KiB-2 MiB over sm 1.1-1.9x
+// (bench/results/gpu-stage-batch-2026-11-27.txt).
 func (m *module) issue() {
 	m.issuing = true
 	q, all := m.queued, m.queued
@@ -267,7 +270,7 @@ func (m *module) issueOn(s *drv.Stream, group []*copyOp) {
 			}
 			group[len(group)-1].owner = true
 			m.pending = append(m.pending, group...)
-			m.eagerOut += len(group)
+			m.out[s] += len(group)
 			return
 		}
 		ev.Destroy()
