@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gorun/gorun/gpu"
+	"github.com/gorun/gorun/gpu/cuda"
 	"github.com/gorun/gorun/mpi"
 )
 
@@ -336,6 +337,9 @@ func caseGPUEagerFail(w *mpi.Comm) error {
 func TestGPUEagerStaged(t *testing.T) {
 	if ok, why := gpu.Available(); !ok {
 		t.Skipf("no GPU: %s", why)
+	}
+	if !cuda.BatchCopies() {
+		t.Log("the driver has no cuMemcpyBatchAsync_v2 (CUDA 13): the batched subtests issue their copies one by one")
 	}
 	for _, c := range []struct {
 		name string

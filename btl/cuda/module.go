@@ -130,11 +130,13 @@ type mapping struct {
 type copyOp struct {
 	op    *btl.RMAOp
 	stage *btl.StageOp
-	ev    *drv.Event  // shared by the copies issued together (stage.go, issue)
-	owner bool        // the last of those: its finish gives ev back
-	s     *drv.Stream // the stream the copy was queued on
-	m     *mapping    // nil for a copy within this process
-	dev   int
+	ev    *drv.Event // shared by the copies issued together (stage.go, issue)
+	owner bool       // the last of those: its finish gives ev back
+	// batched: issued in a cuMemcpyBatchAsync (issueOn)
+	batched bool
+	s       *drv.Stream // the stream the copy was queued on
+	m       *mapping    // nil for a copy within this process
+	dev     int
 }
 
 var (

@@ -152,7 +152,7 @@ func (m *module) Stage(op *btl.StageOp) error {
 	if err != nil {
 		return fail(err)
 	}
-	if m.batchN > 1 && op.Dev.N <= m.batchMax && (m.out[s] > 0 || len(m.queued) > 0) {
+	if m.batchN > 1 && op.Dev.N <= m.batchMax && (m.out[s] > 0 || len(m.queued) > 0 || m.issuing) {
 		m.queued = append(m.queued, &copyOp{stage: op, s: s, dev: dev})
 		if len(m.queued) >= m.batchN && !m.issuing {
 			m.issue()
@@ -180,9 +180,10 @@ func copyStage(s *drv.Stream, op *btl.StageOp) error {
 // together (with one cuMemcpyBatchAsync where the driver has it, else one
 // by one) behind one event that they share. On the lent H100 hosts a small
 // copy's launch costs the calling thread ~2.5 µs and its event as much
-// again: windows of 64 copies of 8 B-8 KiB went device to host at 1.1-1.7
-// M a second in one batch, 0.34-0.42 M one by one behind one event,
-// 0.18-0.26 M with an event each (BenchmarkGPUStageSmall). Staged osu bw
+// again: windows of 64 copies of 8 B-8 KiB went device to host at 1.2-1.6
+// M a second in one batch, 0.34-0.38 M one by one behind one event,
+// 0.19-0.25 M with an event each (host to device in one batch: 1.6 M at
+// 8 B, 0.4-0.6 M at 1-8 KiB; BenchmarkGPUStageSmall, medians). Staged osu bw
 // of 1 B-16 KiB rose 1.5-3.4x, of 32 KiB-2 MiB over sm 1.1-1.9x
 // (bench/results/gpu-stage-batch-2026-11-27.txt).
 func (m *module) issue() {
@@ -212,9 +213,9 @@ func (m *module) issue() {
 
 // issueOn queues group's copies on s behind one event: with one
 // cuMemcpyBatchAsync those between pinned host memory and device memory
-// that is known to the driver (a copy through unified addresses reads an
-// address no allocation holds as host memory, where cuMemcpyDtoHAsync
-// refuses it), the others one by one. A batch the driver refuses is issued
+// that lies in one allocation the driver knows (a copy through unified
+// addresses reads an address no allocation holds as host memory, where
+// cuMemcpyDtoHAsync refuses it), the others one by one. A batch the driver refuses is issued
 // again copy by copy, so that only a copy it refuses itself fails
 // (cuMemcpyBatchAsync_v2 does not say which one it was).
 func (m *module) issueOn(s *drv.Stream, group []*copyOp) {
@@ -224,18 +225,15 @@ func (m *module) issueOn(s *drv.Stream, group []*copyOp) {
 	n := 0
 	for _, c := range group {
 		op := c.stage
+		c.batched = batch && m.pinned[&op.Host[0]] != nil && m.deviceKnown(s, op.Dev, &known)
 		var err error
 		switch {
-		case !batch || m.pinned[&op.Host[0]] == nil:
+		case !c.batched:
 			err = copyStage(s, op)
 		case op.ToHost:
-			if err = m.deviceKnown(s, op.Dev, &known); err == nil {
-				m.batch.AddDtoH(op.Host, drv.DevicePtr(op.Dev.Ptr))
-			}
+			m.batch.AddDtoH(op.Host, drv.DevicePtr(op.Dev.Ptr))
 		default:
-			if err = m.deviceKnown(s, op.Dev, &known); err == nil {
-				m.batch.AddHtoD(drv.DevicePtr(op.Dev.Ptr), op.Host)
-			}
+			m.batch.AddHtoD(drv.DevicePtr(op.Dev.Ptr), op.Host)
 		}
 		if err != nil {
 			m.stageFailed(c, err)
@@ -248,7 +246,7 @@ func (m *module) issueOn(s *drv.Stream, group []*copyOp) {
 	if m.batch.Len() > 0 && s.CopyBatchAsync(&m.batch) != nil {
 		n = 0
 		for _, c := range group {
-			if m.pinned[&c.stage.Host[0]] != nil { // was in the batch
+			if c.batched {
 				if err := copyStage(s, c.stage); err != nil {
 					m.stageFailed(c, err)
 					continue
@@ -283,22 +281,22 @@ func (m *module) issueOn(s *drv.Stream, group []*copyOp) {
 	}
 }
 
-// deviceKnown checks that d lies in one device allocation, asking the
-// driver unless it lies in known, the allocation it found last.
-func (m *module) deviceKnown(s *drv.Stream, d btl.Mem, known *[2]drv.DevicePtr) error {
+// deviceKnown reports whether d lies in one device allocation, asking the
+// driver unless it lies in known, the allocation it found last. A copy
+// that is not known goes alone (copyStage), where the driver refuses an
+// address that is not device memory.
+func (m *module) deviceKnown(s *drv.Stream, d btl.Mem, known *[2]drv.DevicePtr) bool {
 	p := drv.DevicePtr(d.Ptr)
-	if p >= known[0] && p+drv.DevicePtr(d.N) <= known[1] {
-		return nil
+	end := p + drv.DevicePtr(d.N)
+	if p >= known[0] && end <= known[1] {
+		return true
 	}
 	base, size, err := s.Context().AddressRange(p)
-	if err != nil {
-		return fmt.Errorf("not device memory: %w", err)
-	}
-	if p+drv.DevicePtr(d.N) > base+drv.DevicePtr(size) {
-		return fmt.Errorf("runs past its allocation (%d bytes at %#x)", size, base)
+	if err != nil || end > base+drv.DevicePtr(size) {
+		return false
 	}
 	known[0], known[1] = base, base+drv.DevicePtr(size)
-	return nil
+	return true
 }
 
 func (m *module) stageFailed(c *copyOp, err error) {

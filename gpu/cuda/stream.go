@@ -97,14 +97,19 @@ func (s *Stream) CopyDtoHAsync(dst []byte, src DevicePtr) error {
 // each copy on its own costs the calling thread about 2.5 µs on an H100
 // host. The copies of one batch may run in any order among themselves; the
 // batch runs in the stream's order. Host memory must stay valid until the
-// copies are done, as with CopyDtoHAsync.
+// copies are done, as with CopyDtoHAsync: pinned memory (HostAlloc) for
+// truly asynchronous copies; Go memory is kept reachable only until Reset.
 type CopyBatch struct {
 	dst, src, n []uint64
+	// host keeps the host slices reachable until Reset: dst and src hold
+	// their addresses as integers, which the garbage collector ignores.
+	host [][]byte
 }
 
 // AddDtoH adds a copy from the device to host memory.
 func (b *CopyBatch) AddDtoH(dst []byte, src DevicePtr) {
 	if len(dst) > 0 {
+		b.host = append(b.host, dst)
 		b.add(uint64(uintptr(unsafe.Pointer(&dst[0]))), uint64(src), len(dst))
 	}
 }
@@ -112,6 +117,7 @@ func (b *CopyBatch) AddDtoH(dst []byte, src DevicePtr) {
 // AddHtoD adds a copy from host memory to the device.
 func (b *CopyBatch) AddHtoD(dst DevicePtr, src []byte) {
 	if len(src) > 0 {
+		b.host = append(b.host, src)
 		b.add(uint64(dst), uint64(uintptr(unsafe.Pointer(&src[0]))), len(src))
 	}
 }
@@ -126,7 +132,10 @@ func (b *CopyBatch) add(dst, src uint64, n int) {
 func (b *CopyBatch) Len() int { return len(b.n) }
 
 // Reset empties b, keeping its memory.
-func (b *CopyBatch) Reset() { b.dst, b.src, b.n = b.dst[:0], b.src[:0], b.n[:0] }
+func (b *CopyBatch) Reset() {
+	clear(b.host)
+	b.dst, b.src, b.n, b.host = b.dst[:0], b.src[:0], b.n[:0], b.host[:0]
+}
 
 // BatchCopies reports whether the driver queues a CopyBatch in one call
 // (CUDA 13's cuMemcpyBatchAsync_v2); without it CopyBatchAsync fails with
