@@ -2,6 +2,7 @@ package p2p
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -14,11 +15,14 @@ import (
 // engines' events are), and every Stage of a chunk to host memory checks
 // the engine's bytes in flight against the bound.
 type fakeStager struct {
-	e        *Engine
-	chunk    int
-	base     uintptr
-	dev      []byte
-	pending  []*btl.StageOp
+	e       *Engine
+	chunk   int
+	base    uintptr
+	dev     []byte
+	pending []*btl.StageOp
+	// hold, while true, keeps copies to host memory pending (a GPU that
+	// has not finished them); Progress runs the others.
+	hold     bool
 	maxOut   int // the largest stageOut seen at a chunk's Stage
 	queued   bool
 	overflow error
@@ -52,7 +56,13 @@ func (f *fakeStager) Stage(op *btl.StageOp) error {
 func (f *fakeStager) Progress() int {
 	ops := f.pending
 	f.pending = nil
+	n := 0
 	for _, op := range ops {
+		if f.hold && op.ToHost {
+			f.pending = append(f.pending, op)
+			continue
+		}
+		n++
 		off := int(op.Dev.Ptr - f.base)
 		d := f.dev[off : off+op.Dev.N]
 		if op.ToHost {
@@ -62,7 +72,7 @@ func (f *fakeStager) Progress() int {
 		}
 		op.Owner.StageDone(op, nil)
 	}
-	return len(ops)
+	return n
 }
 
 // TestStageBound: rank 0 sends a window of large messages from (fake)
@@ -120,4 +130,88 @@ func stageBound(t *testing.T, bound int) {
 	if out := w.engs[0].stageOut; out != 0 {
 		t.Errorf("%d bytes still counted in flight after every send completed", out)
 	}
+}
+
+// TestStageReleaseOnPeerFailure: rank 0 stages two large device messages
+// to rank 1 under a bound of two chunks, whose copies the (fake) GPU holds:
+// the first message's two chunks fill the bound and the second message
+// waits behind it. Rank 1 is then declared failed (the failure detector's
+// verdict, Engine.PeerFailed): at once no byte stays counted and no send
+// stays queued, so that staged sends to other peers are not held up by a
+// peer that will never take its chunks; the queued message fails at once,
+// the other when the copies of its own end (they read the user's buffer),
+// with ErrProcFailed; and those copies ending later give back nothing
+// twice.
+func TestStageReleaseOnPeerFailure(t *testing.T) {
+	const chunk, k, size = 64 << 10, 2, 300 << 10
+	var fakes []*fakeStager
+	w := openWorld(t, setup{name: "tcp", btl: "tcp",
+		env: map[string]string{"GORUN_P2P_STAGE_INFLIGHT": fmt.Sprint(2 * chunk)},
+		extra: func(_ int, e *Engine) btl.Module {
+			fk := &fakeStager{e: e, chunk: chunk, base: 0x10000, dev: make([]byte, k*size), hold: true}
+			fakes = append(fakes, fk)
+			return fk
+		}})
+	e0, e1, src := w.engs[0], w.engs[1], fakes[0]
+	failed := make(chan struct{})
+	errDown := errors.New("rank 1 declared failed by the test")
+	locked := func(f func()) { e0.mu.Lock(); f(); e0.mu.Unlock() }
+	w.within(t, func() {
+		sends := make([]*Request, k)
+		for i := range k {
+			var err error
+			if sends[i], err = e0.IsendMem(1, 1, i, btl.DeviceMem(0, src.base+uintptr(i*size), size), false); err != nil {
+				t.Errorf("send %d: %v", i, err)
+				return
+			}
+		}
+		// Until the bound is full and the second message waits behind it.
+		e0.until(func() bool { return e0.stageOut >= 2*chunk && len(e0.stageQ) > 0 })
+		e0.PeerFailed(1, errDown)
+		close(failed)
+		locked(func() {
+			if e0.stageOut != 0 || len(e0.stageQ) != 0 {
+				t.Errorf("after the peer failed: %d bytes counted in flight, %d sends queued; want none", e0.stageOut, len(e0.stageQ))
+			}
+		})
+		if done, _, err := sends[1].Test(); !done || !errors.Is(err, ErrProcFailed) {
+			t.Errorf("queued send after its peer failed: done %v, error %v; want done with ErrProcFailed", done, err)
+		}
+		if done, _, _ := sends[0].Test(); done {
+			t.Error("a send completed while copies from its buffer were still running")
+		}
+		locked(func() { src.hold = false })
+		if _, err := sends[0].Wait(); !errors.Is(err, ErrProcFailed) || !errors.Is(err, errDown) {
+			t.Errorf("send whose peer failed: %v; want ErrProcFailed wrapping the verdict", err)
+		}
+		locked(func() {
+			if e0.stageOut != 0 || len(e0.stageSends) != 0 {
+				t.Errorf("after the held copies ended: %d bytes counted in flight (given back twice?), %d sends under way; want none",
+					e0.stageOut, len(e0.stageSends))
+			}
+		})
+	}, func() {
+		recvs := make([]*Request, k)
+		for i := range k {
+			var err error
+			if recvs[i], err = e1.Irecv(1, 0, i, make([]byte, size)); err != nil {
+				t.Errorf("receive %d: %v", i, err)
+				return
+			}
+		}
+		e1.until(func() bool {
+			select {
+			case <-failed:
+				return true
+			default:
+				return false
+			}
+		})
+		e1.PeerFailed(0, errors.New("rank 0 declared failed by the test"))
+		for i, r := range recvs {
+			if _, err := r.Wait(); err == nil {
+				t.Errorf("receive %d of a message that never came succeeded", i)
+			}
+		}
+	})
 }
