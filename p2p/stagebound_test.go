@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/gorun/gorun/btl"
@@ -22,8 +23,11 @@ type fakeStager struct {
 	pending []*btl.StageOp
 	// hold, while true, keeps copies to host memory pending (a GPU that
 	// has not finished them); Progress runs the others.
-	hold     bool
-	maxOut   int // the largest stageOut seen at a chunk's Stage
+	hold   bool
+	maxOut int // the largest stageOut seen at a chunk's Stage
+	// starts are the device offsets of the chunks copied to host memory,
+	// in the order their copies started.
+	starts   []int
 	queued   bool
 	overflow error
 }
@@ -48,6 +52,7 @@ func (f *fakeStager) Stage(op *btl.StageOp) error {
 			f.overflow = fmt.Errorf("%d bytes of staged chunks in flight, bound %d", e.stageOut, bound)
 		}
 		f.queued = f.queued || len(e.stageQ) > 0
+		f.starts = append(f.starts, int(op.Dev.Ptr-f.base))
 	}
 	f.pending = append(f.pending, op)
 	return nil
@@ -80,8 +85,9 @@ func (f *fakeStager) Progress() int {
 // KiB, then of 64 KiB (below two chunks: two chunks still overlap); rank 1
 // receives them into host memory. Every byte arrives, the bytes in flight
 // never pass the bound (two chunks at least) and do reach two chunks,
-// later sends did wait for earlier ones' chunks, and the count is back to
-// zero at the end.
+// later sends did wait for earlier ones' chunks and started in the order
+// they were sent (the queue resumes the oldest first), and the count is
+// back to zero at the end.
 func TestStageBound(t *testing.T) {
 	for _, bound := range []int{128 << 10, 64 << 10} {
 		t.Run(fmt.Sprint(bound), func(t *testing.T) { stageBound(t, bound) })
@@ -126,6 +132,15 @@ func stageBound(t *testing.T, bound int) {
 	}
 	if src.maxOut < 2*chunk {
 		t.Errorf("at most %d bytes in flight: two chunks (%d) never overlapped", src.maxOut, 2*chunk)
+	}
+	var firsts []int // the messages, in the order their first chunks started
+	for _, off := range src.starts {
+		if off%size == 0 {
+			firsts = append(firsts, off/size)
+		}
+	}
+	if !slices.IsSorted(firsts) || len(firsts) != k {
+		t.Errorf("messages started in the order %v; want 0 to %d in order", firsts, k-1)
 	}
 	if out := w.engs[0].stageOut; out != 0 {
 		t.Errorf("%d bytes still counted in flight after every send completed", out)
