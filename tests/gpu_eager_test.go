@@ -327,6 +327,63 @@ func caseGPUEagerFail(w *mpi.Comm) error {
 			return err
 		}
 	}
+	// The same at the receiver: three eager host messages, there before
+	// their receives, into device buffers whose middle one is no
+	// allocation; their copies to the device go together (the first at
+	// once, the others listed). Only the middle receive fails.
+	if me == 0 {
+		for j := range qs {
+			out := make([]byte, size)
+			pattern(out, 90+j)
+			var err error
+			if qs[j], err = mpi.Isend(w, out, 1, 20+j); err != nil {
+				return err
+			}
+		}
+	}
+	if err := mpi.Barrier(w); err != nil {
+		return err
+	}
+	if me == 1 {
+		dev, err := testDevice(me)
+		if err != nil {
+			return err
+		}
+		good, err := gpu.Alloc(dev, gpu.Uint8, 2*size)
+		if err != nil {
+			return err
+		}
+		defer good.Free()
+		dsts := [3]gpu.Buffer{good.Slice(0, size), gpu.Wrap(dev, 0xdead0000, gpu.Uint8, size), good.Slice(size, 2*size)}
+		for j := range qs {
+			if qs[j], err = mpi.IrecvGPU(w, dsts[j], 0, 20+j); err != nil {
+				return err
+			}
+		}
+		for j, q := range qs {
+			_, errs[j] = q.Wait()
+		}
+		if errs[0] != nil || errs[2] != nil || errs[1] == nil {
+			return fmt.Errorf("window of three eager receives into device memory, the middle one no allocation: errors %v, want only the middle one", errs)
+		}
+		got := make([]byte, 2*size)
+		if err := good.CopyToHost(got); err != nil {
+			return err
+		}
+		for j, off := range []int{0, size} {
+			want := make([]byte, size)
+			pattern(want, 90+2*j)
+			if err := mismatch(fmt.Sprintf("receive window, message %d", 2*j), got[off:off+size], want); err != nil {
+				return err
+			}
+		}
+	} else {
+		for j, q := range qs {
+			if _, err := q.Wait(); err != nil {
+				return fmt.Errorf("host send %d of the receive window: %w", j, err)
+			}
+		}
+	}
 	x := []int{me}
 	return mpi.Allreduce(w, x, x, mpi.Sum)
 }
