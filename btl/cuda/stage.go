@@ -215,9 +215,9 @@ func (m *module) issue() {
 // cuMemcpyBatchAsync those between pinned host memory and device memory
 // that lies in one allocation the driver knows (a copy through unified
 // addresses reads an address no allocation holds as host memory, where
-// cuMemcpyDtoHAsync refuses it), the others one by one. A batch the driver refuses is issued
-// again copy by copy, so that only a copy it refuses itself fails
-// (cuMemcpyBatchAsync_v2 does not say which one it was).
+// cuMemcpyDtoHAsync refuses it), the others one by one. A batch the
+// driver refuses is issued again copy by copy, so that only a copy it
+// refuses itself fails (cuMemcpyBatchAsync_v2 does not say which one).
 func (m *module) issueOn(s *drv.Stream, group []*copyOp) {
 	batch := drv.BatchCopies() && len(group) > 1
 	m.batch.Reset()
