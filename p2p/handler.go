@@ -304,13 +304,14 @@ func (hd *handler) PeerFailed(src int, err error) {
 	e.failed[src] = fmt.Errorf("%w: %w", ErrProcFailed, err)
 	ferr := e.failed[src]
 	if c := e.cur[src]; c.stage != nil {
-		c.stage.free() // a chunk that will never finish arriving
+		c.stage.drop() // a chunk that will never finish arriving
 	}
 	// An eager frame half received into landEager's pinned memory keeps
-	// it: this may be the failure detector's verdict (Engine.PeerFailed)
-	// while the transport still writes the frame's rest into it, so it
-	// must not go back to the pool for another message; the pool is one
-	// buffer short until Close.
+	// it, and so does a staged chunk half received (drop): this may be
+	// the failure detector's verdict (Engine.PeerFailed) while the
+	// transport still writes the frame's rest into it, so it must not go
+	// back to the pool for another message; the pool is one buffer short
+	// until Close.
 	for _, q := range e.mq {
 		failPosted(q, func(r *Request) bool { return r.peer == src }, ferr)
 	}

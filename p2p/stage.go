@@ -238,8 +238,14 @@ func (sg *staged) pump() {
 
 // free releases the slot's host buffer.
 func (s *stageSlot) free() {
-	s.uncount()
 	s.sg.st.ReleaseHost(s.op.Host)
+	s.drop()
+}
+
+// drop frees the slot but leaves its host buffer out of the pool: a
+// transport may still write a frame's rest into it (PeerFailed).
+func (s *stageSlot) drop() {
+	s.uncount()
 	s.op.Host, s.f.Payload = nil, nil
 	s.busy = false
 }
@@ -397,8 +403,8 @@ func (sg *staged) landed(s *stageSlot) {
 // osu bw of 16 B-16 KiB rose 1.15-1.36x (latency unchanged), to 0.45-0.65x
 // of host memory over the same TCP
 // (bench/results/gpu-staged-async-2026-11-26-h100x2.txt); with btl/cuda
-// issuing a window's copies in one batch, 0.82-1.06x at 1 B-16 KiB
-// (bench/results/gpu-stage-batch-2026-11-27.txt). A copy that fails sends
+// issuing a window's copies in one batch, 0.73-1.06x at 1 B-16 KiB (two
+// calls, bench/results/gpu-stage-batch-2026-11-27.txt). A copy that fails sends
 // an empty EAGER with fFail, in its place, and fails r with the copy's
 // error.
 func (e *Engine) eagerStaged(r *Request, rt *route, st btl.Stager, m btl.Mem) error {

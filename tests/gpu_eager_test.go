@@ -327,23 +327,12 @@ func caseGPUEagerFail(w *mpi.Comm) error {
 			return err
 		}
 	}
-	// The same at the receiver: three eager host messages, there before
-	// their receives, into device buffers whose middle one is no
-	// allocation; their copies to the device go together (the first at
-	// once, the others listed). Only the middle receive fails.
-	if me == 0 {
-		for j := range qs {
-			out := make([]byte, size)
-			pattern(out, 90+j)
-			var err error
-			if qs[j], err = mpi.Isend(w, out, 1, 20+j); err != nil {
-				return err
-			}
-		}
-	}
-	if err := mpi.Barrier(w); err != nil {
-		return err
-	}
+	// The same at the receiver: three eager host messages into device
+	// buffers whose middle one is no allocation, the receives posted
+	// first, so that the messages land in pinned memory and their copies
+	// to the device go together (the first at once, the others listed
+	// while it runs, when they arrive in one poll). Only the middle
+	// receive fails.
 	if me == 1 {
 		dev, err := testDevice(me)
 		if err != nil {
@@ -359,6 +348,9 @@ func caseGPUEagerFail(w *mpi.Comm) error {
 			if qs[j], err = mpi.IrecvGPU(w, dsts[j], 0, 20+j); err != nil {
 				return err
 			}
+		}
+		if err := mpi.Barrier(w); err != nil { // the receives are posted
+			return err
 		}
 		for j, q := range qs {
 			_, errs[j] = q.Wait()
@@ -378,6 +370,17 @@ func caseGPUEagerFail(w *mpi.Comm) error {
 			}
 		}
 	} else {
+		if err := mpi.Barrier(w); err != nil {
+			return err
+		}
+		for j := range qs {
+			out := make([]byte, size)
+			pattern(out, 90+j)
+			var err error
+			if qs[j], err = mpi.Isend(w, out, 1, 20+j); err != nil {
+				return err
+			}
+		}
 		for j, q := range qs {
 			if _, err := q.Wait(); err != nil {
 				return fmt.Errorf("host send %d of the receive window: %w", j, err)

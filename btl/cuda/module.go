@@ -59,7 +59,7 @@ func (component) Open(env btl.Env) (btl.Module, error) {
 	}
 	return &module{env: env, streams: map[int]*drv.Stream{}, own: map[drv.IPCMemHandle]*export{},
 		maps: map[mapKey]*mapping{}, limit: limit, ipc: pIPC() != "none", exports: exportCache{limit: exportLimit},
-		chunk: chunk, poolMax: pool, batchN: batchN, batchMax: batchMax, out: map[*drv.Stream]int{}, pinned: map[*byte]*drv.HostMem{}, freeHost: map[int][]*drv.HostMem{}}, nil
+		chunk: chunk, poolMax: pool, batchN: batchN, batchMax: batchMax, out: map[*drv.Stream]int{}, listed: map[*drv.Stream]int{}, pinned: map[*byte]*drv.HostMem{}, freeHost: map[int][]*drv.HostMem{}}, nil
 }
 
 // module is one rank's GPU transport.
@@ -80,17 +80,20 @@ type module struct {
 	// pending copies, in issue order; free events for reuse.
 	pending []*copyOp
 	spare   []*copyOp // the other list Progress alternates with
-	// queued are eager staging copies listed by Stage, not yet issued
-	// (stage.go, issue); requeue and group are issue's spare lists, batch
-	// its copies, issuing whether it runs.
+	// queued are staging copies listed by Stage, not yet issued (stage.go,
+	// issue), listed their number by stream; requeue and group are issue's
+	// spare lists, batch its copies, issuing whether it runs.
 	queued  []*copyOp
+	listed  map[*drv.Stream]int
 	requeue []*copyOp
 	group   []*copyOp
 	batch   drv.CopyBatch
 	issuing bool
+	batched int // copies issued in batches, for tests
 	// out counts each stream's copies issued and not yet finished: Stage
-	// issues a staging copy at once on a stream with none (a message alone
-	// waits for no Progress), and lists it for the next batch otherwise.
+	// issues a staging copy at once on a stream with none in flight or
+	// listed (a message alone waits for no Progress), and lists it for the
+	// next batch otherwise.
 	out      map[*drv.Stream]int
 	batchN   int // GORUN_CUDA_STAGE_BATCH
 	batchMax int // GORUN_CUDA_STAGE_BATCH_MAX
@@ -378,7 +381,7 @@ var _ btl.Busy = (*module)(nil)
 // must keep polling meanwhile.
 func (m *module) Busy() bool { return len(m.pending) > 0 || len(m.queued) > 0 }
 
-// Progress issues the eager copies listed since the last call and completes
+// Progress issues the copies listed since the last call and completes
 // the copies whose events have passed.
 func (m *module) Progress() int {
 	if len(m.queued) > 0 {
@@ -472,6 +475,7 @@ func (m *module) Close() error {
 	}
 	queued := m.queued
 	m.queued = nil
+	clear(m.listed)
 	for _, c := range queued {
 		m.stageFailed(c, btl.ErrClosed)
 	}

@@ -125,7 +125,7 @@ func (m *module) ReleaseHost(b []byte) {
 // the eager stream, kept among the copy streams under the key ^dev, so
 // that it does not wait behind the pipeline's chunks) with an event behind
 // it; Progress reports it. A copy goes at once while its stream has none
-// in flight and none is listed (a message alone waits for no Progress);
+// in flight and none listed (a message alone waits for no Progress);
 // otherwise, up to GORUN_CUDA_STAGE_BATCH_MAX bytes, it is listed (queued),
 // and the next Progress issues the listed copies together (issue): a
 // window of sends, or of arrivals.
@@ -152,11 +152,11 @@ func (m *module) Stage(op *btl.StageOp) error {
 	if err != nil {
 		return fail(err)
 	}
-	if m.batchN > 1 && op.Dev.N <= m.batchMax && (m.out[s] > 0 || len(m.queued) > 0 || m.issuing) {
+	if m.batchN > 1 && op.Dev.N <= m.batchMax && (m.out[s] > 0 || m.listed[s] > 0 || m.issuing) {
+		// Only Progress issues listed copies: issued here, a failed one's
+		// StageDone would run inside another operation's Stage.
 		m.queued = append(m.queued, &copyOp{stage: op, s: s, dev: dev})
-		if len(m.queued) >= m.batchN && !m.issuing {
-			m.issue()
-		}
+		m.listed[s]++
 		return nil
 	}
 	if err := copyStage(s, op); err != nil {
@@ -177,14 +177,15 @@ func copyStage(s *drv.Stream, op *btl.StageOp) error {
 }
 
 // issue queues the listed copies on their streams, a stream's copies
-// together (with one cuMemcpyBatchAsync where the driver has it, else one
-// by one) behind one event that they share. On the lent H100 hosts a small
+// together, GORUN_CUDA_STAGE_BATCH at a time (with one cuMemcpyBatchAsync
+// where the driver has it, else one by one) behind one event that they
+// share. On the lent H100 hosts a small
 // copy's launch costs the calling thread ~2.5 µs and its event as much
 // again: windows of 64 copies of 8 B-8 KiB went device to host at 1.2-1.6
 // M a second in one batch, 0.34-0.38 M one by one behind one event,
 // 0.19-0.25 M with an event each (host to device in one batch: 1.6 M at
 // 8 B, 0.4-0.6 M at 1-8 KiB; BenchmarkGPUStageSmall, medians). Staged osu bw
-// of 1 B-16 KiB rose 1.5-3.4x, of 32 KiB-2 MiB over sm 1.1-1.9x
+// of 1 B-16 KiB rose 1.5-3.4x, of 32 KiB-2 MiB over sm 1.1-2.1x
 // (bench/results/gpu-stage-batch-2026-11-27.txt).
 func (m *module) issue() {
 	m.issuing = true
@@ -201,7 +202,10 @@ func (m *module) issue() {
 				n++
 			}
 		}
-		m.issueOn(s, group)
+		m.listed[s] -= len(group)
+		for i := 0; i < len(group); i += m.batchN {
+			m.issueOn(s, group[i:min(i+m.batchN, len(group))])
+		}
 		clear(group)
 		m.group = group[:0]
 		q = q[:n]
@@ -243,7 +247,9 @@ func (m *module) issueOn(s *drv.Stream, group []*copyOp) {
 		n++
 	}
 	group = group[:n]
-	if m.batch.Len() > 0 && s.CopyBatchAsync(&m.batch) != nil {
+	if m.batch.Len() > 0 && s.CopyBatchAsync(&m.batch) == nil {
+		m.batched += m.batch.Len()
+	} else if m.batch.Len() > 0 {
 		n = 0
 		for _, c := range group {
 			if c.batched {
