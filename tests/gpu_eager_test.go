@@ -282,11 +282,7 @@ func caseGPUEagerFail(w *mpi.Comm) error {
 	var bufs [3][]byte
 	var errs [3]error
 	if me == 0 {
-		dev, err := testDevice(me) // device 0, as the bad address claims: one stream, one batch
-		if err != nil {
-			return err
-		}
-		good, err := gpu.Alloc(dev, gpu.Uint8, 2*size)
+		good, srcs, err := badWindow(me, size)
 		if err != nil {
 			return err
 		}
@@ -296,7 +292,6 @@ func caseGPUEagerFail(w *mpi.Comm) error {
 		if err := good.CopyFromHost(out); err != nil {
 			return err
 		}
-		srcs := [3]gpu.Buffer{good.Slice(0, size), gpu.Wrap(0, 0xdead0000, gpu.Uint8, size), good.Slice(size, 2*size)}
 		for j := range qs {
 			if qs[j], err = mpi.IsendGPU(w, srcs[j], 1, 10+j); err != nil {
 				return err
@@ -334,16 +329,11 @@ func caseGPUEagerFail(w *mpi.Comm) error {
 	// while it runs, when they arrive in one poll). Only the middle
 	// receive fails.
 	if me == 1 {
-		dev, err := testDevice(me)
-		if err != nil {
-			return err
-		}
-		good, err := gpu.Alloc(dev, gpu.Uint8, 2*size)
+		good, dsts, err := badWindow(me, size)
 		if err != nil {
 			return err
 		}
 		defer good.Free()
-		dsts := [3]gpu.Buffer{good.Slice(0, size), gpu.Wrap(dev, 0xdead0000, gpu.Uint8, size), good.Slice(size, 2*size)}
 		for j := range qs {
 			if qs[j], err = mpi.IrecvGPU(w, dsts[j], 0, 20+j); err != nil {
 				return err
@@ -389,6 +379,20 @@ func caseGPUEagerFail(w *mpi.Comm) error {
 	}
 	x := []int{me}
 	return mpi.Allreduce(w, x, x, mpi.Sum)
+}
+
+// badWindow allocates 2*size bytes on rank me's test device (good) and
+// returns three buffers of size bytes: its halves, and between them one
+// whose address is no allocation on that device (one stream, one batch).
+func badWindow(me, size int) (good gpu.Buffer, win [3]gpu.Buffer, err error) {
+	dev, err := testDevice(me)
+	if err == nil {
+		good, err = gpu.Alloc(dev, gpu.Uint8, 2*size)
+	}
+	if err != nil {
+		return good, win, err
+	}
+	return good, [3]gpu.Buffer{good.Slice(0, size), gpu.Wrap(dev, 0xdead0000, gpu.Uint8, size), good.Slice(size, 2*size)}, nil
 }
 
 // TestGPUEagerStaged needs a GPU: small device messages (issue 10) staged
