@@ -286,7 +286,7 @@ func (e *Engine) kick() {
 // a transport may hold its frames until it notices, and the other peers'
 // sends must not wait for them).
 func (e *Engine) releaseStaged(peer int, err error) {
-	for _, sg := range slices.Clone(e.stageSends) { // gone takes sg out of stageQ
+	for _, sg := range slices.Clone(e.stageSends) { // gone, settling sg, takes it out of stageSends
 		if sg.peer != peer {
 			continue
 		}

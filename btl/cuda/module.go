@@ -59,7 +59,7 @@ func (component) Open(env btl.Env) (btl.Module, error) {
 	}
 	return &module{env: env, streams: map[int]*drv.Stream{}, own: map[drv.IPCMemHandle]*export{},
 		maps: map[mapKey]*mapping{}, limit: limit, ipc: pIPC() != "none", exports: exportCache{limit: exportLimit},
-		chunk: chunk, poolMax: pool, batchN: batchN, batchMax: batchMax, out: map[*drv.Stream]int{}, listed: map[*drv.Stream]int{}, pinned: map[*byte]*drv.HostMem{}, freeHost: map[int][]*drv.HostMem{}}, nil
+		chunk: chunk, poolMax: pool, batchN: batchN, batchMax: batchMax, out: map[*drv.Stream]int{}, pinned: map[*byte]*drv.HostMem{}, freeHost: map[int][]*drv.HostMem{}}, nil
 }
 
 // module is one rank's GPU transport.
@@ -81,19 +81,17 @@ type module struct {
 	pending []*copyOp
 	spare   []*copyOp // the other list Progress alternates with
 	// queued are staging copies listed by Stage, not yet issued (stage.go,
-	// issue), listed their number by stream; requeue and group are issue's
-	// spare lists, batch its copies, issuing whether it runs.
+	// issue); requeue and group are issue's spare lists, batch its copies.
 	queued  []*copyOp
-	listed  map[*drv.Stream]int
 	requeue []*copyOp
 	group   []*copyOp
 	batch   drv.CopyBatch
-	issuing bool
 	batched int // copies issued in batches, for tests
 	// out counts each stream's copies issued and not yet finished: Stage
-	// issues a staging copy at once on a stream with none in flight or
-	// listed (a message alone waits for no Progress), and lists it for the
-	// next batch otherwise.
+	// issues a staging copy at once on a stream with none (a message alone
+	// waits for no Progress), and lists it for the next batch otherwise.
+	// Copies are listed only behind copies in flight, which finish no
+	// sooner than the Progress that issues the list.
 	out      map[*drv.Stream]int
 	batchN   int // GORUN_CUDA_STAGE_BATCH
 	batchMax int // GORUN_CUDA_STAGE_BATCH_MAX
@@ -281,24 +279,30 @@ func (m *module) start(op *btl.RMAOp, put bool) error {
 	return nil
 }
 
-// watch records an event behind the copy just queued on s and lists c as
-// pending, for Progress to report. When the copy cannot be watched (rare:
-// the driver is failing) it waits for the stream here, rather than report
-// the copy done early, and returns the error for the caller to report.
-func (m *module) watch(s *drv.Stream, c *copyOp) error {
+// watch records one event behind the copies just queued on s (cs, at
+// least one), which share it, and lists them as pending, for Progress to
+// report. When they cannot be watched (rare: the driver is failing) it
+// waits for the stream here, rather than report the copies done early,
+// and returns the error for the caller to report.
+func (m *module) watch(s *drv.Stream, cs ...*copyOp) error {
 	ev, err := m.event(s.Context())
 	if err == nil {
-		err = ev.Record(s)
+		if err = ev.Record(s); err != nil {
+			ev.Destroy()
+		}
 	}
 	if err != nil {
 		return errors.Join(err, s.Synchronize())
 	}
-	c.ev, c.s, c.owner = ev, s, true
-	m.out[s]++
-	if c.m != nil {
-		c.m.busy++
+	for _, c := range cs {
+		c.ev, c.s = ev, s
+		if c.m != nil {
+			c.m.busy++
+		}
 	}
-	m.pending = append(m.pending, c)
+	cs[len(cs)-1].owner = true
+	m.out[s] += len(cs)
+	m.pending = append(m.pending, cs...)
 	return nil
 }
 
@@ -475,7 +479,6 @@ func (m *module) Close() error {
 	}
 	queued := m.queued
 	m.queued = nil
-	clear(m.listed)
 	for _, c := range queued {
 		m.stageFailed(c, btl.ErrClosed)
 	}

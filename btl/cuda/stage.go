@@ -1,7 +1,6 @@
 package cuda
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/gorun/gorun/btl"
@@ -125,7 +124,7 @@ func (m *module) ReleaseHost(b []byte) {
 // the eager stream, kept among the copy streams under the key ^dev, so
 // that it does not wait behind the pipeline's chunks) with an event behind
 // it; Progress reports it. A copy goes at once while its stream has none
-// in flight and none listed (a message alone waits for no Progress);
+// in flight (a message alone waits for no Progress);
 // otherwise, up to GORUN_CUDA_STAGE_BATCH_MAX bytes, it is listed (queued),
 // and the next Progress issues the listed copies together (issue): a
 // window of sends, or of arrivals.
@@ -152,11 +151,10 @@ func (m *module) Stage(op *btl.StageOp) error {
 	if err != nil {
 		return fail(err)
 	}
-	if m.batchN > 1 && op.Dev.N <= m.batchMax && (m.out[s] > 0 || m.listed[s] > 0 || m.issuing) {
+	if m.batchN > 1 && op.Dev.N <= m.batchMax && m.out[s] > 0 {
 		// Only Progress issues listed copies: issued here, a failed one's
 		// StageDone would run inside another operation's Stage.
 		m.queued = append(m.queued, &copyOp{stage: op, s: s, dev: dev})
-		m.listed[s]++
 		return nil
 	}
 	if err := copyStage(s, op); err != nil {
@@ -179,16 +177,15 @@ func copyStage(s *drv.Stream, op *btl.StageOp) error {
 // issue queues the listed copies on their streams, a stream's copies
 // together, GORUN_CUDA_STAGE_BATCH at a time (with one cuMemcpyBatchAsync
 // where the driver has it, else one by one) behind one event that they
-// share. On the lent H100 hosts a small
-// copy's launch costs the calling thread ~2.5 µs and its event as much
-// again: windows of 64 copies of 8 B-8 KiB went device to host at 1.2-1.6
-// M a second in one batch, 0.34-0.38 M one by one behind one event,
-// 0.19-0.25 M with an event each (host to device in one batch: 1.6 M at
-// 8 B, 0.4-0.6 M at 1-8 KiB; BenchmarkGPUStageSmall, medians). Staged osu bw
-// of 1 B-16 KiB rose 1.5-3.4x, of 32 KiB-2 MiB over sm 1.1-2.1x
+// share. On the lent H100 hosts a small copy's launch costs the calling
+// thread ~2.5 µs and its event as much again: windows of 64 copies of 8
+// B-8 KiB went device to host at 1.2-1.6 M a second in one batch,
+// 0.34-0.38 M one by one behind one event, 0.19-0.25 M with an event each
+// (host to device in one batch: 1.6 M at 8 B, 0.4-0.6 M at 1-8 KiB;
+// BenchmarkGPUStageSmall, medians). Staged osu bw of 1 B-16 KiB rose
+// 1.5-3.4x, of 32 KiB-2 MiB over sm 1.1-2.1x
 // (bench/results/gpu-stage-batch-2026-11-27.txt).
 func (m *module) issue() {
-	m.issuing = true
 	q, all := m.queued, m.queued
 	m.queued = m.requeue[:0] // a failed copy's StageDone may stage again
 	for len(q) > 0 {
@@ -202,7 +199,6 @@ func (m *module) issue() {
 				n++
 			}
 		}
-		m.listed[s] -= len(group)
 		for i := 0; i < len(group); i += m.batchN {
 			m.issueOn(s, group[i:min(i+m.batchN, len(group))])
 		}
@@ -212,7 +208,6 @@ func (m *module) issue() {
 	}
 	clear(all)
 	m.requeue = all[:0]
-	m.issuing = false
 }
 
 // issueOn queues group's copies on s behind one event: with one
@@ -226,64 +221,40 @@ func (m *module) issueOn(s *drv.Stream, group []*copyOp) {
 	batch := drv.BatchCopies() && len(group) > 1
 	m.batch.Reset()
 	var known [2]drv.DevicePtr // the device allocation checked last: base, end
-	n := 0
 	for _, c := range group {
 		op := c.stage
 		c.batched = batch && m.pinned[&op.Host[0]] != nil && m.deviceKnown(s, op.Dev, &known)
-		var err error
 		switch {
 		case !c.batched:
-			err = copyStage(s, op)
 		case op.ToHost:
 			m.batch.AddDtoH(op.Host, drv.DevicePtr(op.Dev.Ptr))
 		default:
 			m.batch.AddHtoD(drv.DevicePtr(op.Dev.Ptr), op.Host)
 		}
-		if err != nil {
-			m.stageFailed(c, err)
-			continue
+	}
+	refused := m.batch.Len() > 0 && s.CopyBatchAsync(&m.batch) != nil
+	if !refused {
+		m.batched += m.batch.Len()
+	}
+	// The others one by one, and the batch's too if the driver refused it.
+	n := 0
+	for _, c := range group {
+		if !c.batched || refused {
+			if err := copyStage(s, c.stage); err != nil {
+				m.stageFailed(c, err)
+				continue
+			}
 		}
 		group[n] = c
 		n++
 	}
-	group = group[:n]
-	if m.batch.Len() > 0 && s.CopyBatchAsync(&m.batch) == nil {
-		m.batched += m.batch.Len()
-	} else if m.batch.Len() > 0 {
-		n = 0
-		for _, c := range group {
-			if c.batched {
-				if err := copyStage(s, c.stage); err != nil {
-					m.stageFailed(c, err)
-					continue
-				}
-			}
-			group[n] = c
-			n++
-		}
-		group = group[:n]
-	}
-	if len(group) == 0 {
+	if n == 0 {
 		return
 	}
-	ev, err := m.event(s.Context())
-	if err == nil {
-		if err = ev.Record(s); err == nil {
-			for _, c := range group {
-				c.ev, c.s = ev, s
-			}
-			group[len(group)-1].owner = true
-			m.pending = append(m.pending, group...)
-			m.out[s] += len(group)
-			return
+	if err := m.watch(s, group[:n]...); err != nil {
+		for _, c := range group[:n] {
+			m.stageFailed(c, err)
 		}
-		ev.Destroy()
-	}
-	// Not watched (the driver is failing): wait for the copies here rather
-	// than report them done early.
-	err = errors.Join(err, s.Synchronize())
-	for _, c := range group {
-		m.stageFailed(c, err)
 	}
 }
 
