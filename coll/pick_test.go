@@ -1,6 +1,11 @@
 package coll
 
-import "testing"
+import (
+	"strings"
+	"testing"
+
+	"github.com/gorun/gorun/gpu"
+)
 
 // byteFirst is a non-commutative stand-in (only Commutative matters here).
 type byteFirst struct{}
@@ -28,7 +33,8 @@ func TestPickMemo(t *testing.T) {
 	for _, hosts := range [][]string{nil, {"a", "a", "b", "b", "a", "b", "a", "b"}} {
 		c := NewComm(nil, 7, []int{0, 1, 2, 3, 4, 5, 6, 7}, 2, hosts)
 		sub := c.sub([]int{0, 2, 4, 6}, 1)
-		for _, k := range []*collective{collAllreduce, collBcast, collReduce, collAllgather, collBarrier, collScan} {
+		for _, k := range []*collective{collAllreduce, collBcast, collReduce, collAllgather, collBarrier, collScan,
+			collGPUAllreduce, collGPUBcast, collGPUReduce, collGPUAllgather, collGPUReduceScatterBlock} {
 			last := k.algs[len(k.algs)-1].name
 			for _, size := range sizes {
 				base := call{size: size, op: byteMax{}}
@@ -43,6 +49,11 @@ func TestPickMemo(t *testing.T) {
 					a := Args{Op: cl.op, Elem: 1, Nonblocking: cl.nb, Recv: recv[:size], Send: send[:size]}
 					if k == collAllgather {
 						a.Send = a.Send[:size/8]
+					}
+					if strings.HasPrefix(k.name, "gpu_") { // device buffers: made-up addresses, never touched
+						a.Send, a.Recv = nil, nil
+						a.RecvD, a.SendD = gpu.Wrap(0, 0x10000, gpu.Uint8, size), gpu.Wrap(0, 0x20000, gpu.Uint8, size)
+						a.Counts = []int{size / 8}
 					}
 					for _, v := range []*Comm{&c, sub} {
 						got := k.pick(v, &a)

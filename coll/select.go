@@ -53,8 +53,7 @@ type collective struct {
 	param   func() string
 	id      uint16 // index in collList
 	// memoOff: pick does not remember choices (an algorithm's shmBytes
-	// looks at more than the size; the GPU collectives, whose calls cost
-	// microseconds anyway, are left to choose afresh).
+	// looks at more than the size, or the key cannot hold the override).
 	memoOff bool
 
 	once   sync.Once
@@ -89,7 +88,7 @@ func register(k *collective) *collective {
 	k.id = uint16(len(collList))
 	collList = append(collList, k)
 	// The key holds the override in 6 bits and the choice in 7.
-	k.memoOff = strings.HasPrefix(k.name, "gpu_") || len(k.algs) >= 1<<6
+	k.memoOff = len(k.algs) >= 1<<6
 	var names []string
 	for _, a := range k.algs {
 		names = append(names, a.name)
