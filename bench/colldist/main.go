@@ -1,9 +1,10 @@
 // Colldist prints the distribution of single-call latencies of small
 // collectives, where the OSU benchmarks print a mean: the tail (a rank
 // preempted, a garbage collection) shows apart from the typical call.
-// Three loops of -i calls each, after 500 untimed: allreduce of -s bytes
+// Five loops of -i calls each, after 500 untimed: allreduce of -s bytes
 // of float32 with a barrier before each call (as OSU times it), the same
-// back to back, and barrier back to back. Every rank times each call
+// back to back, bcast of -s bytes from rank 0 the same two ways, and
+// barrier back to back. Every rank times each call
 // alone; rank 0 prints, for each percentile and the mean, the largest
 // over ranks, and the loop's wall time per call. tests/openmpi/colldist.c
 // is the same program for Open MPI (built by its Makefile).
@@ -23,7 +24,7 @@ import (
 
 func main() {
 	iters := flag.Int("i", 20000, "timed calls per loop")
-	size := flag.Int("s", 8, "allreduce size in bytes (float32)")
+	size := flag.Int("s", 8, "allreduce and bcast size in bytes (float32)")
 	flag.Parse()
 	if err := mpi.Init(); err != nil {
 		log.Fatal(err)
@@ -74,5 +75,7 @@ func main() {
 	}
 	run("allreduce+barrier", true, func() error { return mpi.Allreduce(w, s, r, mpi.Sum) })
 	run("allreduce b2b", false, func() error { return mpi.Allreduce(w, s, r, mpi.Sum) })
+	run("bcast+barrier", true, func() error { return mpi.Bcast(w, s, 0) })
+	run("bcast b2b", false, func() error { return mpi.Bcast(w, s, 0) })
 	run("barrier b2b", false, func() error { return mpi.Barrier(w) })
 }

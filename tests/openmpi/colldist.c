@@ -1,6 +1,6 @@
 /* colldist: bench/colldist/main.go for Open MPI, the same loops and figures
  * (allreduce of 8 B of float with a barrier before each call, back to back,
- * and barrier back to back; every call timed alone; percentiles per rank,
+ * bcast of 8 B from rank 0 the same two ways, and barrier back to back; every call timed alone; percentiles per rank,
  * the largest over ranks). mpirun -np 32 colldist -i 200000 */
 #include <mpi.h>
 #include <stdio.h>
@@ -12,28 +12,32 @@ static int cmp(const void *a, const void *b) {
 	return x < y ? -1 : x > y;
 }
 
-static void call(int barrier, float *s, float *r) {
-	if (barrier)
+enum { ALLREDUCE, BCAST, BARRIER };
+
+static void call(int kind, float *s, float *r) {
+	if (kind == BARRIER)
 		MPI_Barrier(MPI_COMM_WORLD);
+	else if (kind == BCAST)
+		MPI_Bcast(s, 2, MPI_FLOAT, 0, MPI_COMM_WORLD);
 	else
 		MPI_Allreduce(s, r, 2, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
 }
 
-static void run(const char *name, int sep, int barrier, int iters) {
+static void run(const char *name, int sep, int kind, int iters) {
 	int rank, size;
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
 	float s[2] = {1, 2}, r[2];
 	double *d = malloc(sizeof(double) * iters);
 	for (int i = 0; i < 500; i++)
-		call(barrier, s, r);
+		call(kind, s, r);
 	MPI_Barrier(MPI_COMM_WORLD);
 	double start = MPI_Wtime();
 	for (int i = 0; i < iters; i++) {
 		if (sep)
 			MPI_Barrier(MPI_COMM_WORLD);
 		double t = MPI_Wtime();
-		call(barrier, s, r);
+		call(kind, s, r);
 		d[i] = (MPI_Wtime() - t) * 1e6;
 	}
 	double wall = (MPI_Wtime() - start) * 1e6 / iters, mean = 0;
@@ -58,9 +62,11 @@ int main(int argc, char **argv) {
 			iters = atoi(argv[i + 1]);
 	if (iters < 1)
 		iters = 1;
-	run("allreduce+barrier", 1, 0, iters);
-	run("allreduce b2b", 0, 0, iters);
-	run("barrier b2b", 0, 1, iters);
+	run("allreduce+barrier", 1, ALLREDUCE, iters);
+	run("allreduce b2b", 0, ALLREDUCE, iters);
+	run("bcast+barrier", 1, BCAST, iters);
+	run("bcast b2b", 0, BCAST, iters);
+	run("barrier b2b", 0, BARRIER, iters);
 	MPI_Finalize();
 	return 0;
 }
