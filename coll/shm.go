@@ -24,9 +24,10 @@ import (
 // copies and a few cache-line transfers, where the point-to-point
 // algorithms pay log2(n) rounds of matched messages.
 //
-// Layout: a header line, then per rank a "ready" line, a "done" line and
+// Layout: a header line, then per rank a "ready" line, a "done" line,
 // two data buffers of shmSlot bytes, which the rank's shm calls use in
-// turn.
+// turn, and the ring of bcasts that run ahead (shmRingDepth slots; see
+// "Bcasts that run ahead" below).
 //
 //	ready[r] = s<<32 | len<<1 | b
 //	                   rank r entered call s, and its data for it (len
@@ -69,6 +70,35 @@ import (
 // nothing, but are held to this too: a reader that ran ahead several
 // calls would leave nothing to tell which buffer held the call a slower
 // one reads.)
+//
+// Bcasts that run ahead: the rule above made every bcast a barrier of
+// sorts. Its root waited for every rank to enter the previous call
+// before it wrote, so that a root that computes between bcasts waited
+// for the slowest reader of the last one, and back-to-back bcasts of 8 B
+// at np=4 on the 2-core VM took 11-19 µs a call against Open MPI's 0.7-3
+// (its root writes eager messages into fifos and goes on; now 2.7-3.5,
+// coll/MEASUREMENTS.md). A bcast of up to GORUN_COLL_SHM_AHEAD
+// bytes therefore goes through a ring instead: every rank has
+// shmRingDepth slots, each a stamp word (s<<32 | len) and the data after
+// it (in the stamp's own line for up to 56 bytes). The root of call s
+// writes slot s mod depth and its stamp, then publishes its ready word,
+// without waiting for anyone; before it overwrites a slot it waits until
+// every rank has entered a call after the one the slot held (all of them
+// usually have: that was depth of its bcasts ago). The others publish
+// theirs and wait for the stamp. Such a call that follows another one
+// starts without waiting for it (the ring is not the two buffers, and
+// its readers write nothing), so a rank may be several calls ahead of
+// another, but only through these calls: their ready words carry
+// shmAheadBit and leave last alone (publishAhead), so that last keeps
+// the rank's latest call of the buffers. The first of them after a call
+// of the buffers waits as any call does (it moves that call into last,
+// and a slower rank may still need the one before, as in the back-to-
+// back reduce, where the non-roots leave at once), and every call of the
+// buffers after them waits for every rank to enter the last of them,
+// hence to finish all before. A rank whose count made it
+// pick the other kind of bcast than the root finds a record of the wrong
+// kind for the call and fails it as a mismatch, as for any other
+// disagreement.
 //
 // Only blocking calls run here: nonblocking calls run their algorithm in
 // goroutines of their own, possibly several at once on one communicator,
@@ -116,6 +146,9 @@ var (
 	pShmAllRead = params.Int("GORUN_COLL_SHM_ALLREAD", 16<<10,
 		"shared-memory allreduce and reduce on up to 8 ranks: up to this many bytes of message times ranks, every rank that wants the result reads all contributions and folds them itself (one round of cache-line transfers); above, owners fold segments and the others copy the result; 0: never")
 	shmAllRead = sync.OnceValue(pShmAllRead)
+	pShmAhead  = params.Int("GORUN_COLL_SHM_AHEAD", 1024,
+		"largest shared-memory bcast in bytes whose root writes and goes on without waiting for the previous call's readers (a ring of 8 slots per rank); 0: every bcast waits")
+	shmAhead = sync.OnceValue(func() int { return min(max(pShmAhead(), 0), 1<<20) })
 	// Read once: every collective call's pick asks (shmApplies), and a
 	// parameter read is an environment lookup.
 	shmOn  = sync.OnceValue(func() bool { return pShm() != 0 })
@@ -153,6 +186,7 @@ type shmSeg struct {
 	n      int
 	slot   int
 	stride int
+	ring   int    // the stride of a ring slot (8 + GORUN_COLL_SHM_AHEAD, in whole lines)
 	next   uint64 // the buffer this rank's next shm call writes
 	prev   uint64 // this rank's previous shm call
 	pub    uint64 // the ready word this rank published last
@@ -199,6 +233,34 @@ func (g *shmSeg) publish(me int, s, b uint64, size int) {
 	g.pub = v
 }
 
+// shmAheadBit marks a ready word of a bcast that ran ahead (its data is
+// in the root's ring, not in a buffer); lengths stay below 2^30.
+const shmAheadBit = 1 << 31
+
+// publishAhead says that this rank entered call s, a bcast of size bytes
+// through the ring. last keeps the latest call of the buffers, which a
+// slower rank may still read: only a ready word of that kind moves into
+// it (the first such call after it).
+func (g *shmSeg) publishAhead(me int, s uint64, size int) {
+	v := s<<32 | shmAheadBit | uint64(size)<<1
+	if g.pub&shmAheadBit == 0 {
+		atomic.StoreUint64(g.word(me, 8), g.pub)
+	}
+	atomic.StoreUint64(g.ready(me), v)
+	g.pub = v
+}
+
+// shmRingDepth is the number of ring slots a rank has: how many bcasts a
+// root may run ahead of its slowest reader.
+const shmRingDepth = 8
+
+// ringSlot returns rank r's ring slot for call s: its stamp word and the
+// space for the data.
+func (g *shmSeg) ringSlot(r int, s uint64) (*uint64, []byte) {
+	off := g.rank(r) + 2*line + 2*g.slot + int(s%shmRingDepth)*g.ring
+	return (*uint64)(unsafe.Pointer(&g.mem[off])), g.mem[off+8 : off+g.ring : off+g.ring]
+}
+
 // entered reports whether rank r has entered call s.
 func (g *shmSeg) entered(r int, s uint64) bool { return atomic.LoadUint64(g.ready(r))>>32 >= s }
 
@@ -220,6 +282,9 @@ func (g *shmSeg) data(r int, s uint64) (b []byte, size int, ok bool) {
 		if v>>32 != s {
 			return nil, 0, false
 		}
+	}
+	if v&shmAheadBit != 0 {
+		return nil, 0, false // r ran call s as a bcast through its ring
 	}
 	size = int(uint32(v) >> 1)
 	return g.area(r, v&1, size), size, true
@@ -314,7 +379,11 @@ func (g *shmSeg) end() { g.busy.Store(false) }
 func (c *Comm) shmSetup() (*shmSeg, error) {
 	n := c.Size()
 	slot := shmSlot(n)
-	stride := 2*line + 2*slot
+	ring := 0
+	if m := shmAhead(); m > 0 {
+		ring = (8 + m + line - 1) &^ (line - 1)
+	}
+	stride := 2*line + 2*slot + shmRingDepth*ring
 	path := segPath("coll", c.Ctx, uint64(c.World[0]))
 	mem, why, err := c.sharedSegment(path, line+n*stride)
 	if mem == nil {
@@ -323,7 +392,7 @@ func (c *Comm) shmSetup() (*shmSeg, error) {
 		}
 		return nil, err
 	}
-	return &shmSeg{mem: mem, n: n, slot: slot, stride: stride, radix: treeRadix(n)}, nil
+	return &shmSeg{mem: mem, n: n, slot: slot, stride: stride, ring: ring, radix: treeRadix(n)}, nil
 }
 
 // segPath is the path of a segment of this job: kind, then two numbers
@@ -518,6 +587,17 @@ func (k *shmCall) skipped(r int) error {
 // shmRun runs f on the segment, or fallback when the communicator has
 // none.
 func (c *Comm) shmRun(a *Args, f func(k *shmCall) error, fallback func(*Comm, *Args) error) error {
+	return c.shmRunAfter(a, f, fallback, false)
+}
+
+// shmRunAhead is shmRun for a call that does not use the buffers (a bcast
+// through the ring): it starts without waiting for the previous call when
+// that one was such a call too.
+func (c *Comm) shmRunAhead(a *Args, f func(k *shmCall) error, fallback func(*Comm, *Args) error) error {
+	return c.shmRunAfter(a, f, fallback, true)
+}
+
+func (c *Comm) shmRunAfter(a *Args, f func(k *shmCall) error, fallback func(*Comm, *Args) error, ahead bool) error {
 	g, err := c.shmBegin()
 	if err != nil {
 		return err
@@ -533,8 +613,12 @@ func (c *Comm) shmRun(a *Args, f func(k *shmCall) error, fallback func(*Comm, *A
 	k := &g.call
 	*k = shmCall{c: c, g: g, s: uint64(c.seq), b: g.next}
 	// No rank starts a call before every rank has entered this rank's
-	// previous one: see "Reuse of a buffer".
-	if err = k.enteredAll(g.prev); err == nil {
+	// previous one: see "Reuse of a buffer", and "Bcasts that run ahead"
+	// for the exception.
+	if !ahead || g.pub&shmAheadBit == 0 {
+		err = k.enteredAll(g.prev)
+	}
+	if err == nil {
 		err = f(k)
 	}
 	// This rank wrote its buffer (or would have): the next call takes
@@ -557,7 +641,11 @@ func barrierShm(c *Comm, a *Args) error {
 }
 
 // bcastShm: the root writes the buffer into its slot; the others copy it.
+// Up to GORUN_COLL_SHM_AHEAD bytes, through the root's ring.
 func bcastShm(c *Comm, a *Args) error {
+	if len(a.Recv) <= shmAhead() {
+		return c.shmRunAhead(a, func(k *shmCall) error { return k.bcastAhead(a) }, bcastBinomial)
+	}
 	return c.shmRun(a, func(k *shmCall) error {
 		if c.Me == a.Root {
 			copy(k.mine(len(a.Recv)), a.Recv)
@@ -572,6 +660,44 @@ func bcastShm(c *Comm, a *Args) error {
 		copy(a.Recv, b)
 		return nil
 	}, bcastBinomial)
+}
+
+// bcastAhead is a bcast through the root's ring ("Bcasts that run
+// ahead").
+func (k *shmCall) bcastAhead(a *Args) error {
+	c, g, s := k.c, k.g, k.s
+	m, root := len(a.Recv), a.Root
+	stamp, data := g.ringSlot(root, s)
+	if c.Me == root {
+		// The call t the slot held: every other rank must have left it
+		// (entered a later call) before it is overwritten. This rank
+		// has, but its ready word may still say t.
+		if t := atomic.LoadUint64(stamp) >> 32; t != 0 && g.seen <= t {
+			if err := c.shmWait(func(r int) bool { return r == root || g.entered(r, t+1) }, 0, g.n); err != nil {
+				return err
+			}
+			g.seen = t + 1
+		}
+		copy(data, a.Recv)
+		atomic.StoreUint64(stamp, s<<32|uint64(m))
+		g.publishAhead(root, s, m)
+		return nil
+	}
+	g.publishAhead(c.Me, s, m)
+	// The root stores the stamp before its ready word: a root that
+	// entered call s without the stamp did not run it through its ring.
+	if err := c.shmWait(func(r int) bool { return atomic.LoadUint64(stamp)>>32 == s || g.entered(r, s) }, root, root+1); err != nil {
+		return err
+	}
+	v := atomic.LoadUint64(stamp)
+	if v>>32 != s {
+		return k.skipped(root)
+	}
+	if size := int(uint32(v)); size != m {
+		return sizeMismatch(root, size, m)
+	}
+	copy(a.Recv, data[:m])
+	return nil
 }
 
 // allgatherShm: every rank writes its block into its slot and copies all
