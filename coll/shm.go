@@ -79,8 +79,10 @@ import (
 // (its root writes eager messages into fifos and goes on; now 2.7-3.5,
 // coll/MEASUREMENTS.md). A bcast of up to GORUN_COLL_SHM_AHEAD
 // bytes therefore goes through a ring instead: every rank has
-// shmRingDepth slots, each a stamp word (s<<32 | len) and the data after
-// it (in the stamp's own line for up to 56 bytes). The root of call s
+// shmRingDepth slots, each a stamp word (s<<32 | len) and the data: in
+// the stamp's own line for up to 56 bytes (one transfer brings both),
+// else from the next line on (so that the readers polling the stamp do
+// not pull its line away from the root while it copies). The root of call s
 // writes slot s mod depth and its stamp, then publishes its ready word,
 // without waiting for anyone; before it overwrites a slot it waits until
 // every rank has entered a call after the one the slot held (all of them
@@ -186,7 +188,7 @@ type shmSeg struct {
 	n      int
 	slot   int
 	stride int
-	ring   int    // the stride of a ring slot (8 + GORUN_COLL_SHM_AHEAD, in whole lines)
+	ring   int    // the stride of a ring slot: the stamp's line, then GORUN_COLL_SHM_AHEAD bytes in whole lines
 	next   uint64 // the buffer this rank's next shm call writes
 	prev   uint64 // this rank's previous shm call
 	pub    uint64 // the ready word this rank published last
@@ -254,11 +256,18 @@ func (g *shmSeg) publishAhead(me int, s uint64, size int) {
 // root may run ahead of its slowest reader.
 const shmRingDepth = 8
 
-// ringSlot returns rank r's ring slot for call s: its stamp word and the
-// space for the data.
-func (g *shmSeg) ringSlot(r int, s uint64) (*uint64, []byte) {
+// shmRingInline is the most data that shares the stamp's line.
+const shmRingInline = line - 8
+
+// ringSlot returns rank r's ring slot for call s: its stamp word, and
+// where m bytes of data are.
+func (g *shmSeg) ringSlot(r int, s uint64, m int) (*uint64, []byte) {
 	off := g.rank(r) + 2*line + 2*g.slot + int(s%shmRingDepth)*g.ring
-	return (*uint64)(unsafe.Pointer(&g.mem[off])), g.mem[off+8 : off+g.ring : off+g.ring]
+	at := off + 8
+	if m > shmRingInline {
+		at = off + line
+	}
+	return (*uint64)(unsafe.Pointer(&g.mem[off])), g.mem[at : at+m : at+m]
 }
 
 // entered reports whether rank r has entered call s.
@@ -381,7 +390,7 @@ func (c *Comm) shmSetup() (*shmSeg, error) {
 	slot := shmSlot(n)
 	ring := 0
 	if m := shmAhead(); m > 0 {
-		ring = (8 + m + line - 1) &^ (line - 1)
+		ring = line + (m+line-1)&^(line-1)
 	}
 	stride := 2*line + 2*slot + shmRingDepth*ring
 	path := segPath("coll", c.Ctx, uint64(c.World[0]))
@@ -667,7 +676,7 @@ func bcastShm(c *Comm, a *Args) error {
 func (k *shmCall) bcastAhead(a *Args) error {
 	c, g, s := k.c, k.g, k.s
 	m, root := len(a.Recv), a.Root
-	stamp, data := g.ringSlot(root, s)
+	stamp, data := g.ringSlot(root, s, m)
 	if c.Me == root {
 		// The call t the slot held: every other rank must have left it
 		// (entered a later call) before it is overwritten. This rank
@@ -696,7 +705,7 @@ func (k *shmCall) bcastAhead(a *Args) error {
 	if size := int(uint32(v)); size != m {
 		return sizeMismatch(root, size, m)
 	}
-	copy(a.Recv, data[:m])
+	copy(a.Recv, data)
 	return nil
 }
 
