@@ -44,7 +44,8 @@ import (
 //	                   and aborted the call), and if so r's buffer and
 //	                   length for it, so that the mismatch checks hold
 //	                   for a rank that ran ahead too
-//	done[r]  = s       rank r finished its share of call s (reduce owners)
+//	done[r]  = s       rank r finished its share of call s (reduce owners,
+//	                   the readers of a bcast through the ring)
 //
 // Data of up to shmInline (24) bytes is not in the buffers but in the
 // ready line itself, after the two words: one area per buffer number b
@@ -64,9 +65,10 @@ import (
 // entered its previous one (ready >= it), hence finished the one before,
 // the last that read the buffer this call writes. Most calls learn that on
 // the way (seen); a rank that did not polls the ready lines. A rank is
-// therefore never more than one shm call ahead of any other, which is why
-// a reader that finds a ready line already at a later call finds what it
-// needs in last, and why that buffer still holds it. (Bcast readers write
+// therefore never more than one call of the buffers ahead of any other
+// (bcasts through the ring aside: below), which is why a reader that
+// finds a ready line already at a later call finds what it needs in
+// last, and why that buffer still holds it. (Bcast readers write
 // nothing, but are held to this too: a reader that ran ahead several
 // calls would leave nothing to tell which buffer held the call a slower
 // one reads.)
@@ -85,9 +87,14 @@ import (
 // not pull its line away from the root while it copies). The root of call s
 // writes slot s mod depth and its stamp, then publishes its ready word,
 // without waiting for anyone; before it overwrites a slot it waits until
-// every rank has entered a call after the one the slot held (all of them
-// usually have: that was depth of its bcasts ago). The others publish
-// theirs and wait for the stamp. Such a call that follows another one
+// every other rank has read the call t the slot held: it stored t in its
+// done word after reading (or entered a call after t, if it failed t
+// before its algorithm). All of them usually have: t was depth calls of
+// the communicator ago. (Entering a later call alone would not do: a rank
+// whose calls since t ran no shm algorithm, such as scatters, shows t
+// until it enters this one, and the root would wait for it as if every
+// bcast were a barrier.) The others publish theirs, wait for the stamp,
+// copy, and store s in their done word. Such a call that follows another one
 // starts without waiting for it (the ring is not the two buffers, and
 // its readers write nothing), so a rank may be several calls ahead of
 // another, but only through these calls: their ready words carry
@@ -149,7 +156,7 @@ var (
 		"shared-memory allreduce and reduce on up to 8 ranks: up to this many bytes of message times ranks, every rank that wants the result reads all contributions and folds them itself (one round of cache-line transfers); above, owners fold segments and the others copy the result; 0: never")
 	shmAllRead = sync.OnceValue(pShmAllRead)
 	pShmAhead  = params.Int("GORUN_COLL_SHM_AHEAD", 1024,
-		"largest shared-memory bcast in bytes whose root writes and goes on without waiting for the previous call's readers (a ring of 8 slots per rank); 0: every bcast waits")
+		"largest shared-memory bcast in bytes whose root writes and goes on without waiting for the previous call's readers: a ring of 8 slots per rank, 8 x (64 + this, in whole lines) bytes of each communicator's segment per rank; at most 1 MiB; must be the same in every process; 0: no ring")
 	shmAhead = sync.OnceValue(func() int { return min(max(pShmAhead(), 0), 1<<20) })
 	// Read once: every collective call's pick asks (shmApplies), and a
 	// parameter read is an environment lookup.
@@ -252,8 +259,9 @@ func (g *shmSeg) publishAhead(me int, s uint64, size int) {
 	g.pub = v
 }
 
-// shmRingDepth is the number of ring slots a rank has: how many bcasts a
-// root may run ahead of its slowest reader.
+// shmRingDepth is the number of ring slots a rank has: a root may run up
+// to this many calls of the communicator (the slot is the call's
+// sequence number mod depth) ahead of its slowest reader.
 const shmRingDepth = 8
 
 // shmRingInline is the most data that shares the stamp's line.
@@ -282,8 +290,11 @@ func (g *shmSeg) finished(r int, s uint64) bool { return atomic.LoadUint64(g.don
 func (g *shmSeg) data(r int, s uint64) (b []byte, size int, ok bool) {
 	v := atomic.LoadUint64(g.ready(r))
 	if v>>32 != s {
-		// r is in its next call, and cannot go further before this
-		// rank enters a later one: last is stable. Its length is
+		// r is in a later call, and last holds its latest call of the
+		// buffers, which it cannot replace before this rank enters a
+		// later call (a call of the buffers waits for that, and so does
+		// a bcast through the ring that follows one; later ones leave
+		// last alone): last is stable. Its length is
 		// checked as any other: a rank that failed the call on a
 		// mismatched count and ran ahead must not pass for one whose
 		// count agreed.
@@ -652,7 +663,7 @@ func barrierShm(c *Comm, a *Args) error {
 // bcastShm: the root writes the buffer into its slot; the others copy it.
 // Up to GORUN_COLL_SHM_AHEAD bytes, through the root's ring.
 func bcastShm(c *Comm, a *Args) error {
-	if len(a.Recv) <= shmAhead() {
+	if m := shmAhead(); m > 0 && len(a.Recv) <= m {
 		return c.shmRunAhead(a, func(k *shmCall) error { return k.bcastAhead(a) }, bcastBinomial)
 	}
 	return c.shmRun(a, func(k *shmCall) error {
@@ -678,14 +689,13 @@ func (k *shmCall) bcastAhead(a *Args) error {
 	m, root := len(a.Recv), a.Root
 	stamp, data := g.ringSlot(root, s, m)
 	if c.Me == root {
-		// The call t the slot held: every other rank must have left it
-		// (entered a later call) before it is overwritten. This rank
-		// has, but its ready word may still say t.
+		// The call t the slot held: every other rank must have read it
+		// (or entered a later call, having failed t) before it is
+		// overwritten.
 		if t := atomic.LoadUint64(stamp) >> 32; t != 0 && g.seen <= t {
-			if err := c.shmWait(func(r int) bool { return r == root || g.entered(r, t+1) }, 0, g.n); err != nil {
+			if err := c.shmWait(func(r int) bool { return r == root || g.finished(r, t) || g.entered(r, t+1) }, 0, g.n); err != nil {
 				return err
 			}
-			g.seen = t + 1
 		}
 		copy(data, a.Recv)
 		atomic.StoreUint64(stamp, s<<32|uint64(m))
@@ -706,6 +716,7 @@ func (k *shmCall) bcastAhead(a *Args) error {
 		return sizeMismatch(root, size, m)
 	}
 	copy(a.Recv, data)
+	atomic.StoreUint64(g.done(c.Me), s) // read: the root may reuse the slot
 	return nil
 }
 

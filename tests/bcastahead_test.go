@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 func init() {
 	rankCases["bcast-ahead"] = caseBcastAhead
 	rankCases["bcast-ahead-root"] = caseBcastAheadRoot
+	rankCases["bcast-ahead-mismatch"] = caseBcastAheadMismatch
 }
 
 // TestBcastAhead mixes bcasts through the ring (every root, lengths on
@@ -45,7 +47,12 @@ func TestBcastAhead(t *testing.T) {
 // TestBcastAheadRoot: the root of eight bcasts of 8 bytes finishes them
 // while rank 1 has not entered the first: rank 1 enters them only after a
 // message the root sends when it is done. Bcasts that wait for their
-// readers deadlock here (the job's timeout ends it).
+// readers deadlock here (the job's timeout ends it). Then a bcast whose
+// ring slot held the bcast eight calls before, with seven scatters (no
+// shm algorithm) between, at a root that must not wait for rank 1 to
+// enter it either. With GORUN_COLL_SHM_AHEAD=0 the first part
+// deadlocks, not the second (the bcasts through the buffers wait for
+// the previous shm call only).
 func TestBcastAheadRoot(t *testing.T) {
 	for _, np := range []int{2, 4} {
 		t.Run(fmt.Sprint("np=", np), func(t *testing.T) {
@@ -54,9 +61,43 @@ func TestBcastAheadRoot(t *testing.T) {
 	}
 }
 
+// TestBcastAheadMismatch: counts on either side of the ring's limit at
+// the root and at a reader fail as a mismatch in shared memory itself
+// (the stall check, which would also find it, is off), and the
+// communicator works after.
+func TestBcastAheadMismatch(t *testing.T) {
+	for _, np := range []int{2, 3} {
+		t.Run(fmt.Sprint("np=", np), func(t *testing.T) {
+			job{np: np, cas: "bcast-ahead-mismatch", timeout: 60 * time.Second, env: []string{"GORUN_COLL_STALL=0"}}.ok(t)
+		})
+	}
+}
+
+func caseBcastAheadMismatch(w *mpi.Comm) error {
+	n, me := w.Size(), w.Rank()
+	for _, k := range [][2]int{{100, 2000}, {2000, 100}, {8, 16}} {
+		m := k[0]
+		if me == n-1 {
+			m = k[1]
+		}
+		err := mpi.Bcast(w, make([]byte, m), 0)
+		if err == nil && me == n-1 {
+			return fmt.Errorf("bcast of %d bytes into %d succeeded", k[0], k[1])
+		}
+		if err != nil && !errors.Is(err, mpi.ErrCount) && !errors.Is(err, mpi.ErrTruncate) {
+			return fmt.Errorf("bcast of %d bytes into %d: %v", k[0], k[1], err)
+		}
+		x := []int{me}
+		if err := mpi.Allreduce(w, x, x, mpi.Sum); err != nil || x[0] != n*(n-1)/2 {
+			return fmt.Errorf("after a bcast of %d bytes into %d: allreduce %v %v", k[0], k[1], x, err)
+		}
+	}
+	return nil
+}
+
 func caseBcastAhead(w *mpi.Comm) error {
 	n, me := w.Size(), w.Rank()
-	sizes := []int{1, 8, 24, 25, 56, 57, 64, 100, 1000, 1024, 1025, 4000}
+	sizes := []int{0, 1, 8, 24, 25, 56, 57, 64, 100, 1000, 1024, 1025, 4000}
 	fill := func(b []byte, i, root int) {
 		for j := range b {
 			b[j] = byte(i*31 + root*7 + j*13 + 1)
@@ -117,7 +158,7 @@ func caseBcastAhead(w *mpi.Comm) error {
 	// then: the root comes round its ring and must wait for the slow
 	// reader before it overwrites a slot.
 	for i := range 60 {
-		m := sizes[i%6] // up to 56 bytes, in the stamp's line
+		m := sizes[i%6] // up to 56 bytes, in the stamp's line (or none)
 		if i%2 == 1 {
 			m = 1000
 		}
@@ -170,5 +211,67 @@ func caseBcastAheadRoot(w *mpi.Comm) error {
 	if err := mpi.Allreduce(w, x, x, mpi.Sum); err != nil || x[0] != n {
 		return fmt.Errorf("Allreduce after: %v %v", x, err)
 	}
-	return nil
+	// A bcast, seven scatters (no shm algorithm: they publish nothing
+	// in the segment), and a bcast on the first one's ring slot. Rank 1
+	// enters the scatters only after the root's message, which the root
+	// sends after the second bcast: the root must see that rank 1 has
+	// read the first without waiting for it to enter the second.
+	bcast := func(v int32) error {
+		buf := []int32{-1}
+		if me == 0 {
+			buf[0] = v
+		}
+		if err := mpi.Bcast(w, buf, 0); err != nil {
+			return err
+		}
+		if buf[0] != v {
+			return fmt.Errorf("Bcast: got %d, want %d", buf[0], v)
+		}
+		return nil
+	}
+	if err := bcast(41); err != nil {
+		return err
+	}
+	if me == 1 {
+		if _, err := mpi.Recv(w, make([]int, 1), 0, 8); err != nil {
+			return err
+		}
+	}
+	scatters := func() error {
+		for i := range 7 {
+			var all []int32
+			if me == 0 {
+				all = make([]int32, n)
+				for r := range all {
+					all[r] = int32(10*i + r)
+				}
+			}
+			got := make([]int32, 1)
+			if err := mpi.Scatter(w, all, got, 0); err != nil {
+				return fmt.Errorf("Scatter %d: %v", i, err)
+			}
+			if got[0] != int32(10*i+me) {
+				return fmt.Errorf("Scatter %d: got %d", i, got[0])
+			}
+		}
+		return nil
+	}
+	if me != 1 {
+		if err := scatters(); err != nil {
+			return err
+		}
+		if me == 0 {
+			// Ranks 2.. are in the second bcast by now or soon; rank
+			// 1 is in its Recv.
+			if err := bcast(42); err != nil {
+				return err
+			}
+			return mpi.Send(w, []int{1}, 1, 8)
+		}
+		return bcast(42)
+	}
+	if err := scatters(); err != nil {
+		return err
+	}
+	return bcast(42)
 }
