@@ -62,13 +62,16 @@ func TestBcastAheadRoot(t *testing.T) {
 }
 
 // TestBcastAheadMismatch: counts on either side of the ring's limit at
-// the root and at a reader fail as a mismatch in shared memory itself
-// (the stall check, which would also find it, is off), and the
-// communicator works after.
+// the root and at a reader, and two different counts through the ring,
+// fail as a mismatch, and the communicator works after: found in shared
+// memory itself with the stall check off, and with it on as by default.
 func TestBcastAheadMismatch(t *testing.T) {
-	for _, np := range []int{2, 3} {
-		t.Run(fmt.Sprint("np=", np), func(t *testing.T) {
-			job{np: np, cas: "bcast-ahead-mismatch", timeout: 60 * time.Second, env: []string{"GORUN_COLL_STALL=0"}}.ok(t)
+	for _, tc := range []struct {
+		np    int
+		stall string
+	}{{2, "0"}, {3, "0"}, {3, "300ms"}} {
+		t.Run(fmt.Sprintf("np=%d/stall=%s", tc.np, tc.stall), func(t *testing.T) {
+			job{np: tc.np, cas: "bcast-ahead-mismatch", timeout: 60 * time.Second, env: []string{"GORUN_COLL_STALL=" + tc.stall}}.ok(t)
 		})
 	}
 }
