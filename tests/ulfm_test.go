@@ -22,6 +22,7 @@ func init() {
 	rankCases["ulfm-revoke"] = caseULFMRevoke
 	rankCases["ulfm-anysource"] = caseULFMAnySource
 	rankCases["ulfm-off"] = caseULFMOff
+	rankCases["ulfm-bcast"] = caseULFMBcast
 }
 
 const (
@@ -155,6 +156,78 @@ func caseULFMShrink(w *mpi.Comm) error {
 				sawFault.Sub(killed).Round(time.Microsecond), shrunk.Sub(killed).Round(time.Microsecond))
 		}
 	}
+	return nil
+}
+
+// caseULFMBcast: a loop of 8-byte bcasts from rank 0 of the
+// communicator, through the shared-memory ring whose root runs ahead of
+// its readers (coll/shm.go, "Bcasts that run ahead"), in which world rank
+// 3, a reader, kills itself at iteration 60. No survivor depends on rank
+// 3 for its data: the root learns of the failure when it comes back to a
+// slot rank 3 did not read, and the other readers through the root. Every
+// survivor must see it (nothing hangs), revoke, shrink, agree where to
+// restart, and end with every iteration's value.
+func caseULFMBcast(w *mpi.Comm) error {
+	me := w.Rank()
+	c := w
+	got := make([]int64, 0, ulfmIters)
+	shrinks, sawAt, restart := 0, -1, -1
+	for i := 0; i < ulfmIters; {
+		if me == ulfmVictim && i == ulfmDieAt {
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			time.Sleep(time.Minute)
+		}
+		buf := []int64{-1}
+		if c.Rank() == 0 {
+			buf[0] = int64(1000 + i)
+		}
+		err := mpi.Bcast(c, buf, 0)
+		if err == nil {
+			if buf[0] != int64(1000+i) {
+				return fmt.Errorf("iteration %d: got %d, want %d", i, buf[0], 1000+i)
+			}
+			got = append(got, buf[0])
+			i++
+			continue
+		}
+		if !errors.Is(err, mpi.ErrProcFailed) && !errors.Is(err, mpi.ErrRevoked) {
+			return fmt.Errorf("iteration %d: %w (want ErrProcFailed or ErrRevoked)", i, err)
+		}
+		if shrinks++; shrinks > 3 {
+			return fmt.Errorf("iteration %d: shrunk 3 times already: %w", i, err)
+		}
+		sawAt = i
+		if err := c.Revoke(); err != nil {
+			return fmt.Errorf("revoke: %w", err)
+		}
+		nc, err := c.Shrink()
+		if err != nil {
+			return fmt.Errorf("shrink after %d iterations: %w", i, err)
+		}
+		if nc.Size() != w.Size()-1 {
+			return fmt.Errorf("shrunk communicator has %d members, want %d", nc.Size(), w.Size()-1)
+		}
+		done := []int64{int64(len(got))}
+		if err := mpi.Allreduce(nc, done, done, mpi.Min); err != nil {
+			return fmt.Errorf("agree on the restart point: %w", err)
+		}
+		i = int(done[0])
+		restart = i
+		got = got[:i]
+		if c != w {
+			c.Free()
+		}
+		c = nc
+	}
+	if shrinks == 0 {
+		return fmt.Errorf("finished all %d iterations without seeing rank %d fail", ulfmIters, ulfmVictim)
+	}
+	for i, v := range got {
+		if v != int64(1000+i) {
+			return fmt.Errorf("iteration %d: kept %d", i, v)
+		}
+	}
+	fmt.Printf("ulfm-bcast: rank %d saw the failure in iteration %d, restarted at %d\n", me, sawAt, restart)
 	return nil
 }
 
@@ -344,6 +417,15 @@ func TestULFMShrink(t *testing.T) {
 	}
 	if !strings.Contains(r.stdout, "ulfm: survivors finished 200 iterations") {
 		t.Errorf("stdout:\n%s", r.stdout)
+	}
+	t.Logf("%s(%v)", r.stdout, r.elapsed.Round(time.Millisecond))
+	checkNothingLeft(t, r)
+}
+
+func TestULFMBcast(t *testing.T) {
+	r := job{np: 4, cas: "ulfm-bcast", flags: []string{"--enable-recovery"}, timeout: 90 * time.Second}.run(t)
+	if r.code != 0 || !strings.Contains(r.stderr, "rank 3") || strings.Count(r.stdout, "ulfm-bcast: rank") != 3 {
+		t.Fatalf("exit %d, want 0 with rank 3's loss reported and three survivors done\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
 	t.Logf("%s(%v)", r.stdout, r.elapsed.Round(time.Millisecond))
 	checkNothingLeft(t, r)
