@@ -26,8 +26,8 @@ import (
 //
 // Layout: a header line, then per rank a "ready" line, a "done" line,
 // two data buffers of shmSlot bytes, which the rank's shm calls use in
-// turn, and the ring of bcasts that run ahead (shmRingDepth slots; see
-// "Bcasts that run ahead" below).
+// turn, and for the bcasts that run ahead a "read" line and a ring of
+// shmRingDepth slots (see "Bcasts that run ahead" below).
 //
 //	ready[r] = s<<32 | len<<1 | b
 //	                   rank r entered call s, and its data for it (len
@@ -44,8 +44,7 @@ import (
 //	                   and aborted the call), and if so r's buffer and
 //	                   length for it, so that the mismatch checks hold
 //	                   for a rank that ran ahead too
-//	done[r]  = s       rank r finished its share of call s (reduce owners,
-//	                   the readers of a bcast through the ring)
+//	done[r]  = s       rank r finished its share of call s (reduce owners)
 //
 // Data of up to shmInline (24) bytes is not in the buffers but in the
 // ready line itself, after the two words: one area per buffer number b
@@ -87,17 +86,22 @@ import (
 // not pull its line away from the root while it copies). The root of call s
 // writes slot s mod depth and its stamp, then publishes its ready word,
 // without waiting for anyone; before it overwrites a slot it waits until
-// every other rank has read the call t the slot held: it stored t in its
-// done word after reading (or entered a call after t, if it failed t
-// before its algorithm). All of them usually have: t was depth calls of
-// the communicator ago. (Entering a later call alone would not do: a rank
+// every other rank is done with the call t the slot held: it stored t (or
+// a later call) in its "read" word, the first word of a line before its
+// ring, which every reader stores when it leaves such a call, read or
+// failed; or, a rank that failed t before its algorithm, it entered a
+// later shm call. All of them usually have: t was depth calls of the
+// communicator ago. (Entering a later call alone would not do: a rank
 // whose calls since t ran no shm algorithm, such as scatters, shows t
 // until it enters this one, and the root would wait for it as if every
-// bcast were a barrier.) The others publish theirs, wait for the stamp,
-// copy, and store s in their done word. Such a call that follows another one
-// starts without waiting for it (the ring is not the two buffers, and
-// its readers write nothing), so a rank may be several calls ahead of
-// another, but only through these calls: their ready words carry
+// bcast were a barrier. The read word is not the done word: that says
+// which call a reduce owner has folded, and a reader storing a later call
+// there would pass for an owner of a call it failed.) The others publish
+// theirs, wait for the stamp, copy, and store s in their read word. Such
+// a call that follows another one starts without waiting for it (the
+// ring is not the two buffers, and its readers write only their read
+// word), so a rank may be several calls ahead of another, but only
+// through these calls: their ready words carry
 // shmAheadBit and leave last alone (publishAhead), so that last keeps
 // the rank's latest call of the buffers. The first of them after a call
 // of the buffers waits as any call does (it moves that call into last,
@@ -156,7 +160,7 @@ var (
 		"shared-memory allreduce and reduce on up to 8 ranks: up to this many bytes of message times ranks, every rank that wants the result reads all contributions and folds them itself (one round of cache-line transfers); above, owners fold segments and the others copy the result; 0: never")
 	shmAllRead = sync.OnceValue(pShmAllRead)
 	pShmAhead  = params.Int("GORUN_COLL_SHM_AHEAD", 1024,
-		"largest shared-memory bcast in bytes whose root writes and goes on without waiting for the previous call's readers: a ring of 8 slots per rank, 8 x (64 + this, in whole lines) bytes of each communicator's segment per rank; at most 1 MiB; must be the same in every process; 0: no ring")
+		"largest shared-memory bcast in bytes whose root writes and goes on without waiting for the previous call's readers: a ring of 8 slots per rank, 64 + 8 x (64 + this, in whole lines) bytes of each communicator's segment per rank; at most 1 MiB; must be the same in every process; 0: no ring")
 	shmAhead = sync.OnceValue(func() int { return min(max(pShmAhead(), 0), 1<<20) })
 	// Read once: every collective call's pick asks (shmApplies), and a
 	// parameter read is an environment lookup.
@@ -270,13 +274,16 @@ const shmRingInline = line - 8
 // ringSlot returns rank r's ring slot for call s: its stamp word, and
 // where m bytes of data are.
 func (g *shmSeg) ringSlot(r int, s uint64, m int) (*uint64, []byte) {
-	off := g.rank(r) + 2*line + 2*g.slot + int(s%shmRingDepth)*g.ring
+	off := g.rank(r) + 2*line + 2*g.slot + line + int(s%shmRingDepth)*g.ring
 	at := off + 8
 	if m > shmRingInline {
 		at = off + line
 	}
 	return (*uint64)(unsafe.Pointer(&g.mem[off])), g.mem[at : at+m : at+m]
 }
+
+// read is rank r's read word: the last bcast through a ring it left.
+func (g *shmSeg) read(r int) *uint64 { return g.word(r, 2*line+2*g.slot) }
 
 // entered reports whether rank r has entered call s.
 func (g *shmSeg) entered(r int, s uint64) bool { return atomic.LoadUint64(g.ready(r))>>32 >= s }
@@ -403,7 +410,10 @@ func (c *Comm) shmSetup() (*shmSeg, error) {
 	if m := shmAhead(); m > 0 {
 		ring = line + (m+line-1)&^(line-1)
 	}
-	stride := 2*line + 2*slot + shmRingDepth*ring
+	stride := 2*line + 2*slot
+	if ring > 0 {
+		stride += line + shmRingDepth*ring // the read line, the ring
+	}
 	path := segPath("coll", c.Ctx, uint64(c.World[0]))
 	mem, why, err := c.sharedSegment(path, line+n*stride)
 	if mem == nil {
@@ -689,11 +699,13 @@ func (k *shmCall) bcastAhead(a *Args) error {
 	m, root := len(a.Recv), a.Root
 	stamp, data := g.ringSlot(root, s, m)
 	if c.Me == root {
-		// The call t the slot held: every other rank must have read it
-		// (or entered a later call, having failed t) before it is
-		// overwritten.
+		// The call t the slot held: every other rank must be done with
+		// it (or have entered a later call, having failed t before its
+		// algorithm) before it is overwritten.
 		if t := atomic.LoadUint64(stamp) >> 32; t != 0 && g.seen <= t {
-			if err := c.shmWait(func(r int) bool { return r == root || g.finished(r, t) || g.entered(r, t+1) }, 0, g.n); err != nil {
+			if err := c.shmWait(func(r int) bool {
+				return r == root || atomic.LoadUint64(g.read(r)) >= t || g.entered(r, t+1)
+			}, 0, g.n); err != nil {
 				return err
 			}
 		}
@@ -703,6 +715,8 @@ func (k *shmCall) bcastAhead(a *Args) error {
 		return nil
 	}
 	g.publishAhead(c.Me, s, m)
+	// Done with the slot, read or failed: the root may reuse it.
+	defer atomic.StoreUint64(g.read(c.Me), s)
 	// The root stores the stamp before its ready word: a root that
 	// entered call s without the stamp did not run it through its ring.
 	if err := c.shmWait(func(r int) bool { return atomic.LoadUint64(stamp)>>32 == s || g.entered(r, s) }, root, root+1); err != nil {
@@ -716,7 +730,6 @@ func (k *shmCall) bcastAhead(a *Args) error {
 		return sizeMismatch(root, size, m)
 	}
 	copy(a.Recv, data)
-	atomic.StoreUint64(g.done(c.Me), s) // read: the root may reuse the slot
 	return nil
 }
 

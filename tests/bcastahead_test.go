@@ -3,6 +3,8 @@ package tests
 import (
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -18,6 +20,7 @@ func init() {
 	rankCases["bcast-ahead"] = caseBcastAhead
 	rankCases["bcast-ahead-root"] = caseBcastAheadRoot
 	rankCases["bcast-ahead-mismatch"] = caseBcastAheadMismatch
+	rankCases["bcast-ahead-reduce-abort"] = caseBcastAheadReduceAbort
 }
 
 // TestBcastAhead mixes bcasts through the ring (every root, lengths on
@@ -56,7 +59,7 @@ func TestBcastAhead(t *testing.T) {
 func TestBcastAheadRoot(t *testing.T) {
 	for _, np := range []int{2, 4} {
 		t.Run(fmt.Sprint("np=", np), func(t *testing.T) {
-			job{np: np, cas: "bcast-ahead-root", timeout: 60 * time.Second}.ok(t)
+			job{np: np, cas: "bcast-ahead-root", timeout: 60 * time.Second, env: []string{"GORUN_COLL_SHM_AHEAD=1024"}}.ok(t)
 		})
 	}
 }
@@ -93,6 +96,95 @@ func caseBcastAheadMismatch(w *mpi.Comm) error {
 		x := []int{me}
 		if err := mpi.Allreduce(w, x, x, mpi.Sum); err != nil || x[0] != n*(n-1)/2 {
 			return fmt.Errorf("after a bcast of %d bytes into %d: allreduce %v %v", k[0], k[1], x, err)
+		}
+	}
+	// A reader that fails a bcast through the ring is done with its
+	// slot too: a mismatched bcast, then seven scatters (no shm
+	// algorithm), then a bcast on the same slot, which the root must
+	// not wait in for rank n-1 to enter (rank n-1 first receives from
+	// the root, which sends after it).
+	m := 1
+	if me == n-1 {
+		m = 2
+	}
+	err := mpi.Bcast(w, make([]int64, m), 0)
+	if (err == nil) == (me == n-1) && me != 0 {
+		return fmt.Errorf("bcast of 1 element into %d: %v", m, err)
+	}
+	if me == n-1 {
+		if _, err := mpi.Recv(w, make([]int, 1), 0, 9); err != nil {
+			return err
+		}
+	}
+	for i := range 7 {
+		var all []int32
+		if me == 0 {
+			all = make([]int32, n)
+		}
+		if err := mpi.Scatter(w, all, make([]int32, 1), 0); err != nil {
+			return fmt.Errorf("scatter %d: %v", i, err)
+		}
+	}
+	b := []int64{0}
+	if me == 0 {
+		b[0] = 5
+	}
+	if err := mpi.Bcast(w, b, 0); err != nil || b[0] != 5 {
+		return fmt.Errorf("bcast on the mismatched one's slot: %v %v", b, err)
+	}
+	if me == 0 {
+		return mpi.Send(w, []int{1}, n-1, 9)
+	}
+	return nil
+}
+
+// TestBcastAheadReduceAbort: a reduce that some ranks fail before its
+// algorithm (an invalid op) fails at its root, also when those ranks
+// then read a bcast through the ring before the root has seen the abort
+// (a reader's mark of the bcast once shared the word that says which
+// call a reduce owner has folded: the root took it for the owners' and
+// returned its own contribution as the result, with no error). Owners
+// fold (GORUN_COLL_SHM_ALLREAD=0); the root is the last rank.
+func TestBcastAheadReduceAbort(t *testing.T) {
+	for _, bad := range []string{"1", "2"} {
+		t.Run("failing="+bad, func(t *testing.T) {
+			job{np: 3, cas: "bcast-ahead-reduce-abort", timeout: 60 * time.Second,
+				env: []string{"GORUN_COLL_SHM_ALLREAD=0", "GORUN_TEST_FAILING=" + bad}}.ok(t)
+		})
+	}
+}
+
+func caseBcastAheadReduceAbort(w *mpi.Comm) error {
+	me := w.Rank()
+	failing, _ := strconv.Atoi(os.Getenv("GORUN_TEST_FAILING"))
+	for i := range 20 {
+		b := []int64{int64(i)}
+		if err := mpi.Bcast(w, b, 1); err != nil {
+			return fmt.Errorf("round %d: Bcast: %v", i, err)
+		}
+		if me == 2 && failing == 2 {
+			time.Sleep(20 * time.Millisecond) // the failing ranks go on to the bcast first
+		}
+		op := mpi.Sum
+		if me < failing {
+			op = mpi.Op{}
+		}
+		out := make([]int64, 1)
+		err := mpi.Reduce(w, []int64{int64(100 + me)}, out, op, 2)
+		if me == 2 && err == nil {
+			return fmt.Errorf("round %d: Reduce succeeded at the root with %v while ranks below %d failed it", i, out, failing)
+		}
+		if me < failing && err == nil {
+			return fmt.Errorf("round %d: Reduce with an invalid op succeeded", i)
+		}
+		// A bcast through the ring from rank 1, which the failing
+		// ranks read while the root may still be in the reduce.
+		b[0] = 7
+		if err := mpi.Bcast(w, b, 1); err != nil || b[0] != 7 {
+			return fmt.Errorf("round %d: Bcast after: %v %v", i, b, err)
+		}
+		if err := mpi.Barrier(w); err != nil {
+			return fmt.Errorf("round %d: Barrier: %v", i, err)
 		}
 	}
 	return nil
