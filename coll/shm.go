@@ -67,10 +67,10 @@ import (
 // therefore never more than one call of the buffers ahead of any other
 // (bcasts through the ring aside: below), which is why a reader that
 // finds a ready line already at a later call finds what it needs in
-// last, and why that buffer still holds it. (Bcast readers write
-// nothing, but are held to this too: a reader that ran ahead several
-// calls would leave nothing to tell which buffer held the call a slower
-// one reads.)
+// last, and why that buffer still holds it. (The readers of a bcast
+// through the buffers write nothing, but are held to this too: a reader
+// that ran ahead several calls would leave nothing to tell which buffer
+// held the call a slower one reads.)
 //
 // Bcasts that run ahead: the rule above made every bcast a barrier of
 // sorts. Its root waited for every rank to enter the previous call
