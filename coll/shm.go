@@ -88,9 +88,10 @@ import (
 // without waiting for anyone; before it overwrites a slot it waits until
 // every other rank is done with the call t the slot held: it stored t (or
 // a later call) in its "read" word, the first word of a line before its
-// ring, which every reader stores when it leaves such a call, read or
-// failed; or, a rank that failed t before its algorithm, it entered a
-// later shm call. All of them usually have: t was depth calls of the
+// ring, which every reader of a bcast stores when it leaves the call,
+// read or failed (also one whose count, above the limit, took it through
+// the buffers: a mismatch); or, a rank that failed t before its
+// algorithm, it entered a later shm call. All of them usually have: t was depth calls of the
 // communicator ago. (Entering a later call alone would not do: a rank
 // whose calls since t ran no shm algorithm, such as scatters, shows t
 // until it enters this one, and the root would wait for it as if every
@@ -160,8 +161,8 @@ var (
 		"shared-memory allreduce and reduce on up to 8 ranks: up to this many bytes of message times ranks, every rank that wants the result reads all contributions and folds them itself (one round of cache-line transfers); above, owners fold segments and the others copy the result; 0: never")
 	shmAllRead = sync.OnceValue(pShmAllRead)
 	pShmAhead  = params.Int("GORUN_COLL_SHM_AHEAD", 1024,
-		"largest shared-memory bcast in bytes whose root writes and goes on without waiting for the previous call's readers: a ring of 8 slots per rank, 64 + 8 x (64 + this, in whole lines) bytes of each communicator's segment per rank; at most 1 MiB; must be the same in every process; 0: no ring")
-	shmAhead = sync.OnceValue(func() int { return min(max(pShmAhead(), 0), 1<<20) })
+		"largest shared-memory bcast in bytes whose root writes and goes on without waiting for the previous call's readers: a ring of 8 slots per rank, 64 + 8 x (64 + this, in whole lines) bytes of each communicator's segment per rank; at most 64 KiB; must be the same in every process; 0: no ring")
+	shmAhead = sync.OnceValue(func() int { return min(max(pShmAhead(), 0), 64<<10) })
 	// Read once: every collective call's pick asks (shmApplies), and a
 	// parameter read is an environment lookup.
 	shmOn  = sync.OnceValue(func() bool { return pShm() != 0 })
@@ -683,6 +684,12 @@ func bcastShm(c *Comm, a *Args) error {
 			return nil
 		}
 		k.publish(len(a.Recv))
+		if k.g.ring > 0 {
+			// A root whose count made it run this call through its
+			// ring (a mismatch, found below) must not wait for this
+			// rank when it reuses the slot.
+			defer atomic.StoreUint64(k.g.read(c.Me), k.s)
+		}
 		b, err := k.wait(a.Root, len(a.Recv))
 		if err != nil {
 			return err

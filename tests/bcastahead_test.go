@@ -98,14 +98,27 @@ func caseBcastAheadMismatch(w *mpi.Comm) error {
 			return fmt.Errorf("after a bcast of %d bytes into %d: allreduce %v %v", k[0], k[1], x, err)
 		}
 	}
-	// A reader that fails a bcast through the ring is done with its
-	// slot too: a mismatched bcast, then seven scatters (no shm
-	// algorithm), then a bcast on the same slot, which the root must
-	// not wait in for rank n-1 to enter (rank n-1 first receives from
-	// the root, which sends after it).
+	// A reader that fails a bcast is done with the root's ring slot too,
+	// whether it ran the call through the ring (a count within the
+	// limit) or through the buffers (above it): a mismatched bcast,
+	// then seven scatters (no shm algorithm), then a bcast on the same
+	// slot, which the root must not wait in for rank n-1 to enter (rank
+	// n-1 first receives from the root, which sends after it).
+	for _, bad := range []int{2, 200} {
+		if err := failedReadThenReuse(w, bad); err != nil {
+			return fmt.Errorf("rank %d's count %d: %v", n-1, bad, err)
+		}
+	}
+	return nil
+}
+
+// failedReadThenReuse is the last part of caseBcastAheadMismatch: the root
+// bcasts one int64, rank n-1 expects bad of them.
+func failedReadThenReuse(w *mpi.Comm, bad int) error {
+	n, me := w.Size(), w.Rank()
 	m := 1
 	if me == n-1 {
-		m = 2
+		m = bad
 	}
 	err := mpi.Bcast(w, make([]int64, m), 0)
 	if (err == nil) == (me == n-1) && me != 0 {
