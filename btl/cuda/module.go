@@ -450,10 +450,7 @@ func (m *module) finish(c *copyOp, err error) {
 		m.free = append(m.free, c.ev)
 	}
 	if c.stage != nil {
-		if err != nil {
-			err = fmt.Errorf("cuda: rank %d: stage %v: %w", m.env.Rank, c.stage.Dev, err)
-		}
-		c.stage.Owner.StageDone(c.stage, err)
+		c.stage.Owner.StageDone(c.stage, m.stageErr(c.stage, err))
 		return
 	}
 	if err != nil {

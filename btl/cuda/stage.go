@@ -129,9 +129,7 @@ func (m *module) ReleaseHost(b []byte) {
 // and the next Progress issues the listed copies together (issue): a
 // window of sends, or of arrivals.
 func (m *module) Stage(op *btl.StageOp) error {
-	fail := func(err error) error {
-		return fmt.Errorf("cuda: rank %d: stage %v: %w", m.env.Rank, op.Dev, err)
-	}
+	fail := func(err error) error { return m.stageErr(op, err) }
 	if m.closed {
 		return fail(btl.ErrClosed)
 	}
@@ -276,6 +274,16 @@ func (m *module) deviceKnown(s *drv.Stream, d btl.Mem, known *[2]drv.DevicePtr) 
 	return true
 }
 
+// stageFailed reports a listed copy that was never issued, or whose issue
+// failed.
 func (m *module) stageFailed(c *copyOp, err error) {
-	c.stage.Owner.StageDone(c.stage, fmt.Errorf("cuda: rank %d: stage %v: %w", m.env.Rank, c.stage.Dev, err))
+	c.stage.Owner.StageDone(c.stage, m.stageErr(c.stage, err))
+}
+
+// stageErr is the error a staging copy reports for err (nil for nil).
+func (m *module) stageErr(op *btl.StageOp, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("cuda: rank %d: stage %v: %w", m.env.Rank, op.Dev, err)
 }
