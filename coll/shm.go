@@ -241,8 +241,17 @@ func (g *shmSeg) area(r int, b uint64, size int) []byte {
 
 // publish says that this rank entered call s with size bytes in buffer b.
 func (g *shmSeg) publish(me int, s, b uint64, size int) {
-	v := s<<32 | uint64(size)<<1 | b
-	atomic.StoreUint64(g.word(me, 8), g.pub)
+	g.publishWord(me, s<<32|uint64(size)<<1|b)
+}
+
+// publishWord stores v in this rank's ready word, and the word it
+// replaces in last, except when both are bcasts through the ring: last
+// keeps the latest call of the buffers, which a slower rank may still
+// read ("Bcasts that run ahead").
+func (g *shmSeg) publishWord(me int, v uint64) {
+	if v&g.pub&shmAheadBit == 0 {
+		atomic.StoreUint64(g.word(me, 8), g.pub)
+	}
 	atomic.StoreUint64(g.ready(me), v)
 	g.pub = v
 }
@@ -252,16 +261,9 @@ func (g *shmSeg) publish(me int, s, b uint64, size int) {
 const shmAheadBit = 1 << 31
 
 // publishAhead says that this rank entered call s, a bcast of size bytes
-// through the ring. last keeps the latest call of the buffers, which a
-// slower rank may still read: only a ready word of that kind moves into
-// it (the first such call after it).
+// through the ring.
 func (g *shmSeg) publishAhead(me int, s uint64, size int) {
-	v := s<<32 | shmAheadBit | uint64(size)<<1
-	if g.pub&shmAheadBit == 0 {
-		atomic.StoreUint64(g.word(me, 8), g.pub)
-	}
-	atomic.StoreUint64(g.ready(me), v)
-	g.pub = v
+	g.publishWord(me, s<<32|shmAheadBit|uint64(size)<<1)
 }
 
 // shmRingDepth is the number of ring slots a rank has: a root may run up
