@@ -28,7 +28,7 @@ type Comm struct {
 	Nodes int
 
 	sh      *shared
-	seq     uint32 // this call's sequence number (0: not begun)
+	seq     uint64 // this call's sequence number (0: not begun)
 	tag     int    // this call's tag base: seq's low bits << subBits
 	queried bool   // this call asked the others about a stall (notice.go)
 }
@@ -58,6 +58,7 @@ const (
 func NewComm(e *p2p.Engine, ctx uint32, world []int, me int, hosts []string) Comm {
 	c := Comm{E: e, Ctx: ctx, World: world, Me: me}
 	c.sh = &shared{e: e, ctx: ctx, world: world, me: me}
+	c.sh.seq.Store(uint64(pSeqStart()))
 	c.Node, c.Nodes = nodesOf(hosts, len(world))
 	if n := pFakeNodes(); n > 1 {
 		// Test knob: pretend world rank w lives on node w mod n.
@@ -108,7 +109,7 @@ func (c *Comm) Begin() Comm {
 	v.tag = int(s&seqMask) << subBits
 	if c.sh.nAbort.Load() != 0 {
 		c.sh.mu.Lock()
-		c.sh.forget(s)
+		c.sh.forget(uint32(s)) // notices name a call by its low 32 bits
 		c.sh.mu.Unlock()
 	}
 	return v

@@ -64,33 +64,18 @@ type ipcState struct {
 	reg   gpu.PushRegion // the push kernel's view of the regions
 	spin  time.Duration  // how long a push call polls the completion word (pPushSpin)
 
-	// The call numbering of the push kernels (gpupush.go): the calls'
-	// sequence numbers extended to 64 bits (seqHi counts the wraps seen
-	// since seqLast), and this rank's alternation of the two sets of slots
-	// (sets.Wrote: also an ipc call's write of its parity's set). pc is the
-	// current push call's.
-	seqHi, seqLast uint64
-	sets           gpu.PushSets
-	pc             gpu.PushCall
-}
-
-// callNum is call c's number among this communicator's calls on the
-// regions: its sequence number, extended to 64 bits. Every rank numbers a
-// call alike as long as no 2^32 calls pass between two that use the
-// regions (sequence numbers are 32 bits and grow by one a call).
-func (st *ipcState) callNum(c *Comm) uint64 {
-	s := uint64(c.seq)
-	if s < st.seqLast {
-		st.seqHi += 1 << 32
-	}
-	st.seqLast = s
-	return st.seqHi | s
+	// The call numbering of the push kernels (gpupush.go): this rank's
+	// alternation of the two sets of slots (sets.Wrote: also an ipc
+	// call's write of its parity's set), by the calls' sequence numbers.
+	// pc is the current push call's.
+	sets gpu.PushSets
+	pc   gpu.PushCall
 }
 
 // nextPush numbers push call c and takes the set of slots it writes: the
 // other one than last time, written again only once every peer it writes
 // to has acknowledged a call after the one that last wrote it.
-func (st *ipcState) nextPush(c *Comm) gpu.PushCall { return st.sets.Next(st.callNum(c)) }
+func (st *ipcState) nextPush(c *Comm) gpu.PushCall { return st.sets.Next(c.seq) }
 
 // ipcFlags is the byte offset of a region's flag area (after its two sets
 // of n slots), and ipcFlagBytes its size: the push kernels' words
@@ -309,7 +294,7 @@ func (d *devCall) ipcExchange(c *Comm, st *ipcState, send func(r int) gpu.Buffer
 	}
 	// A later push call writes this set again only once every peer has
 	// acknowledged a call after this one (its ipc reads are over).
-	st.sets.Wrote[c.seq&1] = st.callNum(c)
+	st.sets.Wrote[c.seq&1] = c.seq
 	for r := range c.Size() {
 		if b := send(r); r != c.Rank() && b.Len() > 0 {
 			if err := d.copy(st.at(c, st.peers[r], c.Rank(), b.Len()), b); err != nil {

@@ -4,13 +4,12 @@ import "testing"
 
 // TestPushNumbering: push calls take the two sets in turn, and a set is
 // written again only after an acknowledgement of a call after the one that
-// last wrote it (an ipc call's write counts); call numbers go on past the
-// 32-bit sequence numbers' wrap.
+// last wrote it (an ipc call's write counts), also past 2^32 calls.
 func TestPushNumbering(t *testing.T) {
 	st := &ipcState{}
 	c := &Comm{}
 	type step struct {
-		seq       uint32
+		seq       uint64
 		ipc       bool
 		wantSet   int
 		wantNeed  uint64
@@ -26,13 +25,12 @@ func TestPushNumbering(t *testing.T) {
 		{seq: 10, wantSet: 0, wantNeed: 6, wantNum: 10, wantWrote: [2]uint64{10, 9}},
 		{seq: 12, wantSet: 1, wantNeed: 10, wantNum: 12, wantWrote: [2]uint64{10, 12}},
 		{seq: 0xffffffff, wantSet: 0, wantNeed: 11, wantNum: 0xffffffff, wantWrote: [2]uint64{0xffffffff, 12}},
-		// Begin skips 0: the wrap shows as a smaller sequence number.
-		{seq: 1, wantSet: 1, wantNeed: 13, wantNum: 1<<32 | 1, wantWrote: [2]uint64{0xffffffff, 1<<32 | 1}},
-		{seq: 2, wantSet: 0, wantNeed: 0x100000000, wantNum: 1<<32 | 2, wantWrote: [2]uint64{1<<32 | 2, 1<<32 | 1}},
+		{seq: 1<<32 | 1, wantSet: 1, wantNeed: 13, wantNum: 1<<32 | 1, wantWrote: [2]uint64{0xffffffff, 1<<32 | 1}},
+		{seq: 1<<32 | 2, wantSet: 0, wantNeed: 0x100000000, wantNum: 1<<32 | 2, wantWrote: [2]uint64{1<<32 | 2, 1<<32 | 1}},
 	} {
 		c.seq = s.seq
 		if s.ipc {
-			st.sets.Wrote[c.seq&1] = st.callNum(c)
+			st.sets.Wrote[c.seq&1] = c.seq
 		} else {
 			pc := st.nextPush(c)
 			if pc.Set != s.wantSet || pc.Need != s.wantNeed || pc.Seq != s.wantNum {

@@ -81,7 +81,7 @@ type callRec struct {
 
 // shared is the state all calls on one communicator share.
 type shared struct {
-	seq atomic.Uint32
+	seq atomic.Uint64
 
 	// The communicator as a whole (a hierarchical algorithm's phases run
 	// on views of parts of it): where notices go.
@@ -149,10 +149,10 @@ func (c *Comm) Abort(class int, err error) {
 	if isAborted(err) || len(c.World) == 1 || c.sh == nil {
 		return
 	}
-	c.sh.abort(c.seq, class, err.Error())
+	c.sh.abort(uint32(c.seq), class, err.Error())
 	c.sh.mu.Lock()
-	if _, ok := c.sh.aborted[c.seq]; !ok {
-		c.sh.markAborted(c.seq, &AbortedError{Rank: c.sh.me, Class: class, Reason: err.Error()})
+	if _, ok := c.sh.aborted[uint32(c.seq)]; !ok {
+		c.sh.markAborted(uint32(c.seq), &AbortedError{Rank: c.sh.me, Class: class, Reason: err.Error()})
 	}
 	c.sh.mu.Unlock()
 }
@@ -255,7 +255,7 @@ func (s *shared) check(c *Comm) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if ae, ok := s.aborted[c.seq]; ok {
+	if ae, ok := s.aborted[uint32(c.seq)]; ok {
 		return ae
 	}
 	return nil
@@ -375,7 +375,7 @@ func mismatch(mine, q callRec, me, them int) string {
 // record notes what this rank runs call c with, and fails the call if a
 // query about it arrived from a rank that runs it differently.
 func (s *shared) record(c *Comm, rec callRec) error {
-	rec.seq = c.seq
+	rec.seq = uint32(c.seq)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.hist[rec.seq%uint32(len(s.hist))] = rec
@@ -393,12 +393,12 @@ func (s *shared) record(c *Comm, rec callRec) error {
 // query asks the other ranks how they run c's call.
 func (s *shared) query(c *Comm) {
 	s.mu.Lock()
-	h := s.hist[c.seq%uint32(len(s.hist))]
+	h := s.hist[uint32(c.seq)%uint32(len(s.hist))]
 	s.mu.Unlock()
-	if h.seq != c.seq {
+	if h.seq != uint32(c.seq) {
 		return
 	}
-	msg := notice(noticeQuery, c.seq, s.me)
+	msg := notice(noticeQuery, uint32(c.seq), s.me)
 	putU32(msg[12:], uint32(h.coll)<<16|uint32(h.alg))
 	msg = msg[:noticeHdr+8]
 	putU64(msg[noticeHdr:], uint64(h.size))

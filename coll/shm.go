@@ -29,11 +29,13 @@ import (
 // turn, and for the bcasts that run ahead a "read" line and a ring of
 // shmRingDepth slots (see "Bcasts that run ahead" below).
 //
-//	ready[r] = s<<32 | len<<1 | b
+//	ready[r] = s<<29 | len<<2 | b
 //	                   rank r entered call s, and its data for it (len
 //	                   bytes, for the mismatch checks; 0 if the call has
 //	                   none) is in its buffer b; one word, so that a reader
 //	                   never pairs one call's number with another's length
+//	                   (s: the call number's low 35 bits, see "Call
+//	                   numbers in the words" below; bit 1 is shmAheadBit)
 //	last[r]            the ready word r published before the one in
 //	                   ready[r], written before it (same line, same
 //	                   stores): a reader still in call s that finds r
@@ -60,6 +62,26 @@ import (
 // reset. A rank writes the data of the calls it runs here into its two
 // buffers in turn, and says which in its ready line.
 //
+// Call numbers in the words: the done, level, release and read words hold
+// a call's whole number (64 bits: they never wrap). A ready word has room
+// for its low 35 bits and a ring stamp for its low 47, so those wrap, the
+// ready words every 2^35 calls of the communicator (9.5 hours at 1 µs a
+// call; with 32 bits, as the numbers were until 2026-11-27, 72 minutes,
+// after which calls failed as mismatched or passed without waiting). A
+// ready word is therefore compared with a call by the difference of their
+// 35-bit numbers read as signed (afterReady: serial number arithmetic),
+// right while the two are less than 2^34 calls apart: no rank runs that
+// far ahead of another (calls that need nothing from a slower rank buffer
+// its data: the ring's eight slots, eager messages), and a ready word is
+// that old only after 2^34 calls of no shm algorithm on the communicator
+// (large or nonblocking calls only, for days), which this does not handle:
+// the first shm call after such a stretch could take a rank's old word
+// for a later one. The set-up stores a word of the call before the first
+// in every rank's ready line, so that the zeroed segment is never read as
+// a call. A stamp is compared with its call for equality, and the call a
+// slot held is taken as the latest one with the stamp's 47 bits
+// (bcastAhead).
+//
 // Reuse of a buffer: a rank starts a shm call only once every rank has
 // entered its previous one (ready >= it), hence finished the one before,
 // the last that read the buffer this call writes. Most calls learn that on
@@ -80,7 +102,7 @@ import (
 // (its root writes eager messages into fifos and goes on; now 2.7-3.5,
 // coll/MEASUREMENTS.md). A bcast of up to GORUN_COLL_SHM_AHEAD
 // bytes therefore goes through a ring instead: every rank has
-// shmRingDepth slots, each a stamp word (s<<32 | len) and the data: in
+// shmRingDepth slots, each a stamp word (s<<17 | len) and the data: in
 // the stamp's own line for up to 56 bytes (one transfer brings both),
 // else from the next line on (so that the readers polling the stamp do
 // not pull its line away from the root while it copies). The root of call s
@@ -241,7 +263,7 @@ func (g *shmSeg) area(r int, b uint64, size int) []byte {
 
 // publish says that this rank entered call s with size bytes in buffer b.
 func (g *shmSeg) publish(me int, s, b uint64, size int) {
-	g.publishWord(me, s<<32|uint64(size)<<1|b)
+	g.publishWord(me, s<<readySeq|uint64(size)<<readyLen|b)
 }
 
 // publishWord stores v in this rank's ready word, and the word it
@@ -256,14 +278,42 @@ func (g *shmSeg) publishWord(me int, v uint64) {
 	g.pub = v
 }
 
-// shmAheadBit marks a ready word of a bcast that ran ahead (its data is
-// in the root's ring, not in a buffer); lengths stay below 2^30.
-const shmAheadBit = 1 << 31
+// A ready word: the call number's low 35 bits from bit readySeq, the
+// length from bit readyLen (lengths stay below 2^27: a slot is at most 64
+// MiB), shmAheadBit, and the buffer in bit 0.
+const (
+	readySeq = 29
+	readyLen = 2
+	// shmAheadBit marks a ready word of a bcast that ran ahead (its data
+	// is in the root's ring, not in a buffer).
+	shmAheadBit = 1 << 1
+)
+
+// afterReady reports whether ready word v is of call t or a later one:
+// the difference of their 35-bit numbers, read as signed, is not
+// negative (see "Call numbers in the words").
+func afterReady(v, t uint64) bool { return int64(v&^(1<<readySeq-1)-t<<readySeq) >= 0 }
+
+// readySize is the length in ready word v.
+func readySize(v uint64) int { return int(v >> readyLen & (1<<(readySeq-readyLen) - 1)) }
+
+// readyOf reports whether ready word v is of call s.
+func readyOf(v, s uint64) bool { return (v^s<<readySeq)>>readySeq == 0 }
+
+// A ring slot's stamp: the call number's low 47 bits from bit stampSeq,
+// the length below (at most 64 KiB).
+const (
+	stampSeq = 17
+	stampLen = 1<<stampSeq - 1
+)
+
+// stampOf reports whether stamp v is of call s.
+func stampOf(v, s uint64) bool { return (v^s<<stampSeq)>>stampSeq == 0 }
 
 // publishAhead says that this rank entered call s, a bcast of size bytes
 // through the ring.
 func (g *shmSeg) publishAhead(me int, s uint64, size int) {
-	g.publishWord(me, s<<32|shmAheadBit|uint64(size)<<1)
+	g.publishWord(me, s<<readySeq|shmAheadBit|uint64(size)<<readyLen)
 }
 
 // shmRingDepth is the number of ring slots a rank has: a root may run up
@@ -289,7 +339,7 @@ func (g *shmSeg) ringSlot(r int, s uint64, m int) (*uint64, []byte) {
 func (g *shmSeg) read(r int) *uint64 { return g.word(r, 2*line+2*g.slot) }
 
 // entered reports whether rank r has entered call s.
-func (g *shmSeg) entered(r int, s uint64) bool { return atomic.LoadUint64(g.ready(r))>>32 >= s }
+func (g *shmSeg) entered(r int, s uint64) bool { return afterReady(atomic.LoadUint64(g.ready(r)), s) }
 
 // finished reports whether rank r has finished its share of call s.
 func (g *shmSeg) finished(r int, s uint64) bool { return atomic.LoadUint64(g.done(r)) >= s }
@@ -299,7 +349,7 @@ func (g *shmSeg) finished(r int, s uint64) bool { return atomic.LoadUint64(g.don
 // publishing it here.
 func (g *shmSeg) data(r int, s uint64) (b []byte, size int, ok bool) {
 	v := atomic.LoadUint64(g.ready(r))
-	if v>>32 != s {
+	if !readyOf(v, s) {
 		// r is in a later call, and last holds its latest call of the
 		// buffers, which it cannot replace before this rank enters a
 		// later call (a call of the buffers waits for that, and so does
@@ -309,14 +359,14 @@ func (g *shmSeg) data(r int, s uint64) (b []byte, size int, ok bool) {
 		// mismatched count and ran ahead must not pass for one whose
 		// count agreed.
 		v = atomic.LoadUint64(g.word(r, 8))
-		if v>>32 != s {
+		if !readyOf(v, s) {
 			return nil, 0, false
 		}
 	}
 	if v&shmAheadBit != 0 {
 		return nil, 0, false // r ran call s as a bcast through its ring
 	}
-	size = int(uint32(v) >> 1)
+	size = readySize(v)
 	return g.area(r, v&1, size), size, true
 }
 
@@ -372,7 +422,7 @@ func (c *Comm) shmPrepare() error {
 	var err error
 	if c.Nodes == 1 && c.Size() > 1 && shmOn() {
 		var g *shmSeg
-		g, err = c.setupView(subShmSetup).shmSetup()
+		g, err = c.setupView(subShmSetup).shmSetup(c.seq)
 		m.seg.Store(g)
 	}
 	m.tried.Store(true)
@@ -404,9 +454,10 @@ func (c *Comm) shmBegin() (*shmSeg, error) {
 func (g *shmSeg) end() { g.busy.Store(false) }
 
 // shmSetup makes and maps the segment (see the package comment above); c
-// is a set-up view. The vote decides for every rank alike; an error is a
+// is a set-up view, and first the number of the call it runs in (the same
+// at every rank). The vote decides for every rank alike; an error is a
 // failure of the set-up's messages.
-func (c *Comm) shmSetup() (*shmSeg, error) {
+func (c *Comm) shmSetup(first uint64) (*shmSeg, error) {
 	n := c.Size()
 	slot := shmSlot(n)
 	ring := 0
@@ -418,14 +469,25 @@ func (c *Comm) shmSetup() (*shmSeg, error) {
 		stride += line + shmRingDepth*ring // the read line, the ring
 	}
 	path := segPath("coll", c.Ctx, uint64(c.World[0]))
-	mem, why, err := c.sharedSegment(path, line+n*stride)
+	// Every rank's ready and last words start at the call before the
+	// first, not at 0: a zero word is a call too, to afterReady
+	// ("Call numbers in the words").
+	w0 := (first - 1) << readySeq
+	g := &shmSeg{n: n, slot: slot, stride: stride, ring: ring, radix: treeRadix(n), pub: w0}
+	mem, why, err := c.sharedSegment(path, line+n*stride, func(mem []byte) {
+		g.mem = mem
+		for r := range n {
+			*g.ready(r), *g.word(r, 8) = w0, w0
+		}
+	})
 	if mem == nil {
 		if why != nil && os.Getenv("GORUN_DEBUG") != "" {
 			fmt.Fprintf(os.Stderr, "gorun: coll: %v\n", why)
 		}
 		return nil, err
 	}
-	return &shmSeg{mem: mem, n: n, slot: slot, stride: stride, ring: ring, radix: treeRadix(n)}, nil
+	g.mem = mem
+	return g, nil
 }
 
 // segPath is the path of a segment of this job: kind, then two numbers
@@ -435,16 +497,20 @@ func segPath(kind string, a uint32, b uint64) string {
 }
 
 // sharedSegment makes a zeroed segment of size bytes that every rank of c
-// maps: rank 0 creates path, the others map it, every rank learns whether
+// maps: rank 0 creates path (and hands it to init, if not nil, before any
+// other rank can map it), the others map it, every rank learns whether
 // all could, and rank 0 unlinks the file. mem is nil at every rank alike
 // when some rank could not; why is then this rank's reason (nil if another
 // rank failed). err is a failure of the set-up's messages.
-func (c *Comm) sharedSegment(path string, size int) (mem []byte, why, err error) {
+func (c *Comm) sharedSegment(path string, size int, init func([]byte)) (mem []byte, why, err error) {
 	me := c.Rank()
 	flag := []byte{0}
 	if me == 0 {
 		if mem, why = shmseg.Create(path, size); why == nil {
 			flag[0] = 1
+			if init != nil {
+				init(mem)
+			}
 		}
 	}
 	if err := collBcast.runFlat(c, &Args{Recv: flag, Root: 0}, nil); err != nil {
@@ -483,7 +549,7 @@ var ErrNoShared = errors.New("a rank could not create or map a shared-memory seg
 func (c *Comm) MapShared(kind string, size int) ([]byte, error) {
 	// The first member's world rank too: the communicators of a Split
 	// (one per color) share a context id and may run this call at once.
-	mem, why, err := c.sharedSegment(segPath(kind+"-"+strconv.Itoa(c.World[0]), c.Ctx, uint64(c.seq)), size)
+	mem, why, err := c.sharedSegment(segPath(kind+"-"+strconv.Itoa(c.World[0]), c.Ctx, c.seq), size, nil)
 	if err != nil || mem != nil {
 		return mem, err
 	}
@@ -711,7 +777,7 @@ func (k *shmCall) bcastAhead(a *Args) error {
 		// The call t the slot held: every other rank must be done with
 		// it (or have entered a later call, having failed t before its
 		// algorithm) before it is overwritten.
-		if t := atomic.LoadUint64(stamp) >> 32; t != 0 && g.seen <= t {
+		if t, ok := ringHeld(atomic.LoadUint64(stamp), s); ok && g.seen <= t {
 			if err := c.shmWait(func(r int) bool {
 				return r == root || atomic.LoadUint64(g.read(r)) >= t || g.entered(r, t+1)
 			}, 0, g.n); err != nil {
@@ -719,7 +785,7 @@ func (k *shmCall) bcastAhead(a *Args) error {
 			}
 		}
 		copy(data, a.Recv)
-		atomic.StoreUint64(stamp, s<<32|uint64(m))
+		atomic.StoreUint64(stamp, s<<stampSeq|uint64(m))
 		g.publishAhead(root, s, m)
 		return nil
 	}
@@ -728,18 +794,31 @@ func (k *shmCall) bcastAhead(a *Args) error {
 	defer atomic.StoreUint64(g.read(c.Me), s)
 	// The root stores the stamp before its ready word: a root that
 	// entered call s without the stamp did not run it through its ring.
-	if err := c.shmWait(func(r int) bool { return atomic.LoadUint64(stamp)>>32 == s || g.entered(r, s) }, root, root+1); err != nil {
+	if err := c.shmWait(func(r int) bool { return stampOf(atomic.LoadUint64(stamp), s) || g.entered(r, s) }, root, root+1); err != nil {
 		return err
 	}
 	v := atomic.LoadUint64(stamp)
-	if v>>32 != s {
+	if !stampOf(v, s) {
 		return k.skipped(root)
 	}
-	if size := int(uint32(v)); size != m {
+	if size := int(v & stampLen); size != m {
 		return sizeMismatch(root, size, m)
 	}
 	copy(a.Recv, data)
 	return nil
+}
+
+// ringHeld returns the call t whose bcast slot stamp v holds, for the
+// root of call s about to reuse the slot: the latest call before s with
+// v's 47 bits. ok is false when the slot holds none (never used), or
+// when t would be 2^30 or more calls ago (or the stamp's bits are s's,
+// 2^47 calls ago): every rank has long been done with it.
+func ringHeld(v, s uint64) (t uint64, ok bool) {
+	if v == 0 {
+		return 0, false
+	}
+	d := (s<<stampSeq - v&^stampLen) >> stampSeq // s - t, mod 2^47
+	return s - d, d != 0 && d < 1<<30
 }
 
 // allgatherShm: every rank writes its block into its slot and copies all

@@ -142,3 +142,56 @@ func TestShmDataOfARankAhead(t *testing.T) {
 		t.Errorf("rank 2 skipped call 5, but data says it ran it")
 	}
 }
+
+// TestShmCallWords: the ready words' 35-bit call numbers compare by
+// serial arithmetic across their wrap, and the ring stamps' 47-bit ones
+// name the call a slot held, the latest before the call reusing it.
+func TestShmCallWords(t *testing.T) {
+	const w35, w47 = uint64(1) << 35, uint64(1) << 47
+	word := func(s uint64) uint64 { return s<<readySeq | 5<<readyLen | 1 }
+	for _, tc := range []struct {
+		v, t uint64
+		want bool
+	}{
+		{word(10), 10, true}, {word(11), 10, true}, {word(9), 10, false},
+		{word(w35 - 1), w35 + 1, false}, {word(w35 + 1), w35 - 1, true},
+		{word(3*w35 + 2), 3*w35 - 5, true}, {word(3*w35 - 5), 3*w35 + 2, false},
+		{word(w35/2 - 1), w35 - 1, false}, // 2^34 calls behind: still behind
+		{word(7*w35 + 6), 5, true},        // 7 x 2^35 + 1 ahead: as if one ahead
+	} {
+		if got := afterReady(tc.v, tc.t); got != tc.want {
+			t.Errorf("afterReady(word of %#x, %#x) = %v, want %v", tc.v>>readySeq, tc.t, got, tc.want)
+		}
+	}
+	if !readyOf(word(w35+3), w35+3) || !readyOf(word(w35+3), 2*w35+3) || readyOf(word(w35+3), w35+4) {
+		t.Error("readyOf compares the low 35 bits")
+	}
+	s := w35 + 3
+	if v := s<<readySeq | 1<<26<<readyLen | shmAheadBit; readySize(v) != 1<<26 || !readyOf(v, s) || v&shmAheadBit == 0 || v&1 != 0 {
+		t.Errorf("ready word %#x: fields overlap", v)
+	}
+	stamp := func(s uint64, m int) uint64 { return s<<stampSeq | uint64(m) }
+	if v := stamp(w47+9, 65536); !stampOf(v, w47+9) || stampOf(v, w47+10) || int(v&stampLen) != 65536 {
+		t.Errorf("stamp %#x of call 2^47+9 with 65536 bytes", v)
+	}
+	for _, tc := range []struct {
+		held, s uint64
+		want    uint64
+		ok      bool
+	}{
+		{100, 108, 100, true},
+		{w47 - 3, w47 + 5, w47 - 3, true},       // across the stamp's wrap
+		{2*w47 - 1, 2*w47 + 7, 2*w47 - 1, true}, // and the next
+		{w47 + 5, 2*w47 + 5, 0, false},          // 2^47 calls ago: the same bits
+		{5, 5 + 1<<30, 0, false},                // older than any rank lags
+		{5, 5 + 1<<30 - 1, 5, true},
+	} {
+		t0, ok := ringHeld(stamp(tc.held, 8), tc.s)
+		if ok != tc.ok || ok && t0 != tc.want {
+			t.Errorf("ringHeld(stamp of %#x, %#x) = %#x, %v; want %#x, %v", tc.held, tc.s, t0, ok, tc.want, tc.ok)
+		}
+	}
+	if _, ok := ringHeld(0, 9); ok {
+		t.Error("a slot never used holds a call")
+	}
+}
