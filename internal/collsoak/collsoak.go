@@ -1,0 +1,162 @@
+// Package collsoak runs a random schedule of collective calls and checks
+// every result against the one computed here from the inputs: the
+// differential soak of the collectives (bench/collsoak runs it for long;
+// tests/collsoak_test.go briefly on every change).
+//
+// Every rank draws the same schedule from the seed: each call's
+// collective (all of them, blocking, and bursts of nonblocking ones
+// waited for together), its communicator (the world, a Dup of it, the
+// world's ranks in reverse order, or the half of the ranks of this
+// rank's parity, where each half runs the call on its own), its size
+// (log-uniform up to Config.Max, half of the time one of the sizes where
+// the algorithms change: the shared-memory ready line's 24 bytes, the
+// ring stamp's 56, the ring's 1 KiB, a slot's 64 KiB, the tree's 2 KiB),
+// its root, its operation (Sum, Max, Min, Bxor on int64; Sum on float64
+// of small integers, exact), in place or not, and whether a rank sleeps
+// first (the others then run ahead, through the bcast ring and eager
+// messages). Every rank's input is a function of the call, the rank and
+// the element, so every rank knows what every result must be.
+package collsoak
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/gorun/gorun/mpi"
+)
+
+// Config is a soak's schedule.
+type Config struct {
+	Calls int    // collective calls (a burst of nonblocking ones counts as one)
+	Seed  uint64 // the schedule's seed: the same at every rank
+	Max   int    // largest buffer a rank passes, in bytes
+	Slow  int    // one call in Slow starts with one rank asleep for up to 2 ms; 0: never
+}
+
+// edges are sizes in bytes where the algorithms change (see the package
+// comment).
+var edges = []int{0, 8, 16, 24, 32, 48, 56, 64, 72, 1016, 1024, 1032, 2048, 2056, 16 << 10, 64 << 10, 64<<10 + 8, 128 << 10}
+
+// kinds are the blocking calls; "nb" is a burst of nonblocking ones.
+var kinds = []string{"barrier", "bcast", "reduce", "allreduce", "allgather", "alltoall", "gather", "scatter",
+	"reduce_scatter_block", "reduce_scatter", "scan", "exscan", "allgatherv", "alltoallv", "gatherv", "scatterv", "nb"}
+
+var nbKinds = []string{"ibarrier", "ibcast", "ireduce", "iallreduce", "iallgather", "ialltoall", "ireduce_scatter_block"}
+
+// call is one drawn call.
+type call struct {
+	step    int
+	comm    int // index into the communicators
+	kind    string
+	bytes   int // a rank's buffer, or a block of one
+	root    int // drawn; taken mod the communicator's size
+	op      int // index into ops
+	float   bool
+	inPlace bool
+	sleeper int // rank (mod size) that sleeps first; -1: none
+	nap     time.Duration
+}
+
+var ops = []struct {
+	name string
+	op   mpi.Op
+	f    func(a, b int64) int64
+}{
+	{"sum", mpi.Sum, func(a, b int64) int64 { return a + b }},
+	{"max", mpi.Max, func(a, b int64) int64 { return max(a, b) }},
+	{"min", mpi.Min, func(a, b int64) int64 { return min(a, b) }},
+	{"bxor", mpi.Bxor, func(a, b int64) int64 { return a ^ b }},
+}
+
+func (k *call) String() string {
+	s := fmt.Sprintf("call %d: %s of %d bytes on communicator %d, root %d", k.step, k.kind, k.bytes, k.comm, k.root)
+	if k.float {
+		s += ", float64 sum"
+	} else {
+		s += ", " + ops[k.op].name
+	}
+	if k.inPlace {
+		s += ", in place"
+	}
+	return s
+}
+
+// draw returns call step of the schedule; every rank draws the same.
+func draw(rng *rand.Rand, step, maxBytes, slow int) call {
+	k := call{step: step, comm: rng.IntN(4), kind: kinds[rng.IntN(len(kinds))], root: rng.IntN(1 << 20),
+		op: rng.IntN(len(ops)), float: rng.IntN(4) == 0, inPlace: rng.IntN(3) == 0, sleeper: -1}
+	if rng.IntN(2) == 0 {
+		k.bytes = edges[rng.IntN(len(edges))]
+	} else {
+		k.bytes = int(float64(maxBytes) * rng.Float64() * rng.Float64() * rng.Float64())
+	}
+	k.bytes = min(k.bytes, maxBytes) &^ 7
+	if slow > 0 && rng.IntN(slow) == 0 {
+		k.sleeper = rng.IntN(1 << 20)
+		k.nap = time.Duration(rng.IntN(2000)) * time.Microsecond
+	}
+	return k
+}
+
+// value is rank r's element i of call step: the inputs every rank can
+// compute for every other.
+func value(step, r, i int) int64 {
+	x := uint64(step)<<40 ^ uint64(r)<<24 ^ uint64(i)
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return int64(x ^ x>>31)
+}
+
+// Run runs cfg's schedule on w and its derived communicators and returns
+// how many calls of each kind this rank made; the first wrong result or
+// failed call ends it with an error that names the call.
+func Run(w *mpi.Comm, cfg Config) (map[string]int, error) {
+	dup, err := w.Dup()
+	if err != nil {
+		return nil, err
+	}
+	defer dup.Free()
+	rev, err := w.Split(0, w.Size()-w.Rank())
+	if err != nil {
+		return nil, err
+	}
+	defer rev.Free()
+	half, err := w.Split(w.Rank()%2, w.Rank())
+	if err != nil {
+		return nil, err
+	}
+	defer half.Free()
+	comms := []*mpi.Comm{w, dup, rev, half}
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x5eed))
+	count := map[string]int{}
+	for step := range cfg.Calls {
+		k := draw(rng, step, cfg.Max, cfg.Slow)
+		nb := 0
+		if k.kind == "nb" {
+			nb = 1 + rng.IntN(3)
+		}
+		c := comms[k.comm]
+		if k.sleeper >= 0 && c.Rank() == k.sleeper%c.Size() {
+			time.Sleep(k.nap)
+		}
+		if nb > 0 {
+			if err := burst(c, &k, rng, nb, count); err != nil {
+				return count, err
+			}
+			continue
+		}
+		var err error
+		if k.float {
+			err = runFloat(c, &k)
+		} else {
+			err = runInt(c, &k)
+		}
+		if err != nil {
+			return count, fmt.Errorf("%v: %w", &k, err)
+		}
+		count[k.kind]++
+	}
+	return count, mpi.Barrier(w)
+}

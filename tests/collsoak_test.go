@@ -1,0 +1,57 @@
+package tests
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/gorun/gorun/internal/collsoak"
+	"github.com/gorun/gorun/mpi"
+)
+
+// TestCollSoak runs a random schedule of every collective, blocking and
+// nonblocking, on four communicators, at sizes around the algorithms'
+// limits, with ranks falling behind now and then, and checks every
+// result against the one computed from the inputs (internal/collsoak;
+// bench/collsoak runs it for long). Different seeds, rank counts and
+// settings: the defaults, a small bcast ring (most bcasts through the
+// buffers) with the numbering past 2^35 calls, the reduction tree from 2
+// ranks, the point-to-point algorithms only, and over TCP.
+func TestCollSoak(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		np   int
+		env  []string
+	}{
+		{"np=3", 3, nil},
+		{"np=4/ahead=24/seq=2^35", 4, []string{"GORUN_COLL_SHM_AHEAD=24", fmt.Sprintf("GORUN_COLL_SEQ_START=%d", 1<<35-700)}},
+		{"np=5/tree", 5, []string{"GORUN_COLL_SHM_TREE=2", "GORUN_COLL_SHM_RADIX=2"}},
+		{"np=4/p2p", 4, []string{"GORUN_COLL_SHM=0"}},
+		{"np=3/tcp", 3, []string{"GORUN_BTL=tcp,self"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := append([]string{"GORUN_TEST_SOAK_SEED=" + strconv.Itoa(len(tc.name))}, tc.env...)
+			job{np: tc.np, cas: "coll-soak", env: env, timeout: 120 * time.Second}.ok(t)
+		})
+	}
+}
+
+func init() { rankCases["coll-soak"] = caseCollSoak }
+
+func caseCollSoak(w *mpi.Comm) error {
+	seed, _ := strconv.ParseUint(os.Getenv("GORUN_TEST_SOAK_SEED"), 10, 64)
+	n, err := collsoak.Run(w, collsoak.Config{Calls: 1500, Seed: seed, Max: 160 << 10, Slow: 40})
+	if err != nil {
+		return err
+	}
+	total := 0
+	for _, c := range n {
+		total += c
+	}
+	if total < 1500 {
+		return fmt.Errorf("only %d calls ran: %v", total, n)
+	}
+	return nil
+}
