@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorun/gorun/gpu"
 	"github.com/gorun/gorun/internal/collsoak"
 	"github.com/gorun/gorun/mpi"
 )
@@ -38,11 +39,39 @@ func TestCollSoak(t *testing.T) {
 	}
 }
 
+// TestGPUCollSoak is TestCollSoak on device buffers through the GPU
+// collectives (a GPU host runs it): up to 1 MiB a rank, so that the
+// calls cross the algorithms' 256 KiB; ranks sharing a GPU, and two
+// pretend hosts (the hierarchical algorithms, staging over TCP).
+func TestGPUCollSoak(t *testing.T) {
+	if ok, why := gpu.Available(); !ok {
+		t.Skipf("no GPU: %s", why)
+	}
+	for _, tc := range []struct {
+		name string
+		np   int
+		env  []string
+	}{
+		{"np=2", 2, nil},
+		{"np=3", 3, nil},
+		{"np=4/two-hosts", 4, []string{"GORUN_FAKE_HOSTS=2"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := append([]string{"GORUN_TEST_SOAK_SEED=" + strconv.Itoa(len(tc.name)), "GORUN_TEST_SOAK_GPU=1"}, tc.env...)
+			job{np: tc.np, cas: "coll-soak", env: env, timeout: 300 * time.Second}.ok(t)
+		})
+	}
+}
+
 func init() { rankCases["coll-soak"] = caseCollSoak }
 
 func caseCollSoak(w *mpi.Comm) error {
 	seed, _ := strconv.ParseUint(os.Getenv("GORUN_TEST_SOAK_SEED"), 10, 64)
-	n, err := collsoak.Run(w, collsoak.Config{Calls: 1500, Seed: seed, Max: 160 << 10, Slow: 40})
+	cfg := collsoak.Config{Calls: 1500, Seed: seed, Max: 160 << 10, Slow: 40}
+	if os.Getenv("GORUN_TEST_SOAK_GPU") == "1" {
+		cfg.GPU, cfg.Max, cfg.Calls = true, 1<<20, 600
+	}
+	n, err := collsoak.Run(w, cfg)
 	if err != nil {
 		return err
 	}
@@ -50,7 +79,7 @@ func caseCollSoak(w *mpi.Comm) error {
 	for _, c := range n {
 		total += c
 	}
-	if total < 1500 {
+	if total < cfg.Calls {
 		return fmt.Errorf("only %d calls ran: %v", total, n)
 	}
 	return nil

@@ -5,6 +5,7 @@
 //
 //	gorun -np 8 ./bench/collsoak -n 1000000
 //	GORUN_COLL_SHM=0 gorun -np 8 ./bench/collsoak -n 1000000 -seed 2
+//	gorun -np 4 ./bench/collsoak -gpu -max 4194304 -n 20000
 //
 // A wrong result or a failed call prints the call (its number, collective,
 // size, communicator, root, operation) and aborts the job with status 1;
@@ -28,6 +29,7 @@ var (
 	seed   = flag.Uint64("seed", 1, "seed of the schedule, the same on every rank")
 	maxSz  = flag.Int("max", 160<<10, "largest buffer in bytes a rank passes")
 	slow   = flag.Int("slow", 50, "one call in this many starts with one rank asleep for up to 2 ms (0: never)")
+	onGPU  = flag.Bool("gpu", false, "device buffers and the GPU collectives (world rank r on GPU r mod the GPUs there are)")
 )
 
 func main() {
@@ -42,7 +44,7 @@ func main() {
 		mpi.Abort(w, 1)
 	}
 	t0 := time.Now()
-	n, err := collsoak.Run(w, collsoak.Config{Calls: *nCalls, Seed: *seed, Max: *maxSz, Slow: *slow})
+	n, err := collsoak.Run(w, collsoak.Config{Calls: *nCalls, Seed: *seed, Max: *maxSz, Slow: *slow, GPU: *onGPU})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "collsoak: rank %d: FAILED: %v\n", w.Rank(), err)
 		mpi.Abort(w, 1)

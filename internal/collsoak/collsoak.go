@@ -15,7 +15,8 @@
 // of small integers, exact), in place or not, and whether a rank sleeps
 // first (the others then run ahead, through the bcast ring and eager
 // messages). Every rank's input is a function of the call, the rank and
-// the element, so every rank knows what every result must be.
+// the element, so every rank knows what every result must be. With
+// Config.GPU the buffers are device memory and the calls the GPU ones.
 package collsoak
 
 import (
@@ -23,6 +24,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/gorun/gorun/gpu"
 	"github.com/gorun/gorun/mpi"
 )
 
@@ -32,11 +34,16 @@ type Config struct {
 	Seed  uint64 // the schedule's seed: the same at every rank
 	Max   int    // largest buffer a rank passes, in bytes
 	Slow  int    // one call in Slow starts with one rank asleep for up to 2 ms; 0: never
+	// GPU: the buffers are device memory (world rank r on GPU r mod the
+	// GPUs there are) and the calls the GPU ones (mpi.AllreduceGPU & co.;
+	// no Bxor: Sum, Max and Min on int64).
+	GPU bool
 }
 
 // edges are sizes in bytes where the algorithms change (see the package
 // comment).
-var edges = []int{0, 8, 16, 24, 32, 48, 56, 64, 72, 1016, 1024, 1032, 2048, 2056, 16 << 10, 64 << 10, 64<<10 + 8, 128 << 10}
+var edges = []int{0, 8, 16, 24, 32, 48, 56, 64, 72, 1016, 1024, 1032, 2048, 2056, 16 << 10, 64 << 10, 64<<10 + 8, 128 << 10,
+	256 << 10, 256<<10 + 8, 512 << 10} // the last: the GPU algorithms' 256 KiB a rank
 
 // kinds are the blocking calls; "nb" is a burst of nonblocking ones.
 var kinds = []string{"barrier", "bcast", "reduce", "allreduce", "allgather", "alltoall", "gather", "scatter",
@@ -66,7 +73,7 @@ var ops = []struct {
 	{"sum", mpi.Sum, func(a, b int64) int64 { return a + b }},
 	{"max", mpi.Max, func(a, b int64) int64 { return max(a, b) }},
 	{"min", mpi.Min, func(a, b int64) int64 { return min(a, b) }},
-	{"bxor", mpi.Bxor, func(a, b int64) int64 { return a ^ b }},
+	{"bxor", mpi.Bxor, func(a, b int64) int64 { return a ^ b }}, // last: no GPU kernel
 }
 
 func (k *call) String() string {
@@ -83,9 +90,14 @@ func (k *call) String() string {
 }
 
 // draw returns call step of the schedule; every rank draws the same.
-func draw(rng *rand.Rand, step, maxBytes, slow int) call {
+// On GPUs the operation is not Bxor (no kernel).
+func draw(rng *rand.Rand, step, maxBytes, slow int, onGPU bool) call {
+	nops := len(ops)
+	if onGPU {
+		nops--
+	}
 	k := call{step: step, comm: rng.IntN(4), kind: kinds[rng.IntN(len(kinds))], root: rng.IntN(1 << 20),
-		op: rng.IntN(len(ops)), float: rng.IntN(4) == 0, inPlace: rng.IntN(3) == 0, sleeper: -1}
+		op: rng.IntN(nops), float: rng.IntN(4) == 0, inPlace: rng.IntN(3) == 0, sleeper: -1}
 	if rng.IntN(2) == 0 {
 		k.bytes = edges[rng.IntN(len(edges))]
 	} else {
@@ -129,10 +141,18 @@ func Run(w *mpi.Comm, cfg Config) (map[string]int, error) {
 	}
 	defer half.Free()
 	comms := []*mpi.Comm{w, dup, rev, half}
+	dev := -1
+	if cfg.GPU {
+		n, err := gpu.DeviceCount()
+		if err != nil {
+			return nil, fmt.Errorf("collsoak: GPU buffers: %w", err)
+		}
+		dev = w.Rank() % n
+	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x5eed))
 	count := map[string]int{}
 	for step := range cfg.Calls {
-		k := draw(rng, step, cfg.Max, cfg.Slow)
+		k := draw(rng, step, cfg.Max, cfg.Slow, cfg.GPU)
 		nb := 0
 		if k.kind == "nb" {
 			nb = 1 + rng.IntN(3)
@@ -142,16 +162,16 @@ func Run(w *mpi.Comm, cfg Config) (map[string]int, error) {
 			time.Sleep(k.nap)
 		}
 		if nb > 0 {
-			if err := burst(c, &k, rng, nb, count); err != nil {
+			if err := burst(c, &k, rng, nb, dev, count); err != nil {
 				return count, err
 			}
 			continue
 		}
 		var err error
 		if k.float {
-			err = runFloat(c, &k)
+			err = runOne[float64](c, &k, dev)
 		} else {
-			err = runInt(c, &k)
+			err = runOne[int64](c, &k, dev)
 		}
 		if err != nil {
 			return count, fmt.Errorf("%v: %w", &k, err)

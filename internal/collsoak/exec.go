@@ -1,0 +1,286 @@
+package collsoak
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/gorun/gorun/gpu"
+	"github.com/gorun/gorun/mpi"
+)
+
+// runOne makes call k at this rank and checks its result.
+func runOne[T elem](c *mpi.Comm, k *call, dev int) error {
+	p, err := planOf[T](c, k, false)
+	if err != nil {
+		return err
+	}
+	start, finish, err := p.exec(c, dev)
+	if err != nil {
+		return err
+	}
+	if _, err := start(); err != nil {
+		return errors.Join(err, finish())
+	}
+	if err := finish(); err != nil {
+		return err
+	}
+	return p.check()
+}
+
+// burst starts nb nonblocking calls drawn after k (each a few KiB at
+// most: they are in flight together), waits for them together and checks
+// each.
+func burst(c *mpi.Comm, k *call, rng *rand.Rand, nb, dev int, count map[string]int) error {
+	subs := make([]call, nb)
+	for j := range subs {
+		s := draw(rng, 0, 16<<10, 0, dev >= 0)
+		s.comm, s.step = k.comm, k.step*8+j+1<<30 // inputs of their own
+		s.kind = nbKinds[rng.IntN(len(nbKinds))]
+		subs[j] = s
+	}
+	reqs := make([]*mpi.Request, 0, nb)
+	var checks, finishes []func() error
+	defer func() {
+		for _, f := range finishes {
+			f() // frees device buffers that an error left
+		}
+	}()
+	for j := range subs {
+		s := &subs[j]
+		start, finish, check, err := planExec(c, s, dev)
+		if err != nil {
+			return fmt.Errorf("%v (in a burst): %w", s, err)
+		}
+		finishes = append(finishes, finish)
+		r, err := start()
+		if err != nil {
+			return fmt.Errorf("%v (in a burst): start: %w", s, err)
+		}
+		reqs, checks = append(reqs, r), append(checks, check)
+	}
+	if _, err := mpi.Waitall(reqs); err != nil {
+		return fmt.Errorf("call %d: a burst of %d nonblocking calls: %w", k.step, nb, err)
+	}
+	for j, check := range checks {
+		f := finishes[j]
+		finishes[j] = func() error { return nil }
+		if err := f(); err != nil {
+			return fmt.Errorf("%v (in a burst): %w", &subs[j], err)
+		}
+		if err := check(); err != nil {
+			return fmt.Errorf("%v (in a burst): %w", &subs[j], err)
+		}
+		count[subs[j].kind]++
+	}
+	return nil
+}
+
+// planExec is planOf and exec of a nonblocking call of the element type k
+// draws.
+func planExec(c *mpi.Comm, k *call, dev int) (start func() (*mpi.Request, error), finish, check func() error, err error) {
+	if k.float {
+		return planExecT[float64](c, k, dev)
+	}
+	return planExecT[int64](c, k, dev)
+}
+
+func planExecT[T elem](c *mpi.Comm, k *call, dev int) (start func() (*mpi.Request, error), finish, check func() error, err error) {
+	p, err := planOf[T](c, k, true)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	start, finish, err = p.exec(c, dev)
+	return start, finish, p.check, err
+}
+
+// exec returns what starts p (a blocking call runs and returns a nil
+// request) and what ends it: on host memory (dev < 0) nothing; on device
+// dev, p's buffers have device twins, which finish copies back into
+// p's buffers and frees.
+func (p *plan[T]) exec(c *mpi.Comm, dev int) (start func() (*mpi.Request, error), finish func() error, err error) {
+	if dev < 0 {
+		return func() (*mpi.Request, error) { return p.host(c) }, func() error { return nil }, nil
+	}
+	d, err := p.twins(dev)
+	if err != nil {
+		return nil, nil, err
+	}
+	return func() (*mpi.Request, error) { return p.device(c, d) }, d.back, nil
+}
+
+// host makes p's call on its host buffers.
+func (p *plan[T]) host(c *mpi.Comm) (*mpi.Request, error) {
+	var err error
+	switch p.kind {
+	case "barrier":
+		err = mpi.Barrier(c)
+	case "ibarrier":
+		return mpi.Ibarrier(c)
+	case "bcast":
+		err = mpi.Bcast(c, p.recv, p.root)
+	case "ibcast":
+		return mpi.Ibcast(c, p.recv, p.root)
+	case "reduce":
+		err = mpi.Reduce(c, p.send, p.recv, p.op, p.root)
+	case "ireduce":
+		return mpi.Ireduce(c, p.send, p.recv, p.op, p.root)
+	case "allreduce":
+		err = mpi.Allreduce(c, p.send, p.recv, p.op)
+	case "iallreduce":
+		return mpi.Iallreduce(c, p.send, p.recv, p.op)
+	case "scan":
+		err = mpi.Scan(c, p.send, p.recv, p.op)
+	case "exscan":
+		err = mpi.Exscan(c, p.send, p.recv, p.op)
+	case "allgather":
+		err = mpi.Allgather(c, p.send, p.recv)
+	case "iallgather":
+		return mpi.Iallgather(c, p.send, p.recv)
+	case "gather":
+		err = mpi.Gather(c, p.send, p.recv, p.root)
+	case "scatter":
+		err = mpi.Scatter(c, p.send, p.recv, p.root)
+	case "alltoall":
+		err = mpi.Alltoall(c, p.send, p.recv)
+	case "ialltoall":
+		return mpi.Ialltoall(c, p.send, p.recv)
+	case "reduce_scatter_block":
+		err = mpi.ReduceScatterBlock(c, p.send, p.recv, p.op)
+	case "ireduce_scatter_block":
+		return mpi.IreduceScatterBlock(c, p.send, p.recv, p.op)
+	case "reduce_scatter":
+		err = mpi.ReduceScatter(c, p.send, p.recv, p.counts, p.op)
+	case "allgatherv":
+		err = mpi.Allgatherv(c, p.send, p.recv, p.counts, p.displs)
+	case "gatherv":
+		err = mpi.Gatherv(c, p.send, p.recv, p.counts, p.displs, p.root)
+	case "scatterv":
+		err = mpi.Scatterv(c, p.send, p.counts, p.displs, p.recv, p.root)
+	case "alltoallv":
+		err = mpi.Alltoallv(c, p.send, p.sc, p.sd, p.recv, p.rc, p.rd)
+	default:
+		err = fmt.Errorf("collsoak: no host call %q", p.kind)
+	}
+	return nil, err
+}
+
+// twins are a plan's device buffers: the zero gpu.Buffer where the call
+// is in place (the send buffer, or a scatter root's receive buffer) or
+// the host buffer is nil.
+type twins struct {
+	send, recv gpu.Buffer
+	back       func() error
+}
+
+// twin is a device copy of b (one element at least, so that an empty
+// buffer is not the zero Buffer, which means in place).
+func twin[T elem](dev int, b []T) (gpu.Buffer, error) {
+	dt := gpu.Int64
+	if _, ok := any(b).([]float64); ok {
+		dt = gpu.Float64
+	}
+	d, err := gpu.Alloc(dev, dt, max(len(b), 1))
+	if err != nil {
+		return gpu.Buffer{}, err
+	}
+	d = d.Slice(0, len(b))
+	if len(b) > 0 {
+		if err := gpu.Upload(d, b); err != nil {
+			d.Free()
+			return gpu.Buffer{}, err
+		}
+	}
+	return d, nil
+}
+
+func (p *plan[T]) twins(dev int) (*twins, error) {
+	d := &twins{}
+	var err error
+	if p.send != nil && (p.alias == aliasNone || p.alias == aliasRecvIn) {
+		if d.send, err = twin(dev, p.send); err != nil {
+			return nil, err
+		}
+	}
+	if p.recv != nil && p.alias != aliasRecvIn {
+		if d.recv, err = twin(dev, p.recv); err != nil {
+			d.send.Free()
+			return nil, err
+		}
+	}
+	d.back = func() error {
+		var errs []error
+		for _, x := range []struct {
+			d gpu.Buffer
+			h []T
+		}{{d.recv, p.recv}, {d.send, p.send}} {
+			if x.d == (gpu.Buffer{}) {
+				continue
+			}
+			if len(x.h) > 0 {
+				errs = append(errs, gpu.Download(x.h, x.d))
+			}
+			errs = append(errs, x.d.Free())
+		}
+		d.back = func() error { return nil }
+		return errors.Join(errs...)
+	}
+	return d, nil
+}
+
+// device makes p's call on its device twins d.
+func (p *plan[T]) device(c *mpi.Comm, d *twins) (*mpi.Request, error) {
+	var err error
+	s, r := d.send, d.recv
+	switch p.kind {
+	case "barrier":
+		err = mpi.Barrier(c)
+	case "ibarrier":
+		return mpi.Ibarrier(c)
+	case "bcast":
+		err = mpi.BcastGPU(c, r, p.root)
+	case "ibcast":
+		return mpi.IbcastGPU(c, r, p.root)
+	case "reduce":
+		err = mpi.ReduceGPU(c, s, r, p.op, p.root)
+	case "ireduce":
+		return mpi.IreduceGPU(c, s, r, p.op, p.root)
+	case "allreduce":
+		err = mpi.AllreduceGPU(c, s, r, p.op)
+	case "iallreduce":
+		return mpi.IallreduceGPU(c, s, r, p.op)
+	case "scan":
+		err = mpi.ScanGPU(c, s, r, p.op)
+	case "exscan":
+		err = mpi.ExscanGPU(c, s, r, p.op)
+	case "allgather":
+		err = mpi.AllgatherGPU(c, s, r)
+	case "iallgather":
+		return mpi.IallgatherGPU(c, s, r)
+	case "gather":
+		err = mpi.GatherGPU(c, s, r, p.root)
+	case "scatter":
+		err = mpi.ScatterGPU(c, s, r, p.root)
+	case "alltoall":
+		err = mpi.AlltoallGPU(c, s, r)
+	case "ialltoall":
+		return mpi.IalltoallGPU(c, s, r)
+	case "reduce_scatter_block":
+		err = mpi.ReduceScatterBlockGPU(c, s, r, p.op)
+	case "ireduce_scatter_block":
+		return mpi.IreduceScatterBlockGPU(c, s, r, p.op)
+	case "reduce_scatter":
+		err = mpi.ReduceScatterGPU(c, s, r, p.counts, p.op)
+	case "allgatherv":
+		err = mpi.AllgathervGPU(c, s, r, p.counts, p.displs)
+	case "gatherv":
+		err = mpi.GathervGPU(c, s, r, p.counts, p.displs, p.root)
+	case "scatterv":
+		err = mpi.ScattervGPU(c, s, p.counts, p.displs, r, p.root)
+	case "alltoallv":
+		err = mpi.AlltoallvGPU(c, s, p.sc, p.sd, r, p.rc, p.rd)
+	default:
+		err = fmt.Errorf("collsoak: no device call %q", p.kind)
+	}
+	return nil, err
+}
