@@ -121,6 +121,7 @@ type mapKey struct {
 
 type mapping struct {
 	ctx  *drv.Context
+	peer int // whose allocation it is
 	base drv.DevicePtr
 	size uint64 // of the mapped allocation: regions are checked against it
 	used uint64 // clock at last use
@@ -249,7 +250,7 @@ func (m *module) start(op *btl.RMAOp, put bool) error {
 		base = x.base
 	} else {
 		var err error
-		if mp, err = m.mapPeer(dev, h); err != nil {
+		if mp, err = m.mapPeer(dev, op.Peer, h); err != nil {
 			return fail(err)
 		}
 		if rem.Addr > mp.size || rem.Len > mp.size-rem.Addr {
@@ -333,10 +334,25 @@ func (m *module) event(ctx *drv.Context) (*drv.Event, error) {
 	return ctx.NewEvent(drv.EventDisableTiming)
 }
 
-// mapPeer returns the mapping of a peer's allocation into device dev,
+// mapPeer returns the mapping of rank peer's allocation into device dev,
 // opening it (and unmapping the oldest idle one beyond the limit) on first
 // use.
-func (m *module) mapPeer(dev int, h drv.IPCMemHandle) (*mapping, error) {
+//
+// A mapping goes stale when the peer frees its allocation, and the driver
+// may then refuse to open the handle of a later allocation of the peer
+// while the stale mapping stands (CUDA_ERROR_ALREADY_MAPPED: the GPU soak,
+// internal/collsoak, whose buffers are allocated for each call and freed
+// after it, met it within 5 to 28 calls in each of TestGPUCollSoak's
+// three settings, puts into the peer's buffers). So on that error the
+// peer's idle mappings on the device are unmapped, then every idle one
+// there, and the handle opened again, as UCX's and Open MPI's CUDA IPC
+// caches do on it. Which stale mapping the driver objects to was not
+// pinned down: a probe on 2 H100s (a 64 KiB allocation at a freed one's
+// address gets the freed one's handle; a 4 MiB one a new handle; both
+// open beside the old mapping) did not fail; hence the sweep. A cache
+// keyed by the peer's address ranges (UCX's) would drop only the stale
+// mappings; the region key carries the handle alone.
+func (m *module) mapPeer(dev, peer int, h drv.IPCMemHandle) (*mapping, error) {
 	m.clock++
 	k := mapKey{dev, h}
 	if mp := m.maps[k]; mp != nil {
@@ -351,6 +367,13 @@ func (m *module) mapPeer(dev int, h drv.IPCMemHandle) (*mapping, error) {
 		m.evict()
 	}
 	base, err := ctx.IPCOpenMemHandle(h)
+	for _, all := range []bool{false, true} {
+		if !errors.Is(err, drv.ErrorAlreadyMapped) {
+			break
+		}
+		m.unmapIdle(dev, peer, all)
+		base, err = ctx.IPCOpenMemHandle(h)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("map the peer's memory: %w", err)
 	}
@@ -359,9 +382,20 @@ func (m *module) mapPeer(dev int, h drv.IPCMemHandle) (*mapping, error) {
 		ctx.IPCCloseMemHandle(base)
 		return nil, fmt.Errorf("size of the peer's mapped memory: %w", err)
 	}
-	mp := &mapping{ctx: ctx, base: base, size: size, used: m.clock}
+	mp := &mapping{ctx: ctx, peer: peer, base: base, size: size, used: m.clock}
 	m.maps[k] = mp
 	return mp, nil
+}
+
+// unmapIdle unmaps the mappings into device dev that no copy is using:
+// rank peer's, or with all every one.
+func (m *module) unmapIdle(dev, peer int, all bool) {
+	for k, mp := range m.maps {
+		if k.dev == dev && mp.busy == 0 && (all || mp.peer == peer) {
+			mp.ctx.IPCCloseMemHandle(mp.base)
+			delete(m.maps, k)
+		}
+	}
 }
 
 // evict unmaps the least recently used mapping that no copy is using.

@@ -166,8 +166,9 @@ func (p *plan[T]) host(c *mpi.Comm) (*mpi.Request, error) {
 }
 
 // twins are a plan's device buffers: the zero gpu.Buffer where the call
-// is in place (the send buffer, or a scatter root's receive buffer) or
-// the host buffer is nil.
+// is in place (the send buffer, or a scatter root's receive buffer), else
+// a device buffer, empty where the host one is nil (the zero Buffer would
+// say "in place": an empty send of alltoallv took the receive layout).
 type twins struct {
 	send, recv gpu.Buffer
 	back       func() error
@@ -197,12 +198,12 @@ func twin[T elem](dev int, b []T) (gpu.Buffer, error) {
 func (p *plan[T]) twins(dev int) (*twins, error) {
 	d := &twins{}
 	var err error
-	if p.send != nil && (p.alias == aliasNone || p.alias == aliasRecvIn) {
+	if p.alias == aliasNone || p.alias == aliasRecvIn {
 		if d.send, err = twin(dev, p.send); err != nil {
 			return nil, err
 		}
 	}
-	if p.recv != nil && p.alias != aliasRecvIn {
+	if p.alias != aliasRecvIn {
 		if d.recv, err = twin(dev, p.recv); err != nil {
 			d.send.Free()
 			return nil, err
