@@ -29,8 +29,10 @@ func runOne[T elem](c *mpi.Comm, k *call, dev int) error {
 }
 
 // burst starts nb nonblocking calls drawn after k (each a few KiB at
-// most: they are in flight together), waits for them together and checks
-// each.
+// most: they are in flight together), half of the time makes a blocking
+// call while they are in flight (MPI orders it after them: the blocking
+// algorithms, in shared memory too, run beside their goroutines), waits
+// for them together and checks each.
 func burst(c *mpi.Comm, k *call, rng *rand.Rand, nb, dev int, count map[string]int) error {
 	subs := make([]call, nb)
 	for j := range subs {
@@ -38,6 +40,15 @@ func burst(c *mpi.Comm, k *call, rng *rand.Rand, nb, dev int, count map[string]i
 		s.comm, s.step = k.comm, k.step*8+j+1<<30 // inputs of their own
 		s.kind = nbKinds[rng.IntN(len(nbKinds))]
 		subs[j] = s
+	}
+	var mid *call
+	if rng.IntN(2) == 0 {
+		m := draw(rng, 0, 64<<10, 0, dev >= 0)
+		for m.kind == "nb" {
+			m.kind = kinds[rng.IntN(len(kinds))]
+		}
+		m.comm, m.step, m.sleeper = k.comm, k.step*8+7+1<<30, -1
+		mid = &m
 	}
 	reqs := make([]*mpi.Request, 0, nb)
 	var checks, finishes []func() error
@@ -58,6 +69,16 @@ func burst(c *mpi.Comm, k *call, rng *rand.Rand, nb, dev int, count map[string]i
 			return fmt.Errorf("%v (in a burst): start: %w", s, err)
 		}
 		reqs, checks = append(reqs, r), append(checks, check)
+	}
+	if mid != nil {
+		run := runOne[int64]
+		if mid.float {
+			run = runOne[float64]
+		}
+		if err := run(c, mid, dev); err != nil {
+			return fmt.Errorf("%v (while a burst is in flight): %w", mid, err)
+		}
+		count[mid.kind]++
 	}
 	if _, err := mpi.Waitall(reqs); err != nil {
 		return fmt.Errorf("call %d: a burst of %d nonblocking calls: %w", k.step, nb, err)
