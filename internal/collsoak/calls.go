@@ -36,11 +36,12 @@ const (
 	aliasRecvIn
 )
 
-// inputs returns rank r's n elements of call k from element lo on.
+// inputs returns rank r's n elements of call k from element lo on (for
+// each run of a persistent call others).
 func inputs[T elem](k *call, r, lo, n int) []T {
 	b := make([]T, n)
 	for i := range b {
-		v := value(k.step, r, lo+i)
+		v := value(k.step, r, lo+i) + int64(k.run)*0x5851f42d4c957f2d
 		if k.float {
 			b[i] = T(v % 1000)
 		} else {

@@ -12,7 +12,8 @@
 // the algorithms change: the shared-memory ready line's 24 bytes, the
 // ring stamp's 56, the ring's 1 KiB, a slot's 64 KiB, the tree's 2 KiB),
 // its root, its operation (Sum, Max, Min, Bxor on int64; Sum on float64
-// of small integers, exact), in place or not, and whether a rank sleeps
+// of small integers, exact), in place or not, persistent or not (host
+// memory: XInit, then runs of Start and Wait), and whether a rank sleeps
 // first (the others then run ahead, through the bcast ring and eager
 // messages). Every rank's input is a function of the call, the rank and
 // the element, so every rank knows what every result must be. With
@@ -63,6 +64,7 @@ type call struct {
 	inPlace bool
 	sleeper int // rank (mod size) that sleeps first; -1: none
 	nap     time.Duration
+	run     int // a persistent call's run: other inputs, the same counts
 }
 
 var ops = []struct {
@@ -167,11 +169,25 @@ func Run(w *mpi.Comm, cfg Config) (map[string]int, error) {
 			}
 			continue
 		}
+		// One blocking call in eight on host memory is persistent
+		// (XInit, then two or three runs of Start and Wait).
+		runs := 0
+		if rng.IntN(8) == 0 && !cfg.GPU {
+			runs = 2 + rng.IntN(2)
+		}
 		var err error
-		if k.float {
+		switch {
+		case runs > 0 && k.float:
+			err = runPersistent[float64](c, &k, runs)
+		case runs > 0:
+			err = runPersistent[int64](c, &k, runs)
+		case k.float:
 			err = runOne[float64](c, &k, dev)
-		} else {
+		default:
 			err = runOne[int64](c, &k, dev)
+		}
+		if runs > 0 {
+			k.kind += "_init"
 		}
 		if err != nil {
 			return count, fmt.Errorf("%v: %w", &k, err)
