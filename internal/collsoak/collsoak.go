@@ -6,8 +6,9 @@
 // Every rank draws the same schedule from the seed: each call's
 // collective (all of them, blocking, and bursts of nonblocking ones
 // waited for together), its communicator (the world, a Dup of it, the
-// world's ranks in reverse order, or the half of the ranks of this
-// rank's parity, where each half runs the call on its own), its size
+// world's ranks in reverse order, the half of the ranks of this rank's
+// parity, where each half runs the call on its own, or on host memory
+// the intercommunicator between the halves, inter.go), its size
 // (log-uniform up to Config.Max, half of the time one of the sizes where
 // the algorithms change: the shared-memory ready line's 24 bytes, the
 // ring stamp's 56, the ring's 1 KiB, a slot's 64 KiB, the tree's 2 KiB),
@@ -23,6 +24,7 @@ package collsoak
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/gorun/gorun/gpu"
@@ -79,7 +81,11 @@ var ops = []struct {
 }
 
 func (k *call) String() string {
-	s := fmt.Sprintf("call %d: %s of %d bytes on communicator %d, root %d", k.step, k.kind, k.bytes, k.comm, k.root)
+	on := fmt.Sprintf("communicator %d", k.comm)
+	if k.comm < 0 {
+		on = "the intercommunicator of the halves"
+	}
+	s := fmt.Sprintf("call %d: %s of %d bytes on %s, root %d", k.step, k.kind, k.bytes, on, k.root)
 	if k.float {
 		s += ", float64 sum"
 	} else {
@@ -143,6 +149,15 @@ func Run(w *mpi.Comm, cfg Config) (map[string]int, error) {
 	}
 	defer half.Free()
 	comms := []*mpi.Comm{w, dup, rev, half}
+	// The intercommunicator between the halves (their leaders are world
+	// ranks 0 and 1).
+	var inter *mpi.Comm
+	if w.Size() > 1 {
+		if inter, err = half.IntercommCreate(0, w, 1-w.Rank()%2, 77); err != nil {
+			return nil, err
+		}
+		defer inter.Free()
+	}
 	dev := -1
 	if cfg.GPU {
 		n, err := gpu.DeviceCount()
@@ -158,6 +173,22 @@ func Run(w *mpi.Comm, cfg Config) (map[string]int, error) {
 		nb := 0
 		if k.kind == "nb" {
 			nb = 1 + rng.IntN(3)
+		}
+		// One call in five on host memory is on the intercommunicator.
+		if rng.IntN(5) == 0 && !cfg.GPU && inter != nil {
+			k.kind = interKinds[slices.Index(kinds, k.kind)%len(interKinds)]
+			k.comm = -1
+			var err error
+			if k.float {
+				err = runInter[float64](inter, w.Rank()%2, &k)
+			} else {
+				err = runInter[int64](inter, w.Rank()%2, &k)
+			}
+			if err != nil {
+				return count, fmt.Errorf("%v: %w", &k, err)
+			}
+			count["inter_"+k.kind]++
+			continue
 		}
 		c := comms[k.comm]
 		if k.sleeper >= 0 && c.Rank() == k.sleeper%c.Size() {
