@@ -8,7 +8,8 @@
 // waited for together), its communicator (the world, a Dup of it, the
 // world's ranks in reverse order, the half of the ranks of this rank's
 // parity, where each half runs the call on its own, or on host memory
-// the intercommunicator between the halves, inter.go), its size
+// the intercommunicator between the halves and, for the neighborhood
+// calls, the world as a periodic ring: inter.go), its size
 // (log-uniform up to Config.Max, half of the time one of the sizes where
 // the algorithms change: the shared-memory ready line's 24 bytes, the
 // ring stamp's 56, the ring's 1 KiB, a slot's 64 KiB, the tree's 2 KiB),
@@ -82,8 +83,11 @@ var ops = []struct {
 
 func (k *call) String() string {
 	on := fmt.Sprintf("communicator %d", k.comm)
-	if k.comm < 0 {
+	switch k.comm {
+	case -1:
 		on = "the intercommunicator of the halves"
+	case -2:
+		on = "the world as a periodic ring"
 	}
 	s := fmt.Sprintf("call %d: %s of %d bytes on %s, root %d", k.step, k.kind, k.bytes, on, k.root)
 	if k.float {
@@ -166,6 +170,15 @@ func Run(w *mpi.Comm, cfg Config) (map[string]int, error) {
 		}
 		dev = w.Rank() % n
 	}
+	// The world as a periodic ring, for the neighborhood calls (from
+	// three ranks: with two, both neighbors are one rank).
+	var ring *mpi.Comm
+	if w.Size() >= 3 {
+		if ring, err = mpi.CartCreate(w, []int{w.Size()}, []bool{true}, false); err != nil {
+			return nil, err
+		}
+		defer ring.Free()
+	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x5eed))
 	count := map[string]int{}
 	for step := range cfg.Calls {
@@ -188,6 +201,22 @@ func Run(w *mpi.Comm, cfg Config) (map[string]int, error) {
 				return count, fmt.Errorf("%v: %w", &k, err)
 			}
 			count["inter_"+k.kind]++
+			continue
+		}
+		// One call in twenty on host memory is a neighborhood call.
+		if rng.IntN(20) == 0 && !cfg.GPU && ring != nil {
+			k.kind = []string{"neighbor_allgather", "neighbor_alltoall"}[k.root%2]
+			k.comm = -2
+			var err error
+			if k.float {
+				err = runNeighbor[float64](ring, &k)
+			} else {
+				err = runNeighbor[int64](ring, &k)
+			}
+			if err != nil {
+				return count, fmt.Errorf("%v: %w", &k, err)
+			}
+			count[k.kind]++
 			continue
 		}
 		c := comms[k.comm]

@@ -139,3 +139,30 @@ func runInter[T elem](ic *mpi.Comm, g int, k *call) error {
 	}
 	return p.check()
 }
+
+// runNeighbor makes a neighborhood call on ring, the world as a periodic
+// one-dimensional Cartesian grid of at least three ranks (neighbors:
+// rank-1, then rank+1), and checks it: "neighbor_allgather" receives the
+// left neighbor's block, then the right one's; "neighbor_alltoall" sends
+// block 0 left and block 1 right, so it receives the left neighbor's
+// block 1 and the right one's block 0.
+func runNeighbor[T elem](ring *mpi.Comm, k *call) error {
+	size, me := ring.Size(), ring.Rank()
+	left, right := (me+size-1)%size, (me+1)%size
+	blk := k.bytes / 16
+	var err error
+	var recv, want []T
+	if k.kind == "neighbor_allgather" {
+		recv = make([]T, 2*blk)
+		err = mpi.NeighborAllgather(ring, inputs[T](k, me, 0, blk), recv)
+		want = append(inputs[T](k, left, 0, blk), inputs[T](k, right, 0, blk)...)
+	} else {
+		recv = make([]T, 2*blk)
+		err = mpi.NeighborAlltoall(ring, inputs[T](k, me, 0, 2*blk), recv)
+		want = append(inputs[T](k, left, blk, blk), inputs[T](k, right, 0, blk)...)
+	}
+	if err != nil {
+		return err
+	}
+	return same(k.kind, recv, want)
+}
