@@ -2,6 +2,7 @@ package collsoak
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/gorun/gorun/mpi"
 )
@@ -27,6 +28,29 @@ type plan[T elem] struct {
 	// alltoallv's send and receive counts and displacements
 	sc, sd, rc, rd []int
 	check          func() error
+	// keep are indices of recv that the call must not write (the gaps
+	// of the v forms): they hold gap until it is over.
+	keep []int
+}
+
+// gap is what the gaps of a receive buffer hold.
+const gap = -7777
+
+// untouched returns what checks, once the call is over, that it wrote
+// nothing where it must not: p.keep, and p.send unless in place.
+func (p *plan[T]) untouched() func() error {
+	var saved []T
+	if p.alias == aliasNone {
+		saved = slices.Clone(p.send)
+	}
+	return func() error {
+		for _, i := range p.keep {
+			if p.recv[i] != gap {
+				return fmt.Errorf("%s wrote %v into the receive buffer's gap at %d", p.kind, p.recv[i], i)
+			}
+		}
+		return same("the send buffer after the call", p.send, saved)
+	}
 }
 
 const (
@@ -228,6 +252,11 @@ func planOf[T elem](c *mpi.Comm, k *call, nonblocking bool) (*plan[T], error) {
 		p.send = inputs[T](k, me, 0, p.counts[me])
 		if !gather || me == root {
 			p.recv = make([]T, total)
+			for r := 1; r < size; r += 2 {
+				i := p.displs[r] + p.counts[r]
+				p.recv[i] = gap
+				p.keep = append(p.keep, i)
+			}
 			if inPlace(k, nonblocking, true) {
 				at := p.displs[me]
 				copy(p.recv[at:], p.send)
@@ -259,7 +288,7 @@ func planOf[T elem](c *mpi.Comm, k *call, nonblocking bool) (*plan[T], error) {
 		p.check = func() error { return same("scatterv", p.recv, inputs[T](k, root, at, p.counts[me])) }
 	case "alltoallv":
 		// Rank s sends rank d count(s, d) elements, element i being s's
-		// input element d<<16 + i.
+		// input element d<<32 + i.
 		count := func(s, d int) int {
 			if blk == 0 {
 				return 0
@@ -269,13 +298,17 @@ func planOf[T elem](c *mpi.Comm, k *call, nonblocking bool) (*plan[T], error) {
 		p.sc, p.sd, p.rc, p.rd = make([]int, size), make([]int, size), make([]int, size), make([]int, size)
 		for d := range size {
 			p.sc[d], p.sd[d] = count(me, d), len(p.send)
-			p.send = append(p.send, inputs[T](k, me, d<<16, p.sc[d])...)
+			p.send = append(p.send, inputs[T](k, me, d<<32, p.sc[d])...)
 			p.rc[d], p.rd[d] = count(d, me), len(p.recv)+d%2
-			p.recv = append(p.recv, make([]T, p.rc[d]+d%2)...)
+			if d%2 == 1 {
+				p.keep = append(p.keep, len(p.recv))
+				p.recv = append(p.recv, gap)
+			}
+			p.recv = append(p.recv, make([]T, p.rc[d])...)
 		}
 		p.check = func() error {
 			for s := range size {
-				if err := same(fmt.Sprintf("alltoallv, from rank %d", s), p.recv[p.rd[s]:], inputs[T](k, s, me<<16, p.rc[s])); err != nil {
+				if err := same(fmt.Sprintf("alltoallv, from rank %d", s), p.recv[p.rd[s]:], inputs[T](k, s, me<<32, p.rc[s])); err != nil {
 					return err
 				}
 			}

@@ -126,11 +126,17 @@ func draw(rng *rand.Rand, step, maxBytes, slow int, onGPU bool) call {
 // value is rank r's element i of call step: the inputs every rank can
 // compute for every other.
 func value(step, r, i int) int64 {
-	x := uint64(step)<<40 ^ uint64(r)<<24 ^ uint64(i)
+	return int64(mix(mix(mix(uint64(step))+uint64(r)) + uint64(i)))
+}
+
+// mix is splitmix64's finalizer (plus its increment): every input bit
+// reaches every output bit, so calls, ranks and elements far apart get
+// unrelated values.
+func mix(x uint64) uint64 {
 	x += 0x9e3779b97f4a7c15
 	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
 	x = (x ^ x>>27) * 0x94d049bb133111eb
-	return int64(x ^ x>>31)
+	return x ^ x>>31
 }
 
 // Run runs cfg's schedule on w and its derived communicators and returns

@@ -19,13 +19,14 @@ func runOne[T elem](c *mpi.Comm, k *call, dev int) error {
 	if err != nil {
 		return err
 	}
+	untouched := p.untouched()
 	if _, err := start(); err != nil {
 		return errors.Join(err, finish())
 	}
 	if err := finish(); err != nil {
 		return err
 	}
-	return p.check()
+	return errors.Join(p.check(), untouched())
 }
 
 // runPersistent makes call k persistent at this rank (its XInit, on host
@@ -55,13 +56,14 @@ func runPersistent[T elem](c *mpi.Comm, k *call, runs int) error {
 			q.send, q.recv = p.send, p.recv
 			p.check = q.check
 		}
+		untouched := p.untouched()
 		if err := req.Start(); err != nil {
 			return fmt.Errorf("run %d: start: %w", run, err)
 		}
 		if _, err := req.Wait(); err != nil {
 			return fmt.Errorf("run %d: %w", run, err)
 		}
-		if err := p.check(); err != nil {
+		if err := errors.Join(p.check(), untouched()); err != nil {
 			return fmt.Errorf("run %d: %w", run, err)
 		}
 	}
@@ -131,9 +133,15 @@ func burst(c *mpi.Comm, k *call, rng *rand.Rand, nb, dev int, count map[string]i
 	}
 	reqs := make([]*mpi.Request, 0, nb)
 	var checks, finishes []func() error
+	waited := false
 	defer func() {
+		// On an error, the calls started must end before their device
+		// buffers are freed.
+		if !waited {
+			mpi.Waitall(reqs)
+		}
 		for _, f := range finishes {
-			f() // frees device buffers that an error left
+			f()
 		}
 	}()
 	for j := range subs {
@@ -159,7 +167,9 @@ func burst(c *mpi.Comm, k *call, rng *rand.Rand, nb, dev int, count map[string]i
 		}
 		count[mid.kind]++
 	}
-	if _, err := mpi.Waitall(reqs); err != nil {
+	_, err := mpi.Waitall(reqs)
+	waited = true
+	if err != nil {
 		return fmt.Errorf("call %d: a burst of %d nonblocking calls: %w", k.step, nb, err)
 	}
 	for j, check := range checks {
@@ -191,7 +201,8 @@ func planExecT[T elem](c *mpi.Comm, k *call, dev int) (start func() (*mpi.Reques
 		return nil, nil, nil, err
 	}
 	start, finish, err = p.exec(c, dev)
-	return start, finish, p.check, err
+	untouched := p.untouched()
+	return start, finish, func() error { return errors.Join(p.check(), untouched()) }, err
 }
 
 // exec returns what starts p (a blocking call runs and returns a nil
@@ -323,7 +334,6 @@ func (p *plan[T]) twins(dev int) (*twins, error) {
 			}
 			errs = append(errs, x.d.Free())
 		}
-		d.back = func() error { return nil }
 		return errors.Join(errs...)
 	}
 	return d, nil
