@@ -34,7 +34,7 @@ import (
 //	                   bytes, for the mismatch checks; 0 if the call has
 //	                   none) is in its buffer b; one word, so that a reader
 //	                   never pairs one call's number with another's length
-//	                   (s: the call number's low 35 bits, see "Call
+//	                   (s: the call number's low 40 bits, see "Call
 //	                   numbers in the words" below; bit 1 is shmAheadBit)
 //	last[r]            the ready word r published before the one in
 //	                   ready[r], written before it (same line, same
@@ -64,19 +64,21 @@ import (
 //
 // Call numbers in the words: the done, level, release and read words hold
 // a call's whole number (64 bits: they never wrap). A ready word has room
-// for its low 35 bits and a ring stamp for its low 47, so those wrap, the
-// ready words every 2^35 calls of the communicator (9.5 hours at 1 µs a
-// call; with 32 bits, as the numbers were until 2026-11-27, 72 minutes,
-// after which calls failed as mismatched or passed without waiting). A
-// ready word is therefore compared with a call by the difference of their
-// 35-bit numbers read as signed (afterReady: serial number arithmetic),
-// right while the two are less than 2^34 calls apart: no rank runs that
-// far ahead of another (calls that need nothing from a slower rank buffer
-// its data: the ring's eight slots, eager messages), and a ready word is
-// that old only after 2^34 calls of no shm algorithm on the communicator
-// (large or nonblocking calls only, for days), which this does not handle:
-// the first shm call after such a stretch could take a rank's old word
-// for a later one. The set-up stores a word of the call before the first
+// for its low 40 bits (its length field has 22: a slot is at most 1 MiB,
+// GORUN_COLL_SHM_MAX's cap) and a ring stamp for its low 47, so those
+// wrap, the ready words every 2^40 calls of the communicator (12.7 days at
+// 1 µs a call; with 32 bits, as the numbers were until 2026-11-27, 72
+// minutes, after which calls failed as mismatched or passed without
+// waiting). A ready word is therefore compared with a call by the
+// difference of their 40-bit numbers read as signed (afterReady: serial
+// number arithmetic), right while the two are less than 2^39 calls apart:
+// no rank runs that far ahead of another (calls that need nothing from a
+// slower rank buffer its data: the ring's eight slots, eager messages),
+// and a ready word is that old only after 2^39 calls with no shm
+// algorithm on the communicator (gathers, scatters, scans, large or
+// nonblocking calls only: 6.4 days at 1 µs a call), which this does not
+// handle: the first shm call after such a stretch could take a rank's old
+// word for a later one. The set-up stores a word of the call before the first
 // in every rank's ready line, so that the zeroed segment is never read as
 // a call. A stamp is compared with its call for equality, and the call a
 // slot held is taken as the latest one with the stamp's 47 bits
@@ -178,7 +180,7 @@ var (
 	pShm = params.Int("GORUN_COLL_SHM", 1,
 		"1: shared-memory collectives (barrier, bcast, reduce, allreduce, allgather, alltoall) for blocking calls on communicators within one host; 0: point-to-point algorithms only")
 	pShmMax = params.Int("GORUN_COLL_SHM_MAX", 64<<10,
-		"largest message (per rank for allgather; all blocks for alltoall) that the shared-memory collectives take; the slot size of their segment")
+		"largest message (per rank for allgather; all blocks for alltoall) that the shared-memory collectives take; the slot size of their segment; at most 1 MiB")
 	pShmAllRead = params.Int("GORUN_COLL_SHM_ALLREAD", 16<<10,
 		"shared-memory allreduce and reduce on up to 8 ranks: up to this many bytes of message times ranks, every rank that wants the result reads all contributions and folds them itself (one round of cache-line transfers); above, owners fold segments and the others copy the result; 0: never")
 	shmAllRead = sync.OnceValue(pShmAllRead)
@@ -189,7 +191,7 @@ var (
 	// parameter read is an environment lookup.
 	shmOn  = sync.OnceValue(func() bool { return pShm() != 0 })
 	shmMax = sync.OnceValue(func() int {
-		s := min(max(pShmMax(), line), 64<<20)
+		s := min(max(pShmMax(), line), 1<<20) // within a ready word's length field
 		return (s + line - 1) &^ (line - 1)
 	})
 )
@@ -278,11 +280,11 @@ func (g *shmSeg) publishWord(me int, v uint64) {
 	g.pub = v
 }
 
-// A ready word: the call number's low 35 bits from bit readySeq, the
-// length from bit readyLen (lengths stay below 2^27: a slot is at most 64
-// MiB), shmAheadBit, and the buffer in bit 0.
+// A ready word: the call number's low 40 bits from bit readySeq, the
+// length from bit readyLen (22 bits: a slot is at most 1 MiB),
+// shmAheadBit, and the buffer in bit 0.
 const (
-	readySeq = 29
+	readySeq = 24
 	readyLen = 2
 	// shmAheadBit marks a ready word of a bcast that ran ahead (its data
 	// is in the root's ring, not in a buffer).
@@ -290,7 +292,7 @@ const (
 )
 
 // afterReady reports whether ready word v is of call t or a later one:
-// the difference of their 35-bit numbers, read as signed, is not
+// the difference of their 40-bit numbers, read as signed, is not
 // negative (see "Call numbers in the words").
 func afterReady(v, t uint64) bool { return int64(v&^(1<<readySeq-1)-t<<readySeq) >= 0 }
 

@@ -143,31 +143,31 @@ func TestShmDataOfARankAhead(t *testing.T) {
 	}
 }
 
-// TestShmCallWords: the ready words' 35-bit call numbers compare by
+// TestShmCallWords: the ready words' 40-bit call numbers compare by
 // serial arithmetic across their wrap, and the ring stamps' 47-bit ones
 // name the call a slot held, the latest before the call reusing it.
 func TestShmCallWords(t *testing.T) {
-	const w35, w47 = uint64(1) << 35, uint64(1) << 47
+	const w40, w47 = uint64(1) << 40, uint64(1) << 47
 	word := func(s uint64) uint64 { return s<<readySeq | 5<<readyLen | 1 }
 	for _, tc := range []struct {
 		v, t uint64
 		want bool
 	}{
 		{word(10), 10, true}, {word(11), 10, true}, {word(9), 10, false},
-		{word(w35 - 1), w35 + 1, false}, {word(w35 + 1), w35 - 1, true},
-		{word(3*w35 + 2), 3*w35 - 5, true}, {word(3*w35 - 5), 3*w35 + 2, false},
-		{word(w35/2 - 1), w35 - 1, false}, // 2^34 calls behind: still behind
-		{word(7*w35 + 6), 5, true},        // 7 x 2^35 + 1 ahead: as if one ahead
+		{word(w40 - 1), w40 + 1, false}, {word(w40 + 1), w40 - 1, true},
+		{word(3*w40 + 2), 3*w40 - 5, true}, {word(3*w40 - 5), 3*w40 + 2, false},
+		{word(w40/2 - 1), w40 - 1, false}, // 2^39 calls behind: still behind
+		{word(7*w40 + 6), 5, true},        // 7 x 2^40 + 1 ahead: as if one ahead
 	} {
 		if got := afterReady(tc.v, tc.t); got != tc.want {
 			t.Errorf("afterReady(word of %#x, %#x) = %v, want %v", tc.v>>readySeq, tc.t, got, tc.want)
 		}
 	}
-	if !readyOf(word(w35+3), w35+3) || !readyOf(word(w35+3), 2*w35+3) || readyOf(word(w35+3), w35+4) {
-		t.Error("readyOf compares the low 35 bits")
+	if !readyOf(word(w40+3), w40+3) || !readyOf(word(w40+3), 2*w40+3) || readyOf(word(w40+3), w40+4) {
+		t.Error("readyOf compares the low 40 bits")
 	}
-	s := w35 + 3
-	if v := s<<readySeq | 1<<26<<readyLen | shmAheadBit; readySize(v) != 1<<26 || !readyOf(v, s) || v&shmAheadBit == 0 || v&1 != 0 {
+	s := w40 + 3
+	if v := s<<readySeq | 1<<20<<readyLen | shmAheadBit; readySize(v) != 1<<20 || !readyOf(v, s) || v&shmAheadBit == 0 || v&1 != 0 {
 		t.Errorf("ready word %#x: fields overlap", v)
 	}
 	stamp := func(s uint64, m int) uint64 { return s<<stampSeq | uint64(m) }

@@ -18,7 +18,7 @@ import (
 // result against the one computed from the inputs (internal/collsoak;
 // bench/collsoak runs it for long). Different seeds, rank counts and
 // settings: the defaults, a small bcast ring (most bcasts through the
-// buffers) with the numbering crossing 2^35 (each of the
+// buffers) with the numbering crossing 2^40 (each of the
 // communicators makes a few hundred calls), the reduction tree from 2
 // ranks, the point-to-point algorithms only, and over TCP.
 func TestCollSoak(t *testing.T) {
@@ -28,7 +28,7 @@ func TestCollSoak(t *testing.T) {
 		env  []string
 	}{
 		{"np=3", 3, nil},
-		{"np=4/ahead=24/seq=2^35", 4, []string{"GORUN_COLL_SHM_AHEAD=24", fmt.Sprintf("GORUN_COLL_SEQ_START=%d", 1<<35-150)}},
+		{"np=4/ahead=24/seq=2^40", 4, []string{"GORUN_COLL_SHM_AHEAD=24", fmt.Sprintf("GORUN_COLL_SEQ_START=%d", 1<<40-150)}},
 		{"np=5/tree", 5, []string{"GORUN_COLL_SHM_TREE=2", "GORUN_COLL_SHM_RADIX=2"}},
 		{"np=4/p2p", 4, []string{"GORUN_COLL_SHM=0"}},
 		{"np=3/tcp", 3, []string{"GORUN_BTL=tcp,self"}},

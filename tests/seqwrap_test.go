@@ -12,7 +12,7 @@ import (
 // (coll/shm.go, "Call numbers in the words"): every communicator's calls
 // are numbered from GORUN_COLL_SEQ_START on, a few hundred calls before
 // 2^32 (where the numbers wrapped until 2026-11-27: a correct program
-// then failed with mismatched counts), 2^35 (the ready words' field) and
+// then failed with mismatched counts), 2^40 (the ready words' field) and
 // 2^47 (the ring stamps'), and the calls that cross it run every
 // shared-memory path: bcasts through the ring and the buffers, the small
 // reductions every rank folds, the owners' folds, the tree, allgather,
@@ -26,7 +26,7 @@ func TestCollSeqWrap(t *testing.T) {
 	for _, start := range []struct {
 		name string
 		at   uint64
-	}{{"2^32", 1 << 32}, {"2^35", 1 << 35}, {"2^47", 1 << 47}} {
+	}{{"2^32", 1 << 32}, {"2^40", 1 << 40}, {"2^47", 1 << 47}} {
 		for _, tc := range []struct {
 			name string
 			np   int
