@@ -17,7 +17,8 @@
 // of small integers, exact), in place or not, persistent or not (host
 // memory: XInit, then runs of Start and Wait), and whether a rank sleeps
 // first (the others then run ahead, through the bcast ring and eager
-// messages). Every rank's input is a function of the call, the rank and
+// messages); and now and then a communicator made, used a few calls and
+// freed. Every rank's input is a function of the call, the rank and
 // the element, so every rank knows what every result must be. With
 // Config.GPU the buffers are device memory and the calls the GPU ones.
 package collsoak
@@ -88,6 +89,8 @@ func (k *call) String() string {
 		on = "the intercommunicator of the halves"
 	case -2:
 		on = "the world as a periodic ring"
+	case -3:
+		on = "a communicator split off for a few calls"
 	}
 	s := fmt.Sprintf("call %d: %s of %d bytes on %s, root %d", k.step, k.kind, k.bytes, on, k.root)
 	if k.float {
@@ -207,6 +210,16 @@ func Run(w *mpi.Comm, cfg Config) (map[string]int, error) {
 				return count, fmt.Errorf("%v: %w", &k, err)
 			}
 			count["inter_"+k.kind]++
+			continue
+		}
+		// One call in forty makes a communicator (a Split of the world
+		// into one to three colors), runs a few calls on it and frees
+		// it: set-ups and teardowns (shared-memory segments, GPU
+		// regions, context ids) all along the run.
+		if rng.IntN(40) == 0 {
+			if err := churn(w, &k, rng, dev, count); err != nil {
+				return count, err
+			}
 			continue
 		}
 		// One call in twenty on host memory is a neighborhood call.

@@ -2,6 +2,7 @@ package collsoak
 
 import (
 	"fmt"
+	"math/rand/v2"
 
 	"github.com/gorun/gorun/mpi"
 )
@@ -165,4 +166,34 @@ func runNeighbor[T elem](ring *mpi.Comm, k *call) error {
 		return err
 	}
 	return same(k.kind, recv, want)
+}
+
+// churn splits w into one to three colors (world rank r's color drawn
+// from the call, the same at every rank), runs two to five blocking
+// calls drawn after k on the new communicator and frees it.
+func churn(w *mpi.Comm, k *call, rng *rand.Rand, dev int, count map[string]int) error {
+	colors := 1 + rng.IntN(3)
+	ncalls := 2 + rng.IntN(4)
+	color := int(uint64(value(k.step, w.Rank(), -9)) % uint64(colors))
+	c, err := w.Split(color, w.Size()-w.Rank())
+	if err != nil {
+		return fmt.Errorf("call %d: split into %d colors: %w", k.step, colors, err)
+	}
+	for j := range ncalls {
+		m := draw(rng, 0, 64<<10, 0, dev >= 0)
+		for m.kind == "nb" {
+			m.kind = kinds[rng.IntN(len(kinds))]
+		}
+		m.step, m.comm, m.sleeper = k.step*8+j+1<<40, -3, -1
+		run := runOne[int64]
+		if m.float {
+			run = runOne[float64]
+		}
+		if err := run(c, &m, dev); err != nil {
+			c.Free()
+			return fmt.Errorf("%v: %w", &m, err)
+		}
+		count["split_"+m.kind]++
+	}
+	return c.Free()
 }
