@@ -20,6 +20,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gorun/gorun/gpu"
 	"github.com/gorun/gorun/internal/collsoak"
 	"github.com/gorun/gorun/mpi"
 )
@@ -43,11 +44,30 @@ func main() {
 		fmt.Fprintf(os.Stderr, "collsoak: bad flags: -n %d -max %d -slow %d\n", *nCalls, *maxSz, *slow)
 		mpi.Abort(w, 1)
 	}
+	// Device memory free before and after (the derived communicators,
+	// freed by then, must have given theirs back): what a rank's GPU
+	// collectives keep is the world's regions and scratch, not a region
+	// for every communicator made and freed along the run.
+	dev, free0 := -1, uint64(0)
+	if *onGPU {
+		if k, err := gpu.DeviceCount(); err == nil {
+			dev = w.Rank() % k
+			free0 = devFree(dev)
+		}
+	}
 	t0 := time.Now()
 	n, err := collsoak.Run(w, collsoak.Config{Calls: *nCalls, Seed: *seed, Max: *maxSz, Slow: *slow, GPU: *onGPU})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "collsoak: rank %d: FAILED: %v\n", w.Rank(), err)
 		mpi.Abort(w, 1)
+	}
+	if dev >= 0 {
+		if used := int64(free0) - int64(devFree(dev)); used > 1<<30 {
+			fmt.Fprintf(os.Stderr, "collsoak: rank %d: FAILED: device %d has %d MiB less free than before the run (communicators made and freed along it should have given theirs back)\n", w.Rank(), dev, used>>20)
+			mpi.Abort(w, 1)
+		} else {
+			fmt.Printf("collsoak: rank %d: device %d: %d MiB less free than before the run\n", w.Rank(), dev, used>>20)
+		}
 	}
 	if w.Rank() == 0 {
 		kinds := make([]string, 0, len(n))
@@ -61,4 +81,18 @@ func main() {
 		}
 	}
 	mpi.Finalize()
+}
+
+// devFree is device dev's free memory in bytes (0 if the driver cannot
+// tell).
+func devFree(dev int) uint64 {
+	c, err := gpu.DeviceContext(dev)
+	if err != nil {
+		return 0
+	}
+	f, _, err := c.MemInfo()
+	if err != nil {
+		return 0
+	}
+	return f
 }
