@@ -179,6 +179,7 @@ func churn(w *mpi.Comm, k *call, rng *rand.Rand, dev int, count map[string]int) 
 	if err != nil {
 		return fmt.Errorf("call %d: split into %d colors: %w", k.step, colors, err)
 	}
+	count["comms_made"]++
 	for j := range ncalls {
 		m := draw(rng, 0, 64<<10, 0, dev >= 0)
 		for m.kind == "nb" {
