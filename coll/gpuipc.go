@@ -54,6 +54,9 @@ type ipcState struct {
 	slot  int
 	own   gpu.Buffer   // this rank's region
 	peers []gpu.Buffer // rank r's region, mapped here (r != me)
+	// handles names rank r's region (its IPC memory handle; zero where
+	// it exported none), for the notices of gpuretire.go.
+	handles [][handleBytes]byte
 	// push: every rank can run the push kernels on the regions (a
 	// second vote, after ok's): the kernels are loaded, the table of
 	// region addresses is on the device and the error and completion
@@ -147,7 +150,8 @@ func (c *Comm) ipcRegions(d *devCall, size int) (*ipcState, error) {
 // only if every rank mapped all of them.
 func (c *Comm) ipcSetup(d *devCall) (*ipcState, error) {
 	n, me := c.Size(), c.Rank()
-	st := &ipcState{n: n, dev: d.dev, slot: ipcSlot(n), peers: make([]gpu.Buffer, n)}
+	reclaim() // regions of freed communicators whose peers have unmapped them
+	st := &ipcState{n: n, dev: d.dev, slot: ipcSlot(n), peers: make([]gpu.Buffer, n), handles: make([][handleBytes]byte, n)}
 	msg := make([]byte, 1+gpu.IPCHandleSize) // ok flag, handle
 	if own, err := gpu.Alloc(d.dev, gpu.Uint8, st.region()); err == nil {
 		st.own = own
@@ -172,7 +176,10 @@ func (c *Comm) ipcSetup(d *devCall) (*ipcState, error) {
 		var h gpu.IPCHandle
 		if got[0] != 1 || h.UnmarshalBinary(got[1:]) != nil {
 			ok = false
-		} else if r != me && ok {
+			continue
+		}
+		st.handles[r] = h.Mem
+		if r != me && ok {
 			var err error
 			if st.peers[r], err = gpu.OpenIPC(d.dev, h); err != nil {
 				ok = false
@@ -271,16 +278,20 @@ func (st *ipcState) freePush() {
 }
 
 // close releases a communicator's GPU state (Comm.Close): it unmaps the
-// peers' regions but keeps this rank's own until the process ends, since
-// Comm.Free does not wait for the peers and CUDA leaves freeing memory that
-// another process still maps undefined.
-func (g *gpuShared) close() {
+// peers' regions, tells the peers (world ranks world[r]) so and retires
+// this rank's own, which is freed once every peer has unmapped it
+// (gpuretire.go): Comm.Free does not wait for the peers, and CUDA leaves
+// freeing memory that another process still maps undefined.
+func (g *gpuShared) close(world []int, me int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.ipc != nil {
 		g.ipc.unmap()
+		retireRegions(g.ipc, world, me)
 		g.ipc = nil
+		return
 	}
+	reclaim()
 }
 
 // ipcExchange waits until every rank is ready (it has finished its

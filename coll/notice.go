@@ -427,7 +427,7 @@ func (c *Comm) Close() {
 		return
 	}
 	unwatch(s)
-	s.gpu.close()
+	s.gpu.close(s.world, s.me)
 	s.shm.close()
 	s.mu.Lock()
 	s.closed = true

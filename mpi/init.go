@@ -130,6 +130,7 @@ func Init() error {
 	}
 	state = s
 	state.world = newComm("MPI_COMM_WORLD", state, 0, world, env.Rank)
+	coll.SetRetire(&state.world.cc) // the channel of freed GPU regions' notices
 	state.self = newComm("MPI_COMM_SELF", state, 2, []int{env.Rank}, 0)
 	live.Store(state)
 	return nil
