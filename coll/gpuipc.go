@@ -150,7 +150,7 @@ func (c *Comm) ipcRegions(d *devCall, size int) (*ipcState, error) {
 // only if every rank mapped all of them.
 func (c *Comm) ipcSetup(d *devCall) (*ipcState, error) {
 	n, me := c.Size(), c.Rank()
-	reclaim() // regions of freed communicators whose peers have unmapped them
+	arm() // and free the regions of freed communicators whose peers have unmapped them
 	st := &ipcState{n: n, dev: d.dev, slot: ipcSlot(n), peers: make([]gpu.Buffer, n), handles: make([][handleBytes]byte, n)}
 	msg := make([]byte, 1+gpu.IPCHandleSize) // ok flag, handle
 	if own, err := gpu.Alloc(d.dev, gpu.Uint8, st.region()); err == nil {

@@ -37,8 +37,12 @@ type retirer struct {
 	e   *p2p.Engine
 	ctx uint32
 	on  bool
-	r   *p2p.Request // the posted receive of the next notice
-	buf [handleBytes]byte
+	// armed: this process has set up a region, so peers may send it
+	// notices; until then it posts no receive (a process without GPU
+	// collectives never does).
+	armed bool
+	r     *p2p.Request // the posted receive of the next notice
+	buf   [handleBytes]byte
 	// regions: this rank's retired regions by handle, with the world
 	// ranks still to say they unmapped them; early: notices that came
 	// before the region was retired here.
@@ -120,9 +124,18 @@ func reclaim() {
 	retire.takeLocked()
 }
 
+// arm is reclaim for a rank about to set up a region: from now on it
+// listens for notices.
+func arm() {
+	retire.mu.Lock()
+	defer retire.mu.Unlock()
+	retire.armed = true
+	retire.takeLocked()
+}
+
 // takeLocked takes in every notice that has come; rt.mu is held.
 func (rt *retirer) takeLocked() {
-	if !rt.on {
+	if !rt.on || !rt.armed {
 		return
 	}
 	rt.e.Progress()
