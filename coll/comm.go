@@ -50,6 +50,11 @@ const (
 	// subShmSetup is the channel of the shared-memory set-up (shm.go), a
 	// sub-channel of sequence 0 (see setupView).
 	subShmSetup = 1
+	// subRetire is the channel, of sequence 0 on the world's context, of
+	// the notices that a rank has unmapped a peer's GPU region
+	// (gpuretire.go); apart from every ch* sub-channel of the algorithms,
+	// which a view of sequence 0 might use as its whole tag.
+	subRetire = subNotify - 1
 )
 
 // NewComm describes a communicator: engine, collective context id, the

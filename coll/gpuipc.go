@@ -3,6 +3,7 @@ package coll
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -57,6 +58,9 @@ type ipcState struct {
 	// handles names rank r's region (its IPC memory handle; zero where
 	// it exported none), for the notices of gpuretire.go.
 	handles [][handleBytes]byte
+	// devs are the devices whose calls used the regions (dev and those
+	// that read it over peer access): close synchronizes them.
+	devs []int
 	// push: every rank can run the push kernels on the regions (a
 	// second vote, after ok's): the kernels are loaded, the table of
 	// region addresses is on the device and the error and completion
@@ -140,6 +144,9 @@ func (c *Comm) ipcRegions(d *devCall, size int) (*ipcState, error) {
 		if err := gpu.EnablePeerAccess(d.dev, st.dev); err != nil {
 			return nil, fmt.Errorf("GPU collective: device %d reading device %d: %w", d.dev, st.dev, err)
 		}
+		if !slices.Contains(st.devs, d.dev) {
+			st.devs = append(st.devs, d.dev)
+		}
 	}
 	return st, nil
 }
@@ -159,6 +166,10 @@ func (c *Comm) ipcSetup(d *devCall) (*ipcState, error) {
 		// start at 1); set before any peer can map the region.
 		if st.zeroFlags() == nil {
 			if h, err := own.ExportIPC(); err == nil {
+				// Recorded at once: a set-up that fails later may have
+				// let some peers map it (gpuretire.go frees it only once
+				// each has said it unmapped it).
+				st.handles[me] = h.Mem
 				if b, err := h.MarshalBinary(); err == nil {
 					msg[0] = 1
 					copy(msg[1:], b)
@@ -286,6 +297,14 @@ func (g *gpuShared) close(world []int, me int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.ipc != nil {
+		// This rank's kernels and copies into the peers' regions (a push
+		// kernel's acknowledgements, an ipc call's copies after an error)
+		// must be over before a peer learns it may free its region.
+		for _, dev := range append([]int{g.ipc.dev}, g.ipc.devs...) {
+			if c, err := gpu.DeviceContext(dev); err == nil {
+				c.Synchronize()
+			}
+		}
 		g.ipc.unmap()
 		retireRegions(g.ipc, world, me)
 		g.ipc = nil

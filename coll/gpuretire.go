@@ -1,6 +1,7 @@
 package coll
 
 import (
+	"errors"
 	"sync"
 
 	"github.com/gorun/gorun/gpu"
@@ -19,15 +20,11 @@ import (
 // handle), and retires its own region: it frees it once every peer has
 // said so. The notices travel on a channel that outlives the communicator
 // and its context id: the world's collective context, on sub-channel
-// subRetire of sequence 0, which no call's tags use (SetRetire). They are
+// subRetire of sequence 0, which no call's tags use (comm.go, SetRetire). They are
 // taken in whenever a rank frees a communicator or sets up a region, so
 // memory comes back before more is allocated. A peer that never frees the
 // communicator (or dies, or the world is revoked) leaves the region
 // allocated, as before.
-
-// subRetire is the sub-channel of sequence 0 (see setupView) that carries
-// the notices.
-const subRetire = 2
 
 var retire retirer
 
@@ -80,10 +77,13 @@ func retireRegions(st *ipcState, world []int, me int) {
 	for r, h := range st.handles {
 		if r != me && h != ([handleBytes]byte{}) {
 			msg := h // a buffer of its own: the send may complete later
-			if _, err := retire.e.Isend(retire.ctx, world[r], subRetire, msg[:], false); err != nil {
-				retire.on = false // the engine is closed: the process is ending
+			_, err := retire.e.Isend(retire.ctx, world[r], subRetire, msg[:], false)
+			if errors.Is(err, p2p.ErrClosed) {
+				retire.on = false // the process is ending
 				return
 			}
+			// Another error (the peer failed): its region stays
+			// allocated there, safely.
 		}
 	}
 	if st.own.Len() == 0 {
@@ -92,7 +92,8 @@ func retireRegions(st *ipcState, world []int, me int) {
 	}
 	h := st.handles[me]
 	if h == ([handleBytes]byte{}) {
-		// Never exported: no peer can have it mapped.
+		// Never exported (ipcSetup records the handle as soon as it
+		// has one, before any peer can): no peer can have it mapped.
 		st.own.Free()
 		st.own = gpu.Buffer{}
 		return
@@ -108,6 +109,10 @@ func retireRegions(st *ipcState, world []int, me int) {
 		retire.regions = map[[handleBytes]byte]*retiredRegion{}
 	}
 	retire.regions[h] = x
+	if len(x.wait) == 0 {
+		x.own.Free()
+		delete(retire.regions, h)
+	}
 	early := retire.early[h]
 	delete(retire.early, h)
 	for _, w := range early {
