@@ -58,7 +58,7 @@ type ipcState struct {
 	// handles names rank r's region (its IPC memory handle; zero where
 	// it exported none), for the notices of gpuretire.go.
 	handles [][handleBytes]byte
-	// devs are the devices whose calls used the regions (dev and those
+	// devs are the devices whose calls used the regions (dev, then those
 	// that read it over peer access): close synchronizes them.
 	devs []int
 	// push: every rank can run the push kernels on the regions (a
@@ -158,7 +158,7 @@ func (c *Comm) ipcRegions(d *devCall, size int) (*ipcState, error) {
 func (c *Comm) ipcSetup(d *devCall) (*ipcState, error) {
 	n, me := c.Size(), c.Rank()
 	arm() // and free the regions of freed communicators whose peers have unmapped them
-	st := &ipcState{n: n, dev: d.dev, slot: ipcSlot(n), peers: make([]gpu.Buffer, n), handles: make([][handleBytes]byte, n)}
+	st := &ipcState{n: n, dev: d.dev, slot: ipcSlot(n), peers: make([]gpu.Buffer, n), handles: make([][handleBytes]byte, n), devs: []int{d.dev}}
 	msg := make([]byte, 1+gpu.IPCHandleSize) // ok flag, handle
 	if own, err := gpu.Alloc(d.dev, gpu.Uint8, st.region()); err == nil {
 		st.own = own
@@ -300,7 +300,7 @@ func (g *gpuShared) close(world []int, me int) {
 		// This rank's kernels and copies into the peers' regions (a push
 		// kernel's acknowledgements, an ipc call's copies after an error)
 		// must be over before a peer learns it may free its region.
-		for _, dev := range append([]int{g.ipc.dev}, g.ipc.devs...) {
+		for _, dev := range g.ipc.devs {
 			if c, err := gpu.DeviceContext(dev); err == nil {
 				c.Synchronize()
 			}

@@ -86,37 +86,32 @@ func retireRegions(st *ipcState, world []int, me int) {
 			// allocated there, safely.
 		}
 	}
-	if st.own.Len() == 0 {
-		retire.takeLocked()
-		return
-	}
-	h := st.handles[me]
-	if h == ([handleBytes]byte{}) {
-		// Never exported (ipcSetup records the handle as soon as it
-		// has one, before any peer can): no peer can have it mapped.
-		st.own.Free()
-		st.own = gpu.Buffer{}
-		return
-	}
-	x := &retiredRegion{own: st.own, wait: map[int]bool{}}
-	for r, w := range world {
-		if r != me {
-			x.wait[w] = true
+	if st.own.Len() > 0 {
+		// Wait for every peer's notice (none if the region was never
+		// exported: ipcSetup records the handle as soon as it has one,
+		// before any peer can map it), less those that came already.
+		h := st.handles[me]
+		x := &retiredRegion{own: st.own, wait: map[int]bool{}}
+		if h != ([handleBytes]byte{}) {
+			for r, w := range world {
+				if r != me {
+					x.wait[w] = true
+				}
+			}
+			for _, w := range retire.early[h] {
+				delete(x.wait, w)
+			}
+			delete(retire.early, h)
 		}
-	}
-	st.own = gpu.Buffer{}
-	if retire.regions == nil {
-		retire.regions = map[[handleBytes]byte]*retiredRegion{}
-	}
-	retire.regions[h] = x
-	if len(x.wait) == 0 {
-		x.own.Free()
-		delete(retire.regions, h)
-	}
-	early := retire.early[h]
-	delete(retire.early, h)
-	for _, w := range early {
-		retire.unmapped(h, w)
+		st.own = gpu.Buffer{}
+		if len(x.wait) == 0 {
+			x.own.Free()
+		} else {
+			if retire.regions == nil {
+				retire.regions = map[[handleBytes]byte]*retiredRegion{}
+			}
+			retire.regions[h] = x
+		}
 	}
 	retire.takeLocked()
 }
