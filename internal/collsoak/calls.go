@@ -13,7 +13,7 @@ type elem interface{ int64 | float64 }
 
 // plan is one call at this rank: its buffers, its arguments and the check
 // of its result, which reads recv (and send, for a scatter in place).
-// Run executes it on host memory (host.go) or on a GPU (gpu.go).
+// exec.go makes the call on host memory or on a GPU.
 type plan[T elem] struct {
 	kind       string
 	send, recv []T
@@ -87,15 +87,32 @@ func foldOf[T elem](k *call) (mpi.Op, func(a, b T) T) {
 // folded is the fold over ranks lo..hi-1 of their n elements from
 // element at on.
 func folded[T elem](k *call, lo, hi, at, n int) []T {
+	return foldedOf[T](k, hi-lo, func(r int) int { return lo + r }, at, n)
+}
+
+// foldedOf is the fold over the count inputs id(0), id(1), ... (in that
+// order) of their n elements from element at on.
+func foldedOf[T elem](k *call, count int, id func(r int) int, at, n int) []T {
 	_, f := foldOf[T](k)
-	acc := inputs[T](k, lo, at, n)
-	for r := lo + 1; r < hi; r++ {
-		b := inputs[T](k, r, at, n)
+	acc := inputs[T](k, id(0), at, n)
+	for r := 1; r < count; r++ {
+		b := inputs[T](k, id(r), at, n)
 		for i := range acc {
 			acc[i] = f(acc[i], b[i])
 		}
 	}
 	return acc
+}
+
+// blocks checks block r of got, at off(r), against want(r) for every r
+// of count.
+func blocks[T elem](what string, count int, got []T, off func(r int) int, want func(r int) []T) error {
+	for r := range count {
+		if err := same(fmt.Sprintf("%s, block %d", what, r), got[off(r):], want(r)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // vcounts are the per-rank counts of the v forms: up to n elements, some
@@ -125,11 +142,10 @@ func same[T elem](what string, got, want []T) error {
 	return nil
 }
 
-// inPlace reports whether this rank passes call k in place: k drew it, a
-// form that has it, and for the rooted ones only at the root.
-func inPlace(k *call, nonblocking, atRoot bool) bool {
-	return k.inPlace && !nonblocking && atRoot
-}
+// inPlace reports whether this rank passes call k in place: k drew it
+// and the call is blocking (the nonblocking allreduce takes it too; the
+// rooted calls ask only at the root).
+func inPlace(k *call, nonblocking bool) bool { return k.inPlace && !nonblocking }
 
 // planOf makes call k's plan at this rank of c.
 func planOf[T elem](c *mpi.Comm, k *call, nonblocking bool) (*plan[T], error) {
@@ -153,7 +169,7 @@ func planOf[T elem](c *mpi.Comm, k *call, nonblocking bool) (*plan[T], error) {
 		p.send = inputs[T](k, me, 0, n)
 		if me == root {
 			p.recv = make([]T, n)
-			if inPlace(k, nonblocking, true) {
+			if inPlace(k, nonblocking) {
 				p.recv, p.alias = p.send, aliasSame
 			}
 		}
@@ -186,7 +202,7 @@ func planOf[T elem](c *mpi.Comm, k *call, nonblocking bool) (*plan[T], error) {
 		p.send = inputs[T](k, me, 0, blk)
 		if !gather || me == root {
 			p.recv = make([]T, blk*size)
-			if inPlace(k, nonblocking, true) {
+			if inPlace(k, nonblocking) {
 				copy(p.recv[me*blk:], p.send)
 				p.send, p.alias = p.recv[me*blk:(me+1)*blk], aliasSendIn
 			}
@@ -195,39 +211,29 @@ func planOf[T elem](c *mpi.Comm, k *call, nonblocking bool) (*plan[T], error) {
 			if gather && me != root {
 				return nil
 			}
-			for r := range size {
-				if err := same(fmt.Sprintf("%s, block of rank %d", k.kind, r), p.recv[r*blk:], inputs[T](k, r, 0, blk)); err != nil {
-					return err
-				}
-			}
-			return nil
+			return blocks(k.kind, size, p.recv, func(r int) int { return r * blk }, func(r int) []T { return inputs[T](k, r, 0, blk) })
 		}
 	case "scatter":
 		p.recv = make([]T, blk)
 		if me == root {
 			p.send = inputs[T](k, root, 0, blk*size)
-			if inPlace(k, nonblocking, true) {
+			if inPlace(k, nonblocking) {
 				p.recv, p.alias = p.send[me*blk:(me+1)*blk], aliasRecvIn
 			}
 		}
 		p.check = func() error { return same("scatter", p.recv, inputs[T](k, root, me*blk, blk)) }
 	case "alltoall", "ialltoall":
 		p.send, p.recv = inputs[T](k, me, 0, blk*size), make([]T, blk*size)
-		if inPlace(k, nonblocking, true) {
+		if inPlace(k, nonblocking) {
 			copy(p.recv, p.send)
 			p.send, p.alias = p.recv, aliasSame
 		}
 		p.check = func() error {
-			for r := range size {
-				if err := same(fmt.Sprintf("alltoall, block from rank %d", r), p.recv[r*blk:], inputs[T](k, r, me*blk, blk)); err != nil {
-					return err
-				}
-			}
-			return nil
+			return blocks(k.kind, size, p.recv, func(r int) int { return r * blk }, func(r int) []T { return inputs[T](k, r, me*blk, blk) })
 		}
 	case "reduce_scatter_block", "ireduce_scatter_block":
 		p.send, p.recv = inputs[T](k, me, 0, blk*size), make([]T, blk)
-		if inPlace(k, nonblocking, true) {
+		if inPlace(k, nonblocking) {
 			p.recv, p.alias = p.send, aliasSame
 		}
 		p.check = func() error { return same(k.kind, p.recv, folded[T](k, 0, size, me*blk, blk)) }
@@ -241,7 +247,7 @@ func planOf[T elem](c *mpi.Comm, k *call, nonblocking bool) (*plan[T], error) {
 			total += n
 		}
 		p.send, p.recv = inputs[T](k, me, 0, total), make([]T, p.counts[me])
-		if inPlace(k, nonblocking, true) {
+		if inPlace(k, nonblocking) {
 			p.recv, p.alias = p.send, aliasSame
 		}
 		p.check = func() error { return same("reduce_scatter", p.recv, folded[T](k, 0, size, at, p.counts[me])) }
@@ -257,7 +263,7 @@ func planOf[T elem](c *mpi.Comm, k *call, nonblocking bool) (*plan[T], error) {
 				p.recv[i] = gap
 				p.keep = append(p.keep, i)
 			}
-			if inPlace(k, nonblocking, true) {
+			if inPlace(k, nonblocking) {
 				at := p.displs[me]
 				copy(p.recv[at:], p.send)
 				p.send, p.alias = p.recv[at:at+p.counts[me]], aliasSendIn
@@ -267,12 +273,7 @@ func planOf[T elem](c *mpi.Comm, k *call, nonblocking bool) (*plan[T], error) {
 			if gather && me != root {
 				return nil
 			}
-			for r := range size {
-				if err := same(fmt.Sprintf("%s, block of rank %d", k.kind, r), p.recv[p.displs[r]:], inputs[T](k, r, 0, p.counts[r])); err != nil {
-					return err
-				}
-			}
-			return nil
+			return blocks(k.kind, size, p.recv, func(r int) int { return p.displs[r] }, func(r int) []T { return inputs[T](k, r, 0, p.counts[r]) })
 		}
 	case "scatterv":
 		var total int
@@ -281,7 +282,7 @@ func planOf[T elem](c *mpi.Comm, k *call, nonblocking bool) (*plan[T], error) {
 		p.recv = make([]T, p.counts[me])
 		if me == root {
 			p.send = inputs[T](k, root, 0, total)
-			if inPlace(k, nonblocking, true) {
+			if inPlace(k, nonblocking) {
 				p.recv, p.alias = p.send[at:at+p.counts[me]], aliasRecvIn
 			}
 		}
@@ -307,12 +308,7 @@ func planOf[T elem](c *mpi.Comm, k *call, nonblocking bool) (*plan[T], error) {
 			p.recv = append(p.recv, make([]T, p.rc[d])...)
 		}
 		p.check = func() error {
-			for s := range size {
-				if err := same(fmt.Sprintf("alltoallv, from rank %d", s), p.recv[p.rd[s]:], inputs[T](k, s, me<<32, p.rc[s])); err != nil {
-					return err
-				}
-			}
-			return nil
+			return blocks(k.kind, size, p.recv, func(s int) int { return p.rd[s] }, func(s int) []T { return inputs[T](k, s, me<<32, p.rc[s]) })
 		}
 	default:
 		return nil, fmt.Errorf("collsoak: no call %q", k.kind)

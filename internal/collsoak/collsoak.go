@@ -126,6 +126,17 @@ func draw(rng *rand.Rand, step, maxBytes, slow int, onGPU bool) call {
 	return k
 }
 
+// drawBlocking is draw of a blocking call of up to 64 KiB (not a burst,
+// no rank asleep) numbered step, on communicator comm.
+func drawBlocking(rng *rand.Rand, step, comm int, onGPU bool) call {
+	m := draw(rng, step, 64<<10, 0, onGPU)
+	for m.kind == "nb" {
+		m.kind = kinds[rng.IntN(len(kinds))]
+	}
+	m.comm = comm
+	return m
+}
+
 // value is rank r's element i of call step: the inputs every rank can
 // compute for every other.
 func value(step, r, i int) int64 {
@@ -200,13 +211,7 @@ func Run(w *mpi.Comm, cfg Config) (map[string]int, error) {
 		if rng.IntN(5) == 0 && !cfg.GPU && inter != nil {
 			k.kind = interKinds[slices.Index(kinds, k.kind)%len(interKinds)]
 			k.comm = -1
-			var err error
-			if k.float {
-				err = runInter[float64](inter, w.Rank()%2, &k)
-			} else {
-				err = runInter[int64](inter, w.Rank()%2, &k)
-			}
-			if err != nil {
+			if err := runInter(inter, w.Rank()%2, &k); err != nil {
 				return count, fmt.Errorf("%v: %w", &k, err)
 			}
 			count["inter_"+k.kind]++
@@ -226,13 +231,7 @@ func Run(w *mpi.Comm, cfg Config) (map[string]int, error) {
 		if rng.IntN(20) == 0 && !cfg.GPU && ring != nil {
 			k.kind = []string{"neighbor_allgather", "neighbor_alltoall"}[k.root%2]
 			k.comm = -2
-			var err error
-			if k.float {
-				err = runNeighbor[float64](ring, &k)
-			} else {
-				err = runNeighbor[int64](ring, &k)
-			}
-			if err != nil {
+			if err := runNeighbor(ring, &k); err != nil {
 				return count, fmt.Errorf("%v: %w", &k, err)
 			}
 			count[k.kind]++
@@ -255,18 +254,11 @@ func Run(w *mpi.Comm, cfg Config) (map[string]int, error) {
 			runs = 2 + rng.IntN(2)
 		}
 		var err error
-		switch {
-		case runs > 0 && k.float:
-			err = runPersistent[float64](c, &k, runs)
-		case runs > 0:
-			err = runPersistent[int64](c, &k, runs)
-		case k.float:
-			err = runOne[float64](c, &k, dev)
-		default:
-			err = runOne[int64](c, &k, dev)
-		}
 		if runs > 0 {
+			err = runPersistent(c, &k, runs)
 			k.kind += "_init"
+		} else {
+			err = runOne(c, &k, dev)
 		}
 		if err != nil {
 			return count, fmt.Errorf("%v: %w", &k, err)
@@ -274,4 +266,27 @@ func Run(w *mpi.Comm, cfg Config) (map[string]int, error) {
 		count[k.kind]++
 	}
 	return count, mpi.Barrier(w)
+}
+
+// churn splits w into one to three colors (world rank r's color drawn
+// from the call, the same at every rank), runs two to five blocking
+// calls drawn after k on the new communicator and frees it.
+func churn(w *mpi.Comm, k *call, rng *rand.Rand, dev int, count map[string]int) error {
+	colors := 1 + rng.IntN(3)
+	ncalls := 2 + rng.IntN(4)
+	color := int(uint64(value(k.step, w.Rank(), -9)) % uint64(colors))
+	c, err := w.Split(color, w.Size()-w.Rank())
+	if err != nil {
+		return fmt.Errorf("call %d: split into %d colors: %w", k.step, colors, err)
+	}
+	count["comms_made"]++
+	for j := range ncalls {
+		m := drawBlocking(rng, k.step*8+j+1<<40, -3, dev >= 0)
+		if err := runOne(c, &m, dev); err != nil {
+			c.Free()
+			return fmt.Errorf("%v: %w", &m, err)
+		}
+		count["split_"+m.kind]++
+	}
+	return c.Free()
 }

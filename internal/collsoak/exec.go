@@ -9,30 +9,59 @@ import (
 	"github.com/gorun/gorun/mpi"
 )
 
-// runOne makes call k at this rank and checks its result.
-func runOne[T elem](c *mpi.Comm, k *call, dev int) error {
+// runOne makes blocking call k at this rank of c (on device twins on
+// dev >= 0) and checks it.
+func runOne(c *mpi.Comm, k *call, dev int) error {
+	if k.float {
+		return runOneT[float64](c, k, dev)
+	}
+	return runOneT[int64](c, k, dev)
+}
+
+func runOneT[T elem](c *mpi.Comm, k *call, dev int) error {
 	p, err := planOf[T](c, k, false)
 	if err != nil {
 		return err
 	}
-	start, finish, err := p.exec(c, dev)
+	return p.run(c, dev)
+}
+
+// run makes p's blocking call on c and checks it.
+func (p *plan[T]) run(c *mpi.Comm, dev int) error {
+	start, finish, check, err := p.prepare(c, dev)
 	if err != nil {
 		return err
 	}
-	untouched := p.untouched()
 	if _, err := start(); err != nil {
 		return errors.Join(err, finish())
 	}
 	if err := finish(); err != nil {
 		return err
 	}
-	return errors.Join(p.check(), untouched())
+	return check()
+}
+
+// prepare is exec, and what checks the result and that the call wrote
+// nothing where it must not (untouched), once finish has run.
+func (p *plan[T]) prepare(c *mpi.Comm, dev int) (start func() (*mpi.Request, error), finish, check func() error, err error) {
+	if start, finish, err = p.exec(c, dev); err != nil {
+		return nil, nil, nil, err
+	}
+	untouched := p.untouched()
+	return start, finish, func() error { return errors.Join(p.check(), untouched()) }, nil
 }
 
 // runPersistent makes call k persistent at this rank (its XInit, on host
 // memory) and runs it runs times, each run with other inputs in the same
 // buffers, checking every result.
-func runPersistent[T elem](c *mpi.Comm, k *call, runs int) error {
+func runPersistent(c *mpi.Comm, k *call, runs int) error {
+	if k.float {
+		return runPersistentT[float64](c, k, runs)
+	}
+	return runPersistentT[int64](c, k, runs)
+}
+
+func runPersistentT[T elem](c *mpi.Comm, k *call, runs int) error {
 	p, err := planOf[T](c, k, false)
 	if err != nil {
 		return err
@@ -124,11 +153,7 @@ func burst(c *mpi.Comm, k *call, rng *rand.Rand, nb, dev int, count map[string]i
 	}
 	var mid *call
 	if rng.IntN(2) == 0 {
-		m := draw(rng, 0, 64<<10, 0, dev >= 0)
-		for m.kind == "nb" {
-			m.kind = kinds[rng.IntN(len(kinds))]
-		}
-		m.comm, m.step, m.sleeper = k.comm, k.step*8+7+1<<30, -1
+		m := drawBlocking(rng, k.step*8+7+1<<30, k.comm, dev >= 0)
 		mid = &m
 	}
 	reqs := make([]*mpi.Request, 0, nb)
@@ -158,11 +183,7 @@ func burst(c *mpi.Comm, k *call, rng *rand.Rand, nb, dev int, count map[string]i
 		reqs, checks = append(reqs, r), append(checks, check)
 	}
 	if mid != nil {
-		run := runOne[int64]
-		if mid.float {
-			run = runOne[float64]
-		}
-		if err := run(c, mid, dev); err != nil {
+		if err := runOne(c, mid, dev); err != nil {
 			return fmt.Errorf("%v (while a burst is in flight): %w", mid, err)
 		}
 		count[mid.kind]++
@@ -200,9 +221,7 @@ func planExecT[T elem](c *mpi.Comm, k *call, dev int) (start func() (*mpi.Reques
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	start, finish, err = p.exec(c, dev)
-	untouched := p.untouched()
-	return start, finish, func() error { return errors.Join(p.check(), untouched()) }, err
+	return p.prepare(c, dev)
 }
 
 // exec returns what starts p (a blocking call runs and returns a nil

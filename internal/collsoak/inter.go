@@ -2,7 +2,6 @@ package collsoak
 
 import (
 	"fmt"
-	"math/rand/v2"
 
 	"github.com/gorun/gorun/mpi"
 )
@@ -10,7 +9,8 @@ import (
 // Calls on the intercommunicator between the two parity halves (the even
 // world ranks, group 0, and the odd ones, group 1): each group's results
 // come from the other's inputs. A process's inputs are those of id(g, r),
-// its group and rank there.
+// its group and rank there. And the neighborhood calls on the world as a
+// ring.
 
 // interKinds are the calls made on the intercommunicator; a drawn kind
 // that is not one of them is taken as interKinds[its index mod their
@@ -43,28 +43,14 @@ func interPlan[T elem](ic *mpi.Comm, g int, k *call) (*plan[T], error) {
 	default:
 		p.root = mpi.ProcNull
 	}
-	none := func() error { return nil }
-	// fold over the other group of their n elements from at on
-	fromRemote := func(at, n int) []T {
-		_, f := foldOf[T](k)
-		acc := inputs[T](k, id(1-g, 0), at, n)
-		for r := 1; r < remote; r++ {
-			b := inputs[T](k, id(1-g, r), at, n)
-			for i := range acc {
-				acc[i] = f(acc[i], b[i])
-			}
-		}
-		return acc
+	// the other group's inputs: the fold of their n elements from at on,
+	// and the check of their blocks of blk elements in got
+	other := func(r int) int { return id(1-g, r) }
+	fromRemote := func(at, n int) []T { return foldedOf[T](k, remote, other, at, n) }
+	remoteBlocks := func(what string, got []T, want func(r int) []T) error {
+		return blocks(what+" (from the other group)", remote, got, func(r int) int { return r * blk }, want)
 	}
-	blocks := func(what string, got []T, want func(r int) []T) error {
-		for r := range remote {
-			if err := same(fmt.Sprintf("%s, block of remote rank %d", what, r), got[r*blk:], want(r)); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	p.check = none
+	p.check = func() error { return nil }
 	switch k.kind {
 	case "barrier":
 	case "bcast":
@@ -89,19 +75,19 @@ func interPlan[T elem](ic *mpi.Comm, g int, k *call) (*plan[T], error) {
 	case "allgather":
 		p.send, p.recv = inputs[T](k, id(g, me), 0, blk), make([]T, blk*remote)
 		p.check = func() error {
-			return blocks("allgather", p.recv, func(r int) []T { return inputs[T](k, id(1-g, r), 0, blk) })
+			return remoteBlocks("allgather", p.recv, func(r int) []T { return inputs[T](k, id(1-g, r), 0, blk) })
 		}
 	case "alltoall":
 		p.send, p.recv = inputs[T](k, id(g, me), 0, blk*remote), make([]T, blk*remote)
 		p.check = func() error {
-			return blocks("alltoall", p.recv, func(r int) []T { return inputs[T](k, id(1-g, r), me*blk, blk) })
+			return remoteBlocks("alltoall", p.recv, func(r int) []T { return inputs[T](k, id(1-g, r), me*blk, blk) })
 		}
 	case "gather":
 		switch p.root {
 		case mpi.Root:
 			p.recv = make([]T, blk*remote)
 			p.check = func() error {
-				return blocks("gather at the root", p.recv, func(r int) []T { return inputs[T](k, id(1-g, r), 0, blk) })
+				return remoteBlocks("gather at the root", p.recv, func(r int) []T { return inputs[T](k, id(1-g, r), 0, blk) })
 			}
 		case mpi.ProcNull:
 		default:
@@ -130,15 +116,19 @@ func interPlan[T elem](ic *mpi.Comm, g int, k *call) (*plan[T], error) {
 }
 
 // runInter makes call k on ic at this process (group g) and checks it.
-func runInter[T elem](ic *mpi.Comm, g int, k *call) error {
+func runInter(ic *mpi.Comm, g int, k *call) error {
+	if k.float {
+		return runInterT[float64](ic, g, k)
+	}
+	return runInterT[int64](ic, g, k)
+}
+
+func runInterT[T elem](ic *mpi.Comm, g int, k *call) error {
 	p, err := interPlan[T](ic, g, k)
 	if err != nil {
 		return err
 	}
-	if _, err := p.host(ic); err != nil {
-		return err
-	}
-	return p.check()
+	return p.run(ic, -1)
 }
 
 // runNeighbor makes a neighborhood call on ring, the world as a periodic
@@ -147,18 +137,24 @@ func runInter[T elem](ic *mpi.Comm, g int, k *call) error {
 // left neighbor's block, then the right one's; "neighbor_alltoall" sends
 // block 0 left and block 1 right, so it receives the left neighbor's
 // block 1 and the right one's block 0.
-func runNeighbor[T elem](ring *mpi.Comm, k *call) error {
+func runNeighbor(ring *mpi.Comm, k *call) error {
+	if k.float {
+		return runNeighborT[float64](ring, k)
+	}
+	return runNeighborT[int64](ring, k)
+}
+
+func runNeighborT[T elem](ring *mpi.Comm, k *call) error {
 	size, me := ring.Size(), ring.Rank()
 	left, right := (me+size-1)%size, (me+1)%size
 	blk := k.bytes / 16
 	var err error
-	var recv, want []T
+	var want []T
+	recv := make([]T, 2*blk)
 	if k.kind == "neighbor_allgather" {
-		recv = make([]T, 2*blk)
 		err = mpi.NeighborAllgather(ring, inputs[T](k, me, 0, blk), recv)
 		want = append(inputs[T](k, left, 0, blk), inputs[T](k, right, 0, blk)...)
 	} else {
-		recv = make([]T, 2*blk)
 		err = mpi.NeighborAlltoall(ring, inputs[T](k, me, 0, 2*blk), recv)
 		want = append(inputs[T](k, left, blk, blk), inputs[T](k, right, 0, blk)...)
 	}
@@ -166,35 +162,4 @@ func runNeighbor[T elem](ring *mpi.Comm, k *call) error {
 		return err
 	}
 	return same(k.kind, recv, want)
-}
-
-// churn splits w into one to three colors (world rank r's color drawn
-// from the call, the same at every rank), runs two to five blocking
-// calls drawn after k on the new communicator and frees it.
-func churn(w *mpi.Comm, k *call, rng *rand.Rand, dev int, count map[string]int) error {
-	colors := 1 + rng.IntN(3)
-	ncalls := 2 + rng.IntN(4)
-	color := int(uint64(value(k.step, w.Rank(), -9)) % uint64(colors))
-	c, err := w.Split(color, w.Size()-w.Rank())
-	if err != nil {
-		return fmt.Errorf("call %d: split into %d colors: %w", k.step, colors, err)
-	}
-	count["comms_made"]++
-	for j := range ncalls {
-		m := draw(rng, 0, 64<<10, 0, dev >= 0)
-		for m.kind == "nb" {
-			m.kind = kinds[rng.IntN(len(kinds))]
-		}
-		m.step, m.comm, m.sleeper = k.step*8+j+1<<40, -3, -1
-		run := runOne[int64]
-		if m.float {
-			run = runOne[float64]
-		}
-		if err := run(c, &m, dev); err != nil {
-			c.Free()
-			return fmt.Errorf("%v: %w", &m, err)
-		}
-		count["split_"+m.kind]++
-	}
-	return c.Free()
 }
