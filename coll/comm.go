@@ -114,7 +114,7 @@ func (c *Comm) Begin() Comm {
 	v.tag = int(s&seqMask) << subBits
 	if c.sh.nAbort.Load() != 0 {
 		c.sh.mu.Lock()
-		c.sh.forget(uint32(s)) // notices name a call by its low 32 bits
+		c.sh.forget(v.key())
 		c.sh.mu.Unlock()
 	}
 	return v

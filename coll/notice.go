@@ -122,6 +122,11 @@ func (s *shared) send(msg []byte) {
 	}
 }
 
+// key is how notices and their records name call c: its number's low 32
+// bits (calls in flight at once are never 2^32 apart; the records are
+// forgotten long before, forgetAfter).
+func (c *Comm) key() uint32 { return uint32(c.seq) }
+
 func notice(kind byte, seq uint32, rank int) []byte {
 	b := make([]byte, noticeHdr, noticeMax)
 	b[0] = kind
@@ -149,10 +154,11 @@ func (c *Comm) Abort(class int, err error) {
 	if isAborted(err) || len(c.World) == 1 || c.sh == nil {
 		return
 	}
-	c.sh.abort(uint32(c.seq), class, err.Error())
+	key := c.key()
+	c.sh.abort(key, class, err.Error())
 	c.sh.mu.Lock()
-	if _, ok := c.sh.aborted[uint32(c.seq)]; !ok {
-		c.sh.markAborted(uint32(c.seq), &AbortedError{Rank: c.sh.me, Class: class, Reason: err.Error()})
+	if _, ok := c.sh.aborted[key]; !ok {
+		c.sh.markAborted(key, &AbortedError{Rank: c.sh.me, Class: class, Reason: err.Error()})
 	}
 	c.sh.mu.Unlock()
 }
@@ -255,7 +261,7 @@ func (s *shared) check(c *Comm) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if ae, ok := s.aborted[uint32(c.seq)]; ok {
+	if ae, ok := s.aborted[c.key()]; ok {
 		return ae
 	}
 	return nil
@@ -375,7 +381,7 @@ func mismatch(mine, q callRec, me, them int) string {
 // record notes what this rank runs call c with, and fails the call if a
 // query about it arrived from a rank that runs it differently.
 func (s *shared) record(c *Comm, rec callRec) error {
-	rec.seq = uint32(c.seq)
+	rec.seq = c.key()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.hist[rec.seq%uint32(len(s.hist))] = rec
@@ -393,12 +399,13 @@ func (s *shared) record(c *Comm, rec callRec) error {
 // query asks the other ranks how they run c's call.
 func (s *shared) query(c *Comm) {
 	s.mu.Lock()
-	h := s.hist[uint32(c.seq)%uint32(len(s.hist))]
+	key := c.key()
+	h := s.hist[key%uint32(len(s.hist))]
 	s.mu.Unlock()
-	if h.seq != uint32(c.seq) {
+	if h.seq != key {
 		return
 	}
-	msg := notice(noticeQuery, uint32(c.seq), s.me)
+	msg := notice(noticeQuery, key, s.me)
 	putU32(msg[12:], uint32(h.coll)<<16|uint32(h.alg))
 	msg = msg[:noticeHdr+8]
 	putU64(msg[noticeHdr:], uint64(h.size))

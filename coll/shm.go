@@ -78,9 +78,9 @@ import (
 // algorithm on the communicator (gathers, scatters, scans, large or
 // nonblocking calls only: 6.4 days at 1 µs a call), which this does not
 // handle: the first shm call after such a stretch could take a rank's old
-// word for a later one. The set-up stores a word of the call before the first
-// in every rank's ready line, so that the zeroed segment is never read as
-// a call. A stamp is compared with its call for equality, and the call a
+// word for a later one. The set-up stores a word of the call before the
+// first in every rank's ready line, so that the zeroed segment is never
+// read as a call. A stamp is compared with its call for equality, and the call a
 // slot held is taken as the latest one with the stamp's 47 bits
 // (bcastAhead).
 //
