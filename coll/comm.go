@@ -55,6 +55,11 @@ const (
 	// (gpuretire.go); apart from every ch* sub-channel of the algorithms,
 	// which a view of sequence 0 might use as its whole tag.
 	subRetire = subNotify - 1
+	// TagSpare is a tag of sequence 0 that nothing of this package
+	// sends on (no call, no set-up, no notice, apart from every ch*
+	// sub-channel), set aside for a caller's own messages on a collective
+	// context: package mpi's CreateGroup with tag TagUB.
+	TagSpare = subNotify - 2
 )
 
 // NewComm describes a communicator: engine, collective context id, the

@@ -5,9 +5,13 @@ import (
 	"slices"
 )
 
-// reop renames the operation of an error from a nested call.
+// reop renames the operation of an error from a nested call (one of op
+// itself is kept as it is, not named twice).
 func reop(op string, err error) error {
 	if e, ok := err.(*Error); ok {
+		if e.Op == op {
+			return e
+		}
 		return &Error{Class: e.Class, Op: op, Err: e}
 	}
 	return wrap(op, err)

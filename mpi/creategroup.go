@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/gorun/gorun/btl"
+	"github.com/gorun/gorun/coll"
 )
 
 // CreateGroup returns a communicator of the members of g, which must be a
@@ -63,11 +64,13 @@ func (c *Comm) createGroup(g *Group, tag int) (*Comm, error) {
 
 // groupTag is the tag on c's collective context of CreateGroup's messages
 // for the caller's tag t: negative (-2-t), and for TagUB, whose negative
-// would not fit the 32 bits of a tag, 1, which no collective uses either
-// (coll's call tags start at 32; 0 carries its notices).
+// would not fit the 32 bits of a tag, coll.TagSpare, which coll sets
+// aside for it (it was 1, the tag of coll's shared-memory set-up: a
+// CreateGroup with TagUB beside a communicator's first collective could
+// take the set-up's message or give it its own).
 func groupTag(t int) int {
 	if t == TagUB {
-		return 1
+		return coll.TagSpare
 	}
 	return -2 - t
 }

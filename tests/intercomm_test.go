@@ -22,6 +22,7 @@ func init() {
 	rankCases["intercomm-ref"] = caseIntercommRef
 	rankCases["intercomm"] = caseIntercomm
 	rankCases["creategroup"] = caseCreateGroup
+	rankCases["creategroup-ub"] = caseCreateGroupUB
 	rankCases["intercomm-ctor"] = caseIntercommCtor
 }
 
@@ -795,7 +796,49 @@ func caseCreateGroup(w *mpi.Comm) error {
 	return mpi.Barrier(w)
 }
 
+// caseCreateGroupUB: CreateGroup with tag TagUB at the same time as the
+// communicator's first collective (whose shared-memory set-up sends on
+// a tag of its own), from two goroutines, on fresh communicators: each
+// must get its own messages. CreateGroup's TagUB messages used the
+// set-up's tag; then one took the other's message (a wrong length, or a
+// set-up or context id from the wrong bytes) or waited forever.
+func caseCreateGroupUB(w *mpi.Comm) error {
+	wg, _ := w.Group()
+	for i := range 20 {
+		d, err := w.Dup()
+		if err != nil {
+			return err
+		}
+		var g *mpi.Comm
+		var gerr error
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			g, gerr = d.CreateGroup(wg, mpi.TagUB)
+		}()
+		s := []int64{int64(w.Rank())}
+		rerr := mpi.Allreduce(d, s, s, mpi.Sum)
+		<-done
+		if err := errors.Join(gerr, rerr); err != nil {
+			return fmt.Errorf("round %d: %w", i, err)
+		}
+		if want := int64(w.Size() * (w.Size() - 1) / 2); s[0] != want {
+			return fmt.Errorf("round %d: Allreduce gives %d, want %d", i, s[0], want)
+		}
+		if g.Rank() != w.Rank() || g.Size() != w.Size() {
+			return fmt.Errorf("round %d: the group's communicator has rank %d of %d", i, g.Rank(), g.Size())
+		}
+		if err := errors.Join(mpi.Barrier(g), g.Free(), d.Free()); err != nil {
+			return fmt.Errorf("round %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
 func TestCreateGroup(t *testing.T) {
+	for _, np := range []int{2, 4} {
+		t.Run(fmt.Sprint("tagub/np=", np), func(t *testing.T) { job{np: np, cas: "creategroup-ub"}.ok(t) })
+	}
 	for _, np := range []int{1, 3, 5} {
 		t.Run(fmt.Sprint("np=", np), func(t *testing.T) { job{np: np, cas: "creategroup"}.ok(t) })
 	}
