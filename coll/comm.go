@@ -69,6 +69,7 @@ func NewComm(e *p2p.Engine, ctx uint32, world []int, me int, hosts []string) Com
 	c := Comm{E: e, Ctx: ctx, World: world, Me: me}
 	c.sh = &shared{e: e, ctx: ctx, world: world, me: me}
 	c.sh.seq.Store(uint64(pSeqStart()))
+	c.sh.skip = uint64(max(pSeqSkip(), 0))
 	c.Node, c.Nodes = nodesOf(hosts, len(world))
 	if n := pFakeNodes(); n > 1 {
 		// Test knob: pretend world rank w lives on node w mod n.
@@ -114,6 +115,9 @@ func (c *Comm) Begin() Comm {
 	s := c.sh.seq.Add(1)
 	for s&seqMask == 0 {
 		s = c.sh.seq.Add(1)
+	}
+	if c.sh.skip > 0 && s%64 == 0 {
+		c.sh.seq.Add(c.sh.skip)
 	}
 	v.seq = s
 	v.tag = int(s&seqMask) << subBits

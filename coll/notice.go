@@ -81,7 +81,8 @@ type callRec struct {
 
 // shared is the state all calls on one communicator share.
 type shared struct {
-	seq atomic.Uint64
+	seq  atomic.Uint64
+	skip uint64 // GORUN_COLL_SEQ_SKIP (Begin)
 
 	// The communicator as a whole (a hierarchical algorithm's phases run
 	// on views of parts of it): where notices go.

@@ -74,11 +74,11 @@ import (
 // number arithmetic), right while the two are less than 2^39 calls apart:
 // no rank runs that far ahead of another (calls that need nothing from a
 // slower rank buffer its data: the ring's eight slots, eager messages),
-// and a ready word is that old only after 2^39 calls with no shm
+// and a ready word would be that old only after 2^39 calls with no shm
 // algorithm on the communicator (gathers, scatters, scans, large or
-// nonblocking calls only: 6.4 days at 1 µs a call), which this does not
-// handle: the first shm call after such a stretch could take a rank's old
-// word for a later one. The set-up stores a word of the call before the
+// nonblocking calls only: 6.4 days at 1 µs a call): the first shm call
+// 2^38 or more calls after the previous one renews every rank's words
+// first (shmRenew). The set-up stores a word of the call before the
 // first in every rank's ready line, so that the zeroed segment is never
 // read as a call. A stamp is compared with its call for equality, and the call a
 // slot held is taken as the latest one with the stamp's 47 bits
@@ -713,6 +713,11 @@ func (c *Comm) shmRunAfter(a *Args, f func(k *shmCall) error, fallback func(*Com
 	// delayed one call in a few thousand by 100 µs or more at np=32.
 	k := &g.call
 	*k = shmCall{c: c, g: g, s: uint64(c.seq), b: g.next}
+	if k.s-g.prev >= shmStale {
+		if err := c.shmRenew(g, k.s); err != nil {
+			return err
+		}
+	}
 	// No rank starts a call before every rank has entered this rank's
 	// previous one: see "Reuse of a buffer", and "Bcasts that run ahead"
 	// for the exception.
@@ -727,6 +732,37 @@ func (c *Comm) shmRunAfter(a *Args, f func(k *shmCall) error, fallback func(*Com
 	g.next ^= 1
 	g.prev = k.s
 	return err
+}
+
+// shmStale: a communicator's first shm call this many calls or more after
+// its previous one renews the ready words first (shmRenew), before they
+// are 2^39 calls old and read wrong ("Call numbers in the words").
+const shmStale = 1 << 38
+
+// chShmRenew is the sub-channel of shmRenew's barriers, apart from every
+// other ch* of a call.
+const chShmRenew = 8
+
+// shmRenew stores, at call s, the call before it in this rank's ready and
+// last words, as the set-up does, between two barriers through
+// point-to-point messages: after the first no rank still reads a word of
+// an earlier call, and after the second every rank's words are renewed,
+// so the call goes on as if the segment had been set up just before it.
+// The words it replaces are at least shmStale calls old and maybe more
+// than 2^39, which afterReady would read as a later call; every rank
+// runs it in the same call (the previous shm call is the same at every
+// rank).
+func (c *Comm) shmRenew(g *shmSeg, s uint64) error {
+	v := *c
+	v.tag = c.tag&^(1<<subBits-1) | chShmRenew
+	if err := barrierDissemination(&v, nil); err != nil {
+		return err
+	}
+	w0 := (s - 1) << readySeq
+	atomic.StoreUint64(g.word(c.Me, 8), w0)
+	atomic.StoreUint64(g.ready(c.Me), w0)
+	g.pub, g.prev, g.seen = w0, s-1, s-1
+	return barrierDissemination(&v, nil)
 }
 
 // barrierShm: every rank announces itself and waits for all the others.

@@ -43,6 +43,35 @@ func TestCollSeqWrap(t *testing.T) {
 	}
 }
 
+// TestCollSeqStretch: a communicator's calls with long stretches of
+// calls of no shared-memory algorithm between them, which leave its ready
+// words far behind: the numbering jumps 2^39+3 (past the ready words'
+// serial-number window) or 2^38+3 after every 64th call
+// (GORUN_COLL_SEQ_SKIP; without the bcast ring, whose stamps take a slot
+// as free 2^30 calls on), through the same mix of every shm path with
+// slow ranks. Before shmRenew a rank read another's word of a call 2^39
+// calls back as a later one and went on without waiting for it.
+func TestCollSeqStretch(t *testing.T) {
+	for _, skip := range []struct {
+		name string
+		by   uint64
+	}{{"2^39", 1<<39 + 3}, {"2^38", 1<<38 + 3}} {
+		for _, tc := range []struct {
+			name string
+			np   int
+			env  []string
+		}{
+			{"np=3", 3, nil},
+			{"np=4/tree", 4, []string{"GORUN_COLL_SHM_TREE=2", "GORUN_COLL_SHM_RADIX=2"}},
+		} {
+			t.Run(skip.name+"/"+tc.name, func(t *testing.T) {
+				env := append([]string{fmt.Sprintf("GORUN_COLL_SEQ_SKIP=%d", skip.by), "GORUN_COLL_SHM_AHEAD=0"}, tc.env...)
+				job{np: tc.np, cas: "seq-wrap", env: env, timeout: 90 * time.Second}.ok(t)
+			})
+		}
+	}
+}
+
 func caseSeqWrap(w *mpi.Comm) error {
 	if err := caseBcastAhead(w); err != nil { // about 560 calls
 		return err
