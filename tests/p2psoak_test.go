@@ -69,7 +69,7 @@ func init() { rankCases["p2p-soak"] = caseP2PSoak }
 
 func caseP2PSoak(w *mpi.Comm) error {
 	seed, _ := strconv.ParseUint(os.Getenv("GORUN_TEST_SOAK_SEED"), 10, 64)
-	cfg := p2psoak.Config{Rounds: 1500, Seed: seed, Max: 256 << 10, Slow: 40}
+	cfg := p2psoak.Config{Rounds: 1500, Seed: seed, Max: 256 << 10, Slow: 40, Stall: time.Minute}
 	if os.Getenv("GORUN_TEST_SOAK_GPU") == "1" {
 		cfg.GPU, cfg.Max, cfg.Rounds = true, 4<<20, 600
 	}

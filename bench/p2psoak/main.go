@@ -10,7 +10,8 @@
 //
 // A wrong message or a failed call prints the round and the message (its
 // index, size, ranks, communicator, tag, how it was sent) and aborts the
-// job with status 1; at the end rank 0 prints how many of each way it sent
+// job with status 1, a round that does not end within -stall its messages
+// at the rank that waits, with status 2; at the end rank 0 prints how many of each way it sent
 // and received.
 package main
 
@@ -30,6 +31,7 @@ var (
 	seed    = flag.Uint64("seed", 1, "seed of the schedule, the same on every rank")
 	maxSz   = flag.Int("max", 256<<10, "largest message in bytes")
 	slow    = flag.Int("slow", 50, "one round in this many starts with one rank asleep for up to 2 ms (0: never)")
+	stall   = flag.Duration("stall", 2*time.Minute, "a round not ended at a rank after this long prints its messages there and aborts the job (0: never)")
 	onGPU   = flag.Bool("gpu", false, "a third of the messages sent from device memory, some received into it (world rank r on GPU r mod the GPUs there are)")
 )
 
@@ -45,7 +47,7 @@ func main() {
 		mpi.Abort(w, 1)
 	}
 	t0 := time.Now()
-	n, err := p2psoak.Run(w, p2psoak.Config{Rounds: *nRounds, Seed: *seed, Max: *maxSz, Slow: *slow, GPU: *onGPU})
+	n, err := p2psoak.Run(w, p2psoak.Config{Rounds: *nRounds, Seed: *seed, Max: *maxSz, Slow: *slow, GPU: *onGPU, Stall: *stall})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "p2psoak: rank %d: FAILED: %v\n", w.Rank(), err)
 		mpi.Abort(w, 1)

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/gorun/gorun/gpu"
@@ -40,7 +42,15 @@ func Run(w *mpi.Comm, cfg Config) (map[string]int, error) {
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x9e3779b97f4a7c15))
 	for r := range cfg.Rounds {
 		rd := draw(rng, r, n, cfg)
-		if err := s.round(&rd); err != nil {
+		var watch *time.Timer
+		if cfg.Stall > 0 {
+			watch = time.AfterFunc(cfg.Stall, func() { s.stalled(&rd) })
+		}
+		err := s.round(&rd)
+		if watch != nil {
+			watch.Stop()
+		}
+		if err != nil {
 			mpi.BufferDetach()
 			return s.counts, fmt.Errorf("round %d (seed %d, %d messages, fenced %v): %w", r, cfg.Seed, len(rd.msgs), rd.fenced, err)
 		}
@@ -54,6 +64,23 @@ type soak struct {
 	comms  [3]*mpi.Comm
 	dev    int // this rank's GPU; -1: none
 	counts map[string]int
+}
+
+// stalled prints what this rank sends and receives in rd, which has not
+// ended after Config.Stall, and aborts the job.
+func (s *soak) stalled(rd *round) {
+	w := s.comms[0]
+	var b strings.Builder
+	fmt.Fprintf(&b, "p2psoak: rank %d: round %d (seed %d, fenced %v) has not ended after %v; its messages here:\n", w.Rank(), rd.r, s.cfg.Seed, rd.fenced, s.cfg.Stall)
+	for i := range rd.msgs {
+		m := &rd.msgs[i]
+		c := s.comms[m.comm]
+		if m.src == c.Rank() || m.dst == c.Rank() {
+			fmt.Fprintf(&b, "  %v, received by %s\n", m, recvNames[rd.modes[m.comm][m.dst]])
+		}
+	}
+	os.Stderr.WriteString(b.String())
+	mpi.Abort(w, 2)
 }
 
 // recv is one receive of a round at this rank.

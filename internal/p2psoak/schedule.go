@@ -48,6 +48,10 @@ type Config struct {
 	// third of those received by posted receives land in it (world rank r
 	// on GPU r mod the GPUs there are).
 	GPU bool
+	// Stall: a round that has not ended at this rank after so long
+	// prints what the rank sends and receives in it and aborts the job
+	// (a message lost would leave its receiver waiting forever); 0: never.
+	Stall time.Duration
 }
 
 // edges are message sizes in bytes where the transports change: btl/sm's
