@@ -77,8 +77,8 @@ import (
 // and a ready word would be that old only after 2^39 calls with no shm
 // algorithm on the communicator (gathers, scatters, scans, large or
 // nonblocking calls only: 6.4 days at 1 µs a call): the first shm call
-// 2^38 or more calls after the previous one renews every rank's words
-// first (shmRenew). The set-up stores a word of the call before the
+// of each epoch of 2^37 calls renews every rank's words first (shmRenew).
+// The set-up stores a word of the call before the
 // first in every rank's ready line, so that the zeroed segment is never
 // read as a call. A stamp is compared with its call for equality, and the call a
 // slot held is taken as the latest one with the stamp's 47 bits
@@ -229,6 +229,7 @@ type shmSeg struct {
 	prev   uint64 // this rank's previous shm call
 	pub    uint64 // the ready word this rank published last
 	seen   uint64 // every rank is known to have entered call seen
+	epoch  uint64 // the epoch of the set-up or the last renewal (shmRenew)
 	busy   atomic.Bool
 	call   shmCall // the call in progress (busy)
 	radix  int     // the reduction tree's (shmtree.go)
@@ -475,7 +476,7 @@ func (c *Comm) shmSetup(first uint64) (*shmSeg, error) {
 	// first, not at 0: a zero word is a call too, to afterReady
 	// ("Call numbers in the words").
 	w0 := (first - 1) << readySeq
-	g := &shmSeg{n: n, slot: slot, stride: stride, ring: ring, radix: treeRadix(n), pub: w0}
+	g := &shmSeg{n: n, slot: slot, stride: stride, ring: ring, radix: treeRadix(n), pub: w0, epoch: first >> shmEpoch}
 	mem, why, err := c.sharedSegment(path, line+n*stride, func(mem []byte) {
 		g.mem = mem
 		for r := range n {
@@ -713,7 +714,7 @@ func (c *Comm) shmRunAfter(a *Args, f func(k *shmCall) error, fallback func(*Com
 	// delayed one call in a few thousand by 100 µs or more at np=32.
 	k := &g.call
 	*k = shmCall{c: c, g: g, s: uint64(c.seq), b: g.next}
-	if k.s-g.prev >= shmStale {
+	if k.s>>shmEpoch != g.epoch {
 		if err := c.shmRenew(g, k.s); err != nil {
 			return err
 		}
@@ -734,10 +735,17 @@ func (c *Comm) shmRunAfter(a *Args, f func(k *shmCall) error, fallback func(*Com
 	return err
 }
 
-// shmStale: a communicator's first shm call this many calls or more after
-// its previous one renews the ready words first (shmRenew), before they
-// are 2^39 calls old and read wrong ("Call numbers in the words").
-const shmStale = 1 << 38
+// shmEpoch: the calls of a communicator fall in epochs of 2^shmEpoch
+// calls (a call's number shifted right by it), and the first shm call of
+// an epoch after the segment's (or the last renewal's) renews the ready
+// words first (shmRenew): a word is then never more than 2^37 calls older
+// than the call that reads it, well within the 2^39 that afterReady reads
+// right ("Call numbers in the words"). The trigger is the call's number
+// alone, the same at every rank; the call before it through the segment
+// is not (a rank that failed a call's arguments skipped a call the others
+// ran in shared memory), and a renewal some ranks ran alone would wait
+// forever for the others.
+const shmEpoch = 37
 
 // chShmRenew is the sub-channel of shmRenew's barriers, apart from every
 // other ch* of a call.
@@ -748,10 +756,9 @@ const chShmRenew = 8
 // point-to-point messages: after the first no rank still reads a word of
 // an earlier call, and after the second every rank's words are renewed,
 // so the call goes on as if the segment had been set up just before it.
-// The words it replaces are at least shmStale calls old and maybe more
-// than 2^39, which afterReady would read as a later call; every rank
-// runs it in the same call (the previous shm call is the same at every
-// rank).
+// The epoch is renewed only once both barriers passed: a renewal that
+// failed (a rank that failed the call's arguments, whose abort fails the
+// barriers everywhere) is run again by every rank at the next shm call.
 func (c *Comm) shmRenew(g *shmSeg, s uint64) error {
 	v := *c
 	v.tag = c.tag&^(1<<subBits-1) | chShmRenew
@@ -762,7 +769,11 @@ func (c *Comm) shmRenew(g *shmSeg, s uint64) error {
 	atomic.StoreUint64(g.word(c.Me, 8), w0)
 	atomic.StoreUint64(g.ready(c.Me), w0)
 	g.pub, g.prev, g.seen = w0, s-1, s-1
-	return barrierDissemination(&v, nil)
+	if err := barrierDissemination(&v, nil); err != nil {
+		return err
+	}
+	g.epoch = s >> shmEpoch
+	return nil
 }
 
 // barrierShm: every rank announces itself and waits for all the others.

@@ -1,7 +1,9 @@
 package tests
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -20,6 +22,7 @@ import (
 
 func init() {
 	rankCases["seq-wrap"] = caseSeqWrap
+	rankCases["seq-renew-onefails"] = caseRenewOneFails
 }
 
 func TestCollSeqWrap(t *testing.T) {
@@ -27,49 +30,106 @@ func TestCollSeqWrap(t *testing.T) {
 		name string
 		at   uint64
 	}{{"2^32", 1 << 32}, {"2^40", 1 << 40}, {"2^47", 1 << 47}} {
-		for _, tc := range []struct {
-			name string
-			np   int
-			env  []string
-		}{
-			{"np=3", 3, nil},
-			{"np=4/tree", 4, []string{"GORUN_COLL_SHM_TREE=2", "GORUN_COLL_SHM_RADIX=2"}},
-		} {
-			t.Run(start.name+"/"+tc.name, func(t *testing.T) {
-				env := append([]string{fmt.Sprintf("GORUN_COLL_SEQ_START=%d", start.at-300)}, tc.env...)
-				job{np: tc.np, cas: "seq-wrap", env: env, timeout: 90 * time.Second}.ok(t)
-			})
-		}
+		seqWrapJobs(t, start.name, fmt.Sprintf("GORUN_COLL_SEQ_START=%d", start.at-300))
+	}
+}
+
+// seqWrapJobs runs the seq-wrap case at np=3 and at np=4 through the
+// reduction tree, with env, as subtests under name.
+func seqWrapJobs(t *testing.T, name string, env ...string) {
+	for _, tc := range []struct {
+		name string
+		np   int
+		env  []string
+	}{
+		{"np=3", 3, nil},
+		{"np=4/tree", 4, []string{"GORUN_COLL_SHM_TREE=2", "GORUN_COLL_SHM_RADIX=2"}},
+	} {
+		t.Run(name+"/"+tc.name, func(t *testing.T) {
+			job{np: tc.np, cas: "seq-wrap", env: append(slices.Clone(env), tc.env...), timeout: 90 * time.Second}.ok(t)
+		})
 	}
 }
 
 // TestCollSeqStretch: a communicator's calls with long stretches of
 // calls of no shared-memory algorithm between them, which leave its ready
 // words far behind: the numbering jumps 2^39+3 (past the ready words'
-// serial-number window) or 2^38+3 after every 64th call
-// (GORUN_COLL_SEQ_SKIP; without the bcast ring, whose stamps take a slot
-// as free 2^30 calls on), through the same mix of every shm path with
-// slow ranks. Before shmRenew a rank read another's word of a call 2^39
-// calls back as a later one and went on without waiting for it.
+// serial-number window) or 2^37+3 after every 64th call
+// (GORUN_COLL_SEQ_SKIP), through the same mix of every shm path with slow
+// ranks, with the bcast ring and without. Before shmRenew a rank read
+// another's word of a call 2^39 calls back as a later one and went on
+// without waiting for it (2^39 failed; 2^37 is the control: its words
+// were read right, and it runs a renewal at every jump).
+//
+// seq-renew-onefails: at the call that starts an epoch (which renews the
+// words), one rank fails a Bcast's arguments while the others enter it;
+// the next calls must still run everywhere. A first version renewed when
+// a rank's previous shm call was 2^38 calls back, which the failing rank
+// reckoned from an older call than the others: it renewed alone, and
+// waited forever for them.
 func TestCollSeqStretch(t *testing.T) {
 	for _, skip := range []struct {
 		name string
-		by   uint64
-	}{{"2^39", 1<<39 + 3}, {"2^38", 1<<38 + 3}} {
-		for _, tc := range []struct {
-			name string
-			np   int
-			env  []string
-		}{
-			{"np=3", 3, nil},
-			{"np=4/tree", 4, []string{"GORUN_COLL_SHM_TREE=2", "GORUN_COLL_SHM_RADIX=2"}},
-		} {
-			t.Run(skip.name+"/"+tc.name, func(t *testing.T) {
-				env := append([]string{fmt.Sprintf("GORUN_COLL_SEQ_SKIP=%d", skip.by), "GORUN_COLL_SHM_AHEAD=0"}, tc.env...)
-				job{np: tc.np, cas: "seq-wrap", env: env, timeout: 90 * time.Second}.ok(t)
-			})
+		env  []string
+	}{
+		{"2^39", []string{fmt.Sprintf("GORUN_COLL_SEQ_SKIP=%d", 1<<39+3)}},
+		{"2^39/no-ring", []string{fmt.Sprintf("GORUN_COLL_SEQ_SKIP=%d", 1<<39+3), "GORUN_COLL_SHM_AHEAD=0"}},
+		{"2^37", []string{fmt.Sprintf("GORUN_COLL_SEQ_SKIP=%d", 1<<37+3)}},
+	} {
+		seqWrapJobs(t, skip.name, skip.env...)
+	}
+	t.Run("one-fails", func(t *testing.T) {
+		job{np: 3, cas: "seq-renew-onefails", env: []string{fmt.Sprintf("GORUN_COLL_SEQ_SKIP=%d", 1<<37+3)}, timeout: 60 * time.Second}.ok(t)
+	})
+}
+
+// caseRenewOneFails: 64 Barriers on a Dup (the numbering jumps 2^37+3
+// after the 64th), then a Bcast whose root is bad at rank 1 alone (the
+// first call of a new epoch: the others enter its renewal, which fails
+// for want of rank 1), 60 Ibarriers (past the next jump), then Barriers
+// and Allreduces, which must run and sum right everywhere.
+func caseRenewOneFails(w *mpi.Comm) error {
+	c, err := w.Dup()
+	if err != nil {
+		return err
+	}
+	defer c.Free()
+	for i := range 64 {
+		if err := mpi.Barrier(c); err != nil {
+			return fmt.Errorf("Barrier %d: %v", i, err)
 		}
 	}
+	root := 0
+	if c.Rank() == 1 {
+		root = 99
+	}
+	err = mpi.Bcast(c, []int{1, 2, 3}, root)
+	if c.Rank() == 1 && !errors.Is(err, mpi.ErrRoot) {
+		return fmt.Errorf("Bcast with root 99: %v, want ErrRoot", err)
+	}
+	for i := range 60 {
+		q, err := mpi.Ibarrier(c)
+		if err == nil {
+			_, err = q.Wait()
+		}
+		if err != nil {
+			return fmt.Errorf("Ibarrier %d: %v", i, err)
+		}
+	}
+	n := c.Size()
+	for i := range 5 {
+		if err := mpi.Barrier(c); err != nil {
+			return fmt.Errorf("Barrier %d after the failed Bcast: %v", i, err)
+		}
+		x := []int64{int64(c.Rank() + i)}
+		if err := mpi.Allreduce(c, x, x, mpi.Sum); err != nil {
+			return fmt.Errorf("Allreduce %d after the failed Bcast: %v", i, err)
+		}
+		if want := int64(n*(n-1)/2 + n*i); x[0] != want {
+			return fmt.Errorf("Allreduce %d after the failed Bcast: %d, want %d", i, x[0], want)
+		}
+	}
+	return nil
 }
 
 func caseSeqWrap(w *mpi.Comm) error {
