@@ -2,6 +2,7 @@ package tests
 
 import (
 	"fmt"
+	"hash/fnv"
 	"os"
 	"strconv"
 	"testing"
@@ -22,22 +23,13 @@ import (
 // communicators makes a few hundred calls), the reduction tree from 2
 // ranks, the point-to-point algorithms only, and over TCP.
 func TestCollSoak(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		np   int
-		env  []string
-	}{
+	runSoaks(t, "coll-soak", 120*time.Second, nil, []soakCase{
 		{"np=3", 3, nil},
 		{"np=4/ahead=24/seq=2^40", 4, []string{"GORUN_COLL_SHM_AHEAD=24", fmt.Sprintf("GORUN_COLL_SEQ_START=%d", 1<<40-150)}},
 		{"np=5/tree", 5, []string{"GORUN_COLL_SHM_TREE=2", "GORUN_COLL_SHM_RADIX=2"}},
 		{"np=4/p2p", 4, []string{"GORUN_COLL_SHM=0"}},
 		{"np=3/tcp", 3, []string{"GORUN_BTL=tcp,self"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			env := append([]string{"GORUN_TEST_SOAK_SEED=" + strconv.Itoa(len(tc.name))}, tc.env...)
-			job{np: tc.np, cas: "coll-soak", env: env, timeout: 120 * time.Second}.ok(t)
-		})
-	}
+	})
 }
 
 // TestGPUCollSoak is TestCollSoak on device buffers through the GPU
@@ -48,18 +40,34 @@ func TestGPUCollSoak(t *testing.T) {
 	if ok, why := gpu.Available(); !ok {
 		t.Skipf("no GPU: %s", why)
 	}
-	for _, tc := range []struct {
-		name string
-		np   int
-		env  []string
-	}{
-		{"np=2", 2, nil},
-		{"np=3", 3, nil},
-		{"np=4/two-hosts", 4, []string{"GORUN_FAKE_HOSTS=2"}},
-	} {
+	runSoaks(t, "coll-soak", 300*time.Second, []string{"GORUN_TEST_SOAK_GPU=1"}, gpuSoakCases)
+}
+
+// soakCase is one setting a soak test runs its rank case in.
+type soakCase struct {
+	name string
+	np   int
+	env  []string
+}
+
+// gpuSoakCases are the GPU soaks' settings: two ranks, three (two on a
+// GPU), and two pretend hosts (staging between them).
+var gpuSoakCases = []soakCase{
+	{"np=2", 2, nil},
+	{"np=3", 3, nil},
+	{"np=4/two-hosts", 4, []string{"GORUN_FAKE_HOSTS=2"}},
+}
+
+// runSoaks runs rank case cas in each setting as a subtest, with env
+// added to the setting's and a seed of its own: a hash of the test's
+// full name.
+func runSoaks(t *testing.T, cas string, timeout time.Duration, env []string, cases []soakCase) {
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			env := append([]string{"GORUN_TEST_SOAK_SEED=" + strconv.Itoa(len(tc.name)), "GORUN_TEST_SOAK_GPU=1"}, tc.env...)
-			job{np: tc.np, cas: "coll-soak", env: env, timeout: 300 * time.Second}.ok(t)
+			h := fnv.New32a()
+			h.Write([]byte(t.Name()))
+			e := append([]string{"GORUN_TEST_SOAK_SEED=" + strconv.Itoa(int(h.Sum32()))}, env...)
+			job{np: tc.np, cas: cas, env: append(e, tc.env...), timeout: timeout}.ok(t)
 		})
 	}
 }

@@ -23,22 +23,13 @@ import (
 // fragments); rendezvous from 64 bytes; two pretend hosts (TCP between
 // them, shared memory within); TCP only.
 func TestP2PSoak(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		np   int
-		env  []string
-	}{
+	runSoaks(t, "p2p-soak", 120*time.Second, nil, []soakCase{
 		{"np=3", 3, nil},
 		{"np=4/fragments", 4, []string{"GORUN_SM_SLOTS=2", "GORUN_SM_FRAG_SIZE=4096", "GORUN_SM_SINGLE_COPY=none"}},
 		{"np=2/eager=64", 2, []string{"GORUN_SM_EAGER_LIMIT=64"}},
 		{"np=4/two-hosts", 4, []string{"GORUN_FAKE_HOSTS=2"}},
 		{"np=3/tcp", 3, []string{"GORUN_BTL=tcp,self"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			env := append([]string{"GORUN_TEST_SOAK_SEED=" + strconv.Itoa(len(tc.name))}, tc.env...)
-			job{np: tc.np, cas: "p2p-soak", env: env, timeout: 120 * time.Second}.ok(t)
-		})
-	}
+	})
 }
 
 // TestGPUP2PSoak is TestP2PSoak with a third of the messages sent from
@@ -49,20 +40,7 @@ func TestGPUP2PSoak(t *testing.T) {
 	if ok, why := gpu.Available(); !ok {
 		t.Skipf("no GPU: %s", why)
 	}
-	for _, tc := range []struct {
-		name string
-		np   int
-		env  []string
-	}{
-		{"np=2", 2, nil},
-		{"np=3", 3, nil},
-		{"np=4/two-hosts", 4, []string{"GORUN_FAKE_HOSTS=2"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			env := append([]string{"GORUN_TEST_SOAK_SEED=" + strconv.Itoa(len(tc.name)), "GORUN_TEST_SOAK_GPU=1"}, tc.env...)
-			job{np: tc.np, cas: "p2p-soak", env: env, timeout: 300 * time.Second}.ok(t)
-		})
-	}
+	runSoaks(t, "p2p-soak", 300*time.Second, []string{"GORUN_TEST_SOAK_GPU=1"}, gpuSoakCases)
 }
 
 func init() { rankCases["p2p-soak"] = caseP2PSoak }

@@ -40,8 +40,9 @@ func Run(w *mpi.Comm, cfg Config) (map[string]int, error) {
 		return nil, err
 	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x9e3779b97f4a7c15))
+	bsends := make([]int, n)
 	for r := range cfg.Rounds {
-		rd := draw(rng, r, n, cfg)
+		rd := draw(rng, r, n, cfg, bsends)
 		var watch *time.Timer
 		if cfg.Stall > 0 {
 			watch = time.AfterFunc(cfg.Stall, func() { s.stalled(&rd) })

@@ -10,7 +10,8 @@
 // several streams at once, of a size drawn log-uniform up to Config.Max
 // or, half of the time, at the transports' limits (btl/sm's one-line
 // record, its eager limit, tcp's, a fragment), sent by Isend, Issend,
-// Send, Ssend, Ibsend or a persistent request (SendInit, Start), from
+// Send, Ssend, Ibsend (at most four a rank between fenced rounds) or a
+// persistent request (SendInit, Start), from
 // device memory too with Config.GPU. Each rank receives what comes to it
 // on a communicator in one way, drawn for the round: receives posted for
 // each message (some of them persistent, into device memory too with
@@ -94,7 +95,10 @@ var recvNames = [nRecv]string{"specific", "anytag", "mprobe", "probe", "anysourc
 func probing(mode int) bool { return mode == rMprobe || mode == rProbe || mode == rImprobe }
 
 // bsendMax is the largest buffered send, bsendPer the most a rank makes
-// in a round: the attached buffer holds that many.
+// between two fenced rounds: the attached buffer holds that many. (A
+// buffered send's space comes back once its data is delivered, which a
+// receiver that fell behind can hold off for rounds; after a fenced
+// round's Barrier every message before it has been received.)
 const (
 	bsendMax = 4096
 	bsendPer = 4
@@ -143,8 +147,9 @@ type round struct {
 }
 
 // draw returns round r of the schedule for n ranks; every rank draws the
-// same.
-func draw(rng *rand.Rand, r, n int, cfg Config) round {
+// same. bsends counts each world rank's buffered sends since the last
+// fenced round, across calls.
+func draw(rng *rand.Rand, r, n int, cfg Config, bsends []int) round {
 	rd := round{r: r, fenced: rng.IntN(3) == 0, sleeper: -1, cancel: rng.IntN(4) == 0}
 	modes := nRecvUnfenced
 	if rd.fenced {
@@ -160,7 +165,6 @@ func draw(rng *rand.Rand, r, n int, cfg Config) round {
 		rd.sleeper = rng.IntN(n)
 		rd.nap = time.Duration(rng.IntN(2000)) * time.Microsecond
 	}
-	bsends := make([]int, n)
 	rd.msgs = make([]msg, rng.IntN(3*n+1))
 	for i := range rd.msgs {
 		m := msg{idx: i, comm: rng.IntN(3), src: rng.IntN(n), dst: rng.IntN(n), tag: rng.IntN(maxTag), send: rng.IntN(nSend)}
@@ -196,6 +200,9 @@ func draw(rng *rand.Rand, r, n int, cfg Config) round {
 		}
 		m.first = mode == rMixed && rng.IntN(2) == 0
 		rd.msgs[i] = m
+	}
+	if rd.fenced {
+		clear(bsends)
 	}
 	// rMixed: a stream's messages with receives of their own are its
 	// first ones (a specific receive takes the first message of its
