@@ -28,7 +28,12 @@ func Run(w *mpi.Comm, cfg Config) (map[string]int, error) {
 		return nil, err
 	}
 	defer rev.Free()
-	s := &soak{cfg: cfg, comms: [3]*mpi.Comm{w, dup, rev}, dev: -1, counts: map[string]int{}}
+	s := &soak{cfg: cfg, comms: [3]*mpi.Comm{w, dup, rev}, dev: -1, counts: map[string]int{}, kept: map[keptKey]*kept{}}
+	defer func() {
+		for _, k := range s.kept {
+			k.q.Free()
+		}
+	}()
 	if cfg.GPU {
 		k, err := gpu.DeviceCount()
 		if err != nil || k == 0 {
@@ -65,6 +70,49 @@ type soak struct {
 	comms  [3]*mpi.Comm
 	dev    int // this rank's GPU; -1: none
 	counts map[string]int
+	kept   map[keptKey]*kept
+}
+
+// Persistent requests are kept from round to round and started again,
+// which is what they are for: one per communicator, peer, tag and length
+// (and receive buffer), send or receive, up to maxKept; a second of the
+// same key in one round gets a request of its own, freed at the round's
+// end.
+type keptKey struct {
+	send                  bool
+	comm, peer, tag, size int
+}
+
+type kept struct {
+	q     *mpi.Request
+	buf   []byte
+	round int // the round that last started it
+}
+
+const maxKept = 256
+
+// persistent returns the persistent request for key, started for round r
+// with its buffer filled by fill: a kept one started again, or a new one
+// made by init (kept if there is room, else owned, to be freed by the
+// caller).
+func (s *soak) persistent(k keptKey, r int, fill func([]byte), init func(buf []byte) (*mpi.Request, error)) (q *mpi.Request, buf []byte, owned bool, err error) {
+	if kp := s.kept[k]; kp != nil && kp.round != r {
+		fill(kp.buf)
+		kp.round = r
+		s.counts["persistent requests started again"]++
+		return kp.q, kp.buf, false, kp.q.Start()
+	}
+	buf = make([]byte, k.size)
+	fill(buf)
+	if q, err = init(buf); err != nil {
+		return nil, nil, false, err
+	}
+	owned = true
+	if _, dup := s.kept[k]; !dup && len(s.kept) < maxKept {
+		s.kept[k] = &kept{q: q, buf: buf, round: r}
+		owned = false
+	}
+	return q, buf, owned, q.Start()
 }
 
 // stalled prints what this rank sends and receives in rd, which has not
@@ -91,7 +139,7 @@ type recv struct {
 	buf        []byte
 	dbuf       gpu.Buffer
 	q          *mpi.Request
-	persistent bool
+	persistent bool // a persistent request of this round's own: freed at its end
 	st         mpi.Status
 }
 
@@ -101,7 +149,7 @@ type sent struct {
 	buf        []byte
 	dbuf       gpu.Buffer
 	q          *mpi.Request
-	persistent bool
+	persistent bool // as recv's
 }
 
 // round runs rd at this rank: posts its receives, cancels one, sends,
@@ -249,10 +297,13 @@ func (s *soak) post(rd *round, m *msg, mode int) (*recv, error) {
 		}
 		x.q, err = mpi.IrecvGPU(c, x.dbuf, src, tag)
 	case mode == rSpecific && m.idx%4 == 0:
-		x.persistent = true
-		if x.q, err = mpi.RecvInit(c, x.buf, src, tag); err == nil {
-			err = x.q.Start()
+		k := keptKey{false, m.comm, src, tag, size}
+		fill := func(b []byte) {
+			for i := range b {
+				b[i] = sentinel
+			}
 		}
+		x.q, x.buf, x.persistent, err = s.persistent(k, rd.r, fill, func(b []byte) (*mpi.Request, error) { return mpi.RecvInit(c, b, src, tag) })
 	default:
 		x.q, err = mpi.Irecv(c, x.buf, src, tag)
 	}
@@ -290,10 +341,9 @@ func (s *soak) start(rd *round, m *msg) (*sent, error) {
 	case sIbsend:
 		x.q, err = mpi.Ibsend(c, x.buf, m.dst, m.tag)
 	case sPersistent:
-		x.persistent = true
-		if x.q, err = mpi.SendInit(c, x.buf, m.dst, m.tag); err == nil {
-			err = x.q.Start()
-		}
+		k := keptKey{true, m.comm, m.dst, m.tag, m.bytes}
+		fill := func(b []byte) { pattern(b, rd.r, m.idx) }
+		x.q, x.buf, x.persistent, err = s.persistent(k, rd.r, fill, func(b []byte) (*mpi.Request, error) { return mpi.SendInit(c, b, m.dst, m.tag) })
 	}
 	return x, err
 }

@@ -11,7 +11,9 @@
 // or, half of the time, at the transports' limits (btl/sm's one-line
 // record, its eager limit, tcp's, a fragment), sent by Isend, Issend,
 // Send, Ssend, Ibsend (at most four a rank between fenced rounds) or a
-// persistent request (SendInit, Start), from
+// persistent request (SendInit, Start: kept from round to round and
+// started again for the next message of its communicator, peer, tag and
+// length, as receives posted by RecvInit are), from
 // device memory too with Config.GPU. Each rank receives what comes to it
 // on a communicator in one way, drawn for the round: receives posted for
 // each message (some of them persistent, into device memory too with
@@ -172,6 +174,10 @@ func draw(rng *rand.Rand, r, n int, cfg Config, bsends []int) round {
 			m.bytes = edges[rng.IntN(len(edges))]
 		} else {
 			m.bytes = int(float64(cfg.Max) * rng.Float64() * rng.Float64() * rng.Float64())
+		}
+		if m.send == sPersistent {
+			// The sizes persistent sends keep requests for (run.go).
+			m.bytes = edges[rng.IntN(len(edges))]
 		}
 		m.bytes = min(m.bytes, cfg.Max)
 		if rng.IntN(3) == 0 {
