@@ -257,7 +257,56 @@ func (s *soak) round(rd *round) error {
 	}
 	if rd.fenced {
 		s.counts["fenced rounds"]++
-		return mpi.Barrier(s.comms[0])
+		if err := mpi.Barrier(s.comms[0]); err != nil {
+			return err
+		}
+		return s.checkSync(rd)
+	}
+	return nil
+}
+
+// checkSync checks, after a fenced round's Barrier (nothing else in
+// flight), that an Issend completes only once its receive has matched:
+// rank syncFrom's Issend to syncTo must stay incomplete through 100
+// Tests, since syncTo posts its receive only when syncFrom's message with
+// goTag says so.
+func (s *soak) checkSync(rd *round) error {
+	w := s.comms[0]
+	if rd.syncFrom == rd.syncTo {
+		return nil
+	}
+	switch w.Rank() {
+	case rd.syncFrom:
+		q, err := mpi.Issend(w, []byte{byte(rd.r)}, rd.syncTo, syncTag)
+		if err != nil {
+			return fmt.Errorf("Issend to rank %d for the synchronous check: %w", rd.syncTo, err)
+		}
+		for i := range 100 {
+			done, _, err := q.Test()
+			if err != nil {
+				return fmt.Errorf("Test of an Issend to rank %d: %w", rd.syncTo, err)
+			}
+			if done {
+				return fmt.Errorf("an Issend to rank %d completed (at Test %d) before that rank posted its receive", rd.syncTo, i)
+			}
+		}
+		if err := mpi.Send(w, []byte{}, rd.syncTo, goTag); err != nil {
+			return err
+		}
+		_, err = q.Wait()
+		s.counts["Issends checked to wait for their receive"]++
+		return err
+	case rd.syncTo:
+		if _, err := mpi.Recv(w, []byte{}, rd.syncFrom, goTag); err != nil {
+			return err
+		}
+		got := []byte{0}
+		if _, err := mpi.Recv(w, got, rd.syncFrom, syncTag); err != nil {
+			return fmt.Errorf("receiving the synchronous check's Issend from rank %d: %w", rd.syncFrom, err)
+		}
+		if got[0] != byte(rd.r) {
+			return fmt.Errorf("the synchronous check's Issend from rank %d holds %d, want %d", rd.syncFrom, got[0], byte(rd.r))
+		}
 	}
 	return nil
 }

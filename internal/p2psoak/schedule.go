@@ -30,8 +30,9 @@
 // status names the message it got, which must be the next one of its
 // source's (or source's and tag's) stream: that checks MPI's
 // non-overtaking order too. A send buffer must be unchanged when its send
-// completes, a cancelled receive must say so, and now and then a rank
-// sleeps before a round, so that the others' messages wait for it
+// completes, a cancelled receive must say so, an Issend must not complete
+// before its receive is posted, and now and then a rank sleeps before a
+// round, so that the others' messages wait for it
 // unexpected.
 package p2psoak
 
@@ -106,10 +107,13 @@ const (
 	bsendPer = 4
 )
 
-// maxTag: tags are 0..maxTag-1; cancelTag is never sent.
+// maxTag: tags are 0..maxTag-1; cancelTag is never sent; checkSync's
+// messages have tags of their own.
 const (
 	maxTag    = 4
 	cancelTag = 1000
+	syncTag   = 1001
+	goTag     = 1002
 )
 
 // msg is one message of a round.
@@ -146,6 +150,10 @@ type round struct {
 	sleeper int      // world rank that sleeps first; -1: none
 	nap     time.Duration
 	cancel  bool // every rank posts a receive and cancels it
+	// A fenced round's check of Issend after its Barrier (run.go,
+	// checkSync): world rank syncFrom's Issend to syncTo must not
+	// complete before syncTo posts its receive; syncFrom == syncTo: none.
+	syncFrom, syncTo int
 }
 
 // draw returns round r of the schedule for n ranks; every rank draws the
@@ -162,6 +170,10 @@ func draw(rng *rand.Rand, r, n int, cfg Config, bsends []int) round {
 		for d := range rd.modes[c] {
 			rd.modes[c][d] = rng.IntN(modes)
 		}
+	}
+	if rd.fenced && n > 1 && rng.IntN(2) == 0 {
+		rd.syncFrom = rng.IntN(n)
+		rd.syncTo = (rd.syncFrom + 1 + rng.IntN(n-1)) % n
 	}
 	if cfg.Slow > 0 && rng.IntN(cfg.Slow) == 0 {
 		rd.sleeper = rng.IntN(n)
