@@ -76,8 +76,9 @@ import (
 // slower rank buffer its data: the ring's eight slots, eager messages),
 // and a ready word would be that old only after 2^39 calls with no shm
 // algorithm on the communicator (gathers, scatters, scans, large or
-// nonblocking calls only: 6.4 days at 1 µs a call): the first shm call
-// of each epoch of 2^37 calls renews every rank's words first (shmRenew).
+// nonblocking calls only: 6.4 days at 1 µs a call): the first blocking
+// call of each epoch of 2^37 calls renews every rank's words first
+// (Prepare, shmRenew).
 // The set-up stores a word of the call before the
 // first in every rank's ready line, so that the zeroed segment is never
 // read as a call. A stamp is compared with its call for equality, and the call a
@@ -229,7 +230,7 @@ type shmSeg struct {
 	prev   uint64 // this rank's previous shm call
 	pub    uint64 // the ready word this rank published last
 	seen   uint64 // every rank is known to have entered call seen
-	epoch  uint64 // the epoch of the set-up or the last renewal (shmRenew)
+	epoch  uint64 // the epoch of the last renewal (shmRenew); 0 at the set-up
 	busy   atomic.Bool
 	call   shmCall // the call in progress (busy)
 	radix  int     // the reduction tree's (shmtree.go)
@@ -405,13 +406,23 @@ var errConcurrent = errors.New("two collective calls at once on one communicator
 // shared-memory segment (see "Set-up" above). Package mpi calls it at
 // every rank, whether the call's arguments turned out good or not (before
 // it aborts a call for bad ones), so that every rank runs the set-up at
-// the same call; after the first call it costs one atomic load. An error
-// (a peer that failed during the set-up) is the call's.
+// the same call; after the first call it costs two atomic loads. It also
+// renews the segment's ready words at the first blocking call of each
+// epoch (shmRenew), for the same reason: every rank runs it at the same
+// call. An error (a peer that failed during the set-up) is the call's.
 func (c *Comm) Prepare() error {
-	if c.sh == nil || c.sh.shm.tried.Load() {
+	if c.sh == nil {
 		return nil
 	}
-	return c.shmPrepare()
+	if !c.sh.shm.tried.Load() {
+		if err := c.shmPrepare(); err != nil {
+			return err
+		}
+	}
+	if g := c.sh.shm.seg.Load(); g != nil && c.seq>>shmEpoch != g.epoch {
+		return c.shmRenew(g, c.seq)
+	}
+	return nil
 }
 
 // shmPrepare runs the set-up if it has not run yet.
@@ -476,7 +487,7 @@ func (c *Comm) shmSetup(first uint64) (*shmSeg, error) {
 	// first, not at 0: a zero word is a call too, to afterReady
 	// ("Call numbers in the words").
 	w0 := (first - 1) << readySeq
-	g := &shmSeg{n: n, slot: slot, stride: stride, ring: ring, radix: treeRadix(n), pub: w0, epoch: first >> shmEpoch}
+	g := &shmSeg{n: n, slot: slot, stride: stride, ring: ring, radix: treeRadix(n), pub: w0}
 	mem, why, err := c.sharedSegment(path, line+n*stride, func(mem []byte) {
 		g.mem = mem
 		for r := range n {
@@ -715,6 +726,8 @@ func (c *Comm) shmRunAfter(a *Args, f func(k *shmCall) error, fallback func(*Com
 	k := &g.call
 	*k = shmCall{c: c, g: g, s: uint64(c.seq), b: g.next}
 	if k.s>>shmEpoch != g.epoch {
+		// A caller of this package's entry points that did not call
+		// Prepare (see shmBegin).
 		if err := c.shmRenew(g, k.s); err != nil {
 			return err
 		}
@@ -736,19 +749,25 @@ func (c *Comm) shmRunAfter(a *Args, f func(k *shmCall) error, fallback func(*Com
 }
 
 // shmEpoch: the calls of a communicator fall in epochs of 2^shmEpoch
-// calls (a call's number shifted right by it), and the first shm call of
-// an epoch after the segment's (or the last renewal's) renews the ready
-// words first (shmRenew): a word is then never more than 2^37 calls older
-// than the call that reads it, well within the 2^39 that afterReady reads
-// right ("Call numbers in the words"). The trigger is the call's number
-// alone, the same at every rank; the call before it through the segment
-// is not (a rank that failed a call's arguments skipped a call the others
-// ran in shared memory), and a renewal some ranks ran alone would wait
-// forever for the others.
+// calls (a call's number shifted right by it), and the first blocking
+// call of an epoch renews the segment's ready words (Prepare, shmRenew):
+// a word is then never more than 2^37 calls older than the call that
+// reads it, well within the 2^39 that afterReady reads right ("Call
+// numbers in the words"). It runs where the set-up runs and as it does
+// ("Set-up"), for the same reasons: at a point every rank reaches alike
+// (the first version ran inside the next shm call, when this rank's
+// previous one was 2^38 calls back, which a rank that had failed a call's
+// arguments reckoned from an older call than the others: it renewed alone
+// and waited forever), and on a channel of sequence 0 that a call's abort
+// does not revoke (the second version ran on the call's tags: an abort of
+// the call could end the renewal at some ranks after others had passed
+// it, and their epochs differed from then on). The segment's epoch starts
+// at 0 at every rank, whatever call set it up.
 const shmEpoch = 37
 
-// chShmRenew is the sub-channel of shmRenew's barriers, apart from every
-// other ch* of a call.
+// chShmRenew is the channel of shmRenew's barriers, of sequence 0
+// (setupView), apart from every other tag of sequence 0 and ch* of a
+// call.
 const chShmRenew = 8
 
 // shmRenew stores, at call s, the call before it in this rank's ready and
@@ -756,20 +775,18 @@ const chShmRenew = 8
 // point-to-point messages: after the first no rank still reads a word of
 // an earlier call, and after the second every rank's words are renewed,
 // so the call goes on as if the segment had been set up just before it.
-// The epoch is renewed only once both barriers passed: a renewal that
-// failed (a rank that failed the call's arguments, whose abort fails the
-// barriers everywhere) is run again by every rank at the next shm call.
+// Once every rank has entered it, it completes everywhere (aborts do not
+// revoke its channel); the epoch advances once both barriers passed.
 func (c *Comm) shmRenew(g *shmSeg, s uint64) error {
-	v := *c
-	v.tag = c.tag&^(1<<subBits-1) | chShmRenew
-	if err := barrierDissemination(&v, nil); err != nil {
+	v := c.setupView(chShmRenew)
+	if err := barrierDissemination(v, nil); err != nil {
 		return err
 	}
 	w0 := (s - 1) << readySeq
 	atomic.StoreUint64(g.word(c.Me, 8), w0)
 	atomic.StoreUint64(g.ready(c.Me), w0)
 	g.pub, g.prev, g.seen = w0, s-1, s-1
-	if err := barrierDissemination(&v, nil); err != nil {
+	if err := barrierDissemination(v, nil); err != nil {
 		return err
 	}
 	g.epoch = s >> shmEpoch

@@ -62,11 +62,11 @@ func seqWrapJobs(t *testing.T, name string, env ...string) {
 // were read right, and it runs a renewal at every jump).
 //
 // seq-renew-onefails: at the call that starts an epoch (which renews the
-// words), one rank fails a Bcast's arguments while the others enter it;
-// the next calls must still run everywhere. A first version renewed when
-// a rank's previous shm call was 2^38 calls back, which the failing rank
-// reckoned from an older call than the others: it renewed alone, and
-// waited forever for them.
+// words), one rank fails a Bcast's arguments while the others enter it,
+// and later an Allreduce's count; the next calls must still run
+// everywhere. A first version renewed when a rank's previous shm call was
+// 2^38 calls back, which the failing rank reckoned from an older call
+// than the others: it renewed alone, and waited forever for them.
 func TestCollSeqStretch(t *testing.T) {
 	for _, skip := range []struct {
 		name string
@@ -84,16 +84,35 @@ func TestCollSeqStretch(t *testing.T) {
 }
 
 // caseRenewOneFails: 64 Barriers on a Dup (the numbering jumps 2^37+3
-// after the 64th), then a Bcast whose root is bad at rank 1 alone (the
-// first call of a new epoch: the others enter its renewal, which fails
-// for want of rank 1), 60 Ibarriers (past the next jump), then Barriers
-// and Allreduces, which must run and sum right everywhere.
+// after the 64th), then a Bcast whose root is bad at rank 1 alone, the
+// first call of a new epoch (every rank renews the words before it, rank
+// 1 too); Barriers and Allreduces in the same epoch; 60 Ibarriers (past
+// the next jump); then an Allreduce whose count is wrong at rank 1, the
+// first blocking call of that epoch (its abort must not split the
+// renewal); and again Barriers and Allreduces, which must run and sum
+// right everywhere.
 func caseRenewOneFails(w *mpi.Comm) error {
 	c, err := w.Dup()
 	if err != nil {
 		return err
 	}
 	defer c.Free()
+	n := c.Size()
+	calls := func(when string) error {
+		for i := range 5 {
+			if err := mpi.Barrier(c); err != nil {
+				return fmt.Errorf("Barrier %d %s: %v", i, when, err)
+			}
+			x := []int64{int64(c.Rank() + i)}
+			if err := mpi.Allreduce(c, x, x, mpi.Sum); err != nil {
+				return fmt.Errorf("Allreduce %d %s: %v", i, when, err)
+			}
+			if want := int64(n*(n-1)/2 + n*i); x[0] != want {
+				return fmt.Errorf("Allreduce %d %s: %d, want %d", i, when, x[0], want)
+			}
+		}
+		return nil
+	}
 	for i := range 64 {
 		if err := mpi.Barrier(c); err != nil {
 			return fmt.Errorf("Barrier %d: %v", i, err)
@@ -107,7 +126,10 @@ func caseRenewOneFails(w *mpi.Comm) error {
 	if c.Rank() == 1 && !errors.Is(err, mpi.ErrRoot) {
 		return fmt.Errorf("Bcast with root 99: %v, want ErrRoot", err)
 	}
-	for i := range 60 {
+	if err := calls("after the failed Bcast"); err != nil {
+		return err
+	}
+	for i := range 50 { // through the call numbered 2^37+128, after which the numbering jumps
 		q, err := mpi.Ibarrier(c)
 		if err == nil {
 			_, err = q.Wait()
@@ -116,20 +138,12 @@ func caseRenewOneFails(w *mpi.Comm) error {
 			return fmt.Errorf("Ibarrier %d: %v", i, err)
 		}
 	}
-	n := c.Size()
-	for i := range 5 {
-		if err := mpi.Barrier(c); err != nil {
-			return fmt.Errorf("Barrier %d after the failed Bcast: %v", i, err)
-		}
-		x := []int64{int64(c.Rank() + i)}
-		if err := mpi.Allreduce(c, x, x, mpi.Sum); err != nil {
-			return fmt.Errorf("Allreduce %d after the failed Bcast: %v", i, err)
-		}
-		if want := int64(n*(n-1)/2 + n*i); x[0] != want {
-			return fmt.Errorf("Allreduce %d after the failed Bcast: %d, want %d", i, x[0], want)
-		}
+	x := make([]int64, 1+c.Rank()%2) // rank 1 passes 2 elements, the others 1
+	err = mpi.Allreduce(c, x, x, mpi.Sum)
+	if c.Rank() == 1 && err == nil {
+		return fmt.Errorf("Allreduce with a wrong count at rank 1: no error")
 	}
-	return nil
+	return calls("after the failed Allreduce")
 }
 
 func caseSeqWrap(w *mpi.Comm) error {
