@@ -75,9 +75,9 @@ type soak struct {
 
 // Persistent requests are kept from round to round and started again,
 // which is what they are for: one per communicator, peer, tag and length
-// (and receive buffer), send or receive, up to maxKept; a second of the
-// same key in one round gets a request of its own, freed at the round's
-// end.
+// (and receive buffer), send or receive, up to maxKept (then a new key
+// takes the place of one not started in this round); a second of the same
+// key in one round gets a request of its own, freed at the round's end.
 type keptKey struct {
 	send                  bool
 	comm, peer, tag, size int
@@ -108,9 +108,23 @@ func (s *soak) persistent(k keptKey, r int, fill func([]byte), init func(buf []b
 		return nil, nil, false, err
 	}
 	owned = true
-	if _, dup := s.kept[k]; !dup && len(s.kept) < maxKept {
-		s.kept[k] = &kept{q: q, buf: buf, round: r}
-		owned = false
+	if _, dup := s.kept[k]; !dup {
+		if len(s.kept) >= maxKept {
+			// Full: one not started this round (keys of sizes that
+			// never come back would hold their places for good)
+			// makes room.
+			for ok, kp := range s.kept {
+				if kp.round != r {
+					kp.q.Free()
+					delete(s.kept, ok)
+					break
+				}
+			}
+		}
+		if len(s.kept) < maxKept {
+			s.kept[k] = &kept{q: q, buf: buf, round: r}
+			owned = false
+		}
 	}
 	return q, buf, owned, q.Start()
 }
