@@ -144,3 +144,14 @@ func TestOFIRankKilled(t *testing.T) {
 		})
 	}
 }
+
+// TestOFIP2PSoak is TestP2PSoak with the messages over ofi (libfabric's
+// tcp provider on loopback): every rank's, and between two pretend
+// hosts (shared memory within each).
+func TestOFIP2PSoak(t *testing.T) {
+	prov := "GORUN_OFI_PROVIDER=tcp;ofi_rxm"
+	runSoaks(t, "p2p-soak", 120*time.Second, nil, []soakCase{
+		{"np=3", 3, []string{"GORUN_BTL=ofi,self", prov}},
+		{"np=4/two-hosts", 4, []string{"GORUN_BTL=ofi,sm,self", "GORUN_FAKE_HOSTS=2", prov}},
+	})
+}
