@@ -78,11 +78,10 @@ import (
 // algorithm on the communicator (gathers, scatters, scans, large or
 // nonblocking calls only: 6.4 days at 1 µs a call): the first blocking
 // call of each epoch of 2^37 calls renews every rank's words first
-// (Prepare, shmRenew).
-// The set-up stores a word of the call before the
+// (Prepare, shmRenew). The set-up stores a word of the call before the
 // first in every rank's ready line, so that the zeroed segment is never
-// read as a call. A stamp is compared with its call for equality, and the call a
-// slot held is taken as the latest one with the stamp's 47 bits
+// read as a call. A stamp is compared with its call for equality, and the
+// call a slot held is taken as the latest one with the stamp's 47 bits
 // (bcastAhead).
 //
 // Reuse of a buffer: a rank starts a shm call only once every rank has
@@ -445,15 +444,13 @@ func (c *Comm) shmPrepare() error {
 
 // shmBegin returns the segment; a nil segment means "run the
 // point-to-point algorithm". end must be called when the call is over.
-// The set-up has run already when package mpi made the call (Prepare);
-// a caller of this package's entry points that did not call Prepare gets
-// it here, at its first shm call, which is safe when every rank makes that
-// call with arguments that pick the same algorithm.
+// The set-up (and an epoch's renewal) has run already when package mpi
+// made the call (Prepare); a caller of this package's entry points that
+// did not call Prepare gets it here, at its shm calls, which is safe when
+// every rank makes them with arguments that pick the same algorithm.
 func (c *Comm) shmBegin() (*shmSeg, error) {
-	if !c.sh.shm.tried.Load() {
-		if err := c.shmPrepare(); err != nil {
-			return nil, err
-		}
+	if err := c.Prepare(); err != nil {
+		return nil, err
 	}
 	g := c.sh.shm.seg.Load()
 	if g == nil {
@@ -725,13 +722,6 @@ func (c *Comm) shmRunAfter(a *Args, f func(k *shmCall) error, fallback func(*Com
 	// delayed one call in a few thousand by 100 µs or more at np=32.
 	k := &g.call
 	*k = shmCall{c: c, g: g, s: uint64(c.seq), b: g.next}
-	if k.s>>shmEpoch != g.epoch {
-		// A caller of this package's entry points that did not call
-		// Prepare (see shmBegin).
-		if err := c.shmRenew(g, k.s); err != nil {
-			return err
-		}
-	}
 	// No rank starts a call before every rank has entered this rank's
 	// previous one: see "Reuse of a buffer", and "Bcasts that run ahead"
 	// for the exception.
