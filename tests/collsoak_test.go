@@ -72,12 +72,19 @@ func runSoaks(t *testing.T, cas string, timeout time.Duration, env []string, cas
 	}
 }
 
+// soakSetting is what runSoaks told a soak's rank case: its seed, and
+// whether its buffers are device memory.
+func soakSetting() (seed uint64, onGPU bool) {
+	seed, _ = strconv.ParseUint(os.Getenv("GORUN_TEST_SOAK_SEED"), 10, 64)
+	return seed, os.Getenv("GORUN_TEST_SOAK_GPU") == "1"
+}
+
 func init() { rankCases["coll-soak"] = caseCollSoak }
 
 func caseCollSoak(w *mpi.Comm) error {
-	seed, _ := strconv.ParseUint(os.Getenv("GORUN_TEST_SOAK_SEED"), 10, 64)
+	seed, onGPU := soakSetting()
 	cfg := collsoak.Config{Calls: 1500, Seed: seed, Max: 160 << 10, Slow: 40}
-	if os.Getenv("GORUN_TEST_SOAK_GPU") == "1" {
+	if onGPU {
 		cfg.GPU, cfg.Max, cfg.Calls = true, 1<<20, 600
 	}
 	n, err := collsoak.Run(w, cfg)

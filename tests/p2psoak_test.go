@@ -2,8 +2,6 @@ package tests
 
 import (
 	"fmt"
-	"os"
-	"strconv"
 	"testing"
 	"time"
 
@@ -46,9 +44,9 @@ func TestGPUP2PSoak(t *testing.T) {
 func init() { rankCases["p2p-soak"] = caseP2PSoak }
 
 func caseP2PSoak(w *mpi.Comm) error {
-	seed, _ := strconv.ParseUint(os.Getenv("GORUN_TEST_SOAK_SEED"), 10, 64)
+	seed, onGPU := soakSetting()
 	cfg := p2psoak.Config{Rounds: 1500, Seed: seed, Max: 256 << 10, Slow: 40, Stall: time.Minute}
-	if os.Getenv("GORUN_TEST_SOAK_GPU") == "1" {
+	if onGPU {
 		cfg.GPU, cfg.Max, cfg.Rounds = true, 4<<20, 600
 	}
 	n, err := p2psoak.Run(w, cfg)

@@ -17,11 +17,11 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"slices"
 	"time"
 
 	"github.com/gorun/gorun/gpu"
 	"github.com/gorun/gorun/internal/collsoak"
+	"github.com/gorun/gorun/internal/soak"
 	"github.com/gorun/gorun/mpi"
 )
 
@@ -88,15 +88,8 @@ func main() {
 		}
 	}
 	if w.Rank() == 0 {
-		kinds := make([]string, 0, len(n))
-		for k := range n {
-			kinds = append(kinds, k)
-		}
-		slices.Sort(kinds)
 		fmt.Printf("collsoak: %d calls at np=%d (seed %d) in %v, every result checked; rank 0's calls:\n", *nCalls, w.Size(), *seed, time.Since(t0).Round(time.Millisecond))
-		for _, k := range kinds {
-			fmt.Printf("  %-22s %d\n", k, n[k])
-		}
+		soak.PrintCounts(os.Stdout, n)
 	}
 	mpi.Finalize()
 }

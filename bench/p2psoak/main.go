@@ -19,10 +19,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"slices"
 	"time"
 
 	"github.com/gorun/gorun/internal/p2psoak"
+	"github.com/gorun/gorun/internal/soak"
 	"github.com/gorun/gorun/mpi"
 )
 
@@ -53,15 +53,8 @@ func main() {
 		mpi.Abort(w, 1)
 	}
 	if w.Rank() == 0 {
-		kinds := make([]string, 0, len(n))
-		for k := range n {
-			kinds = append(kinds, k)
-		}
-		slices.Sort(kinds)
 		fmt.Printf("p2psoak: %d rounds at np=%d (seed %d) in %v, every message checked; rank 0's:\n", *nRounds, w.Size(), *seed, time.Since(t0).Round(time.Millisecond))
-		for _, k := range kinds {
-			fmt.Printf("  %-28s %d\n", k, n[k])
-		}
+		soak.PrintCounts(os.Stdout, n)
 	}
 	mpi.Finalize()
 }

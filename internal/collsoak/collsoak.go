@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/gorun/gorun/gpu"
+	"github.com/gorun/gorun/internal/soak"
 	"github.com/gorun/gorun/mpi"
 )
 
@@ -140,17 +141,7 @@ func drawBlocking(rng *rand.Rand, step, comm int, onGPU bool) call {
 // value is rank r's element i of call step: the inputs every rank can
 // compute for every other.
 func value(step, r, i int) int64 {
-	return int64(mix(mix(mix(uint64(step))+uint64(r)) + uint64(i)))
-}
-
-// mix is splitmix64's finalizer (plus its increment): every input bit
-// reaches every output bit, so calls, ranks and elements far apart get
-// unrelated values.
-func mix(x uint64) uint64 {
-	x += 0x9e3779b97f4a7c15
-	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
-	x = (x ^ x>>27) * 0x94d049bb133111eb
-	return x ^ x>>31
+	return int64(soak.Mix(soak.Mix(soak.Mix(uint64(step))+uint64(r)) + uint64(i)))
 }
 
 // Run runs cfg's schedule on w and its derived communicators and returns

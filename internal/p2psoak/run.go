@@ -28,7 +28,7 @@ func Run(w *mpi.Comm, cfg Config) (map[string]int, error) {
 		return nil, err
 	}
 	defer rev.Free()
-	s := &soak{cfg: cfg, comms: [3]*mpi.Comm{w, dup, rev}, dev: -1, counts: map[string]int{}, kept: map[keptKey]*kept{}}
+	s := &runner{cfg: cfg, comms: [3]*mpi.Comm{w, dup, rev}, dev: -1, counts: map[string]int{}, kept: map[keptKey]*kept{}}
 	defer func() {
 		for _, k := range s.kept {
 			k.q.Free()
@@ -65,7 +65,7 @@ func Run(w *mpi.Comm, cfg Config) (map[string]int, error) {
 	return s.counts, err
 }
 
-type soak struct {
+type runner struct {
 	cfg    Config
 	comms  [3]*mpi.Comm
 	dev    int // this rank's GPU; -1: none
@@ -95,7 +95,7 @@ const maxKept = 256
 // with its buffer filled by fill: a kept one started again, or a new one
 // made by init (kept if there is room, else owned, to be freed by the
 // caller).
-func (s *soak) persistent(k keptKey, r int, fill func([]byte), init func(buf []byte) (*mpi.Request, error)) (q *mpi.Request, buf []byte, owned bool, err error) {
+func (s *runner) persistent(k keptKey, r int, fill func([]byte), init func(buf []byte) (*mpi.Request, error)) (q *mpi.Request, buf []byte, owned bool, err error) {
 	if kp := s.kept[k]; kp != nil && kp.round != r {
 		fill(kp.buf)
 		kp.round = r
@@ -131,7 +131,7 @@ func (s *soak) persistent(k keptKey, r int, fill func([]byte), init func(buf []b
 
 // stalled prints what this rank sends and receives in rd, which has not
 // ended after Config.Stall, and aborts the job.
-func (s *soak) stalled(rd *round) {
+func (s *runner) stalled(rd *round) {
 	w := s.comms[0]
 	var b strings.Builder
 	fmt.Fprintf(&b, "p2psoak: rank %d: round %d (seed %d, fenced %v) has not ended after %v; its messages here:\n", w.Rank(), rd.r, s.cfg.Seed, rd.fenced, s.cfg.Stall)
@@ -168,7 +168,7 @@ type sent struct {
 
 // round runs rd at this rank: posts its receives, cancels one, sends,
 // receives by probes, waits for everything, and checks it.
-func (s *soak) round(rd *round) error {
+func (s *runner) round(rd *round) error {
 	if rd.sleeper == s.comms[0].Rank() {
 		time.Sleep(rd.nap)
 	}
@@ -284,7 +284,7 @@ func (s *soak) round(rd *round) error {
 // rank syncFrom's Issend to syncTo must stay incomplete through 100
 // Tests, since syncTo posts its receive only when syncFrom's message with
 // goTag says so.
-func (s *soak) checkSync(rd *round) error {
+func (s *runner) checkSync(rd *round) error {
 	w := s.comms[0]
 	if rd.syncFrom == rd.syncTo {
 		return nil
@@ -327,7 +327,7 @@ func (s *soak) checkSync(rd *round) error {
 
 // post posts the receive of m by mode (a wildcard's buffer fits any of the
 // messages it may take).
-func (s *soak) post(rd *round, m *msg, mode int) (*recv, error) {
+func (s *runner) post(rd *round, m *msg, mode int) (*recv, error) {
 	c := s.comms[m.comm]
 	src, tag := m.src, m.tag
 	x := &recv{comm: m.comm, mode: mode, m: m}
@@ -377,7 +377,7 @@ func (s *soak) post(rd *round, m *msg, mode int) (*recv, error) {
 }
 
 // start sends m (a blocking send returns a sent without a request).
-func (s *soak) start(rd *round, m *msg) (*sent, error) {
+func (s *runner) start(rd *round, m *msg) (*sent, error) {
 	c := s.comms[m.comm]
 	x := &sent{m: m, buf: make([]byte, m.bytes)}
 	pattern(x.buf, rd.r, m.idx)
@@ -414,7 +414,7 @@ func (s *soak) start(rd *round, m *msg) (*sent, error) {
 // probes receives, on every communicator whose mode here is a probing one,
 // what comes to this rank: by source in the messages' order (rMprobe,
 // rProbe), or as it comes (rImprobe), checking each as it lands.
-func (s *soak) probes(rd *round) error {
+func (s *runner) probes(rd *round) error {
 	for ci, c := range s.comms {
 		mode := rd.modes[ci][c.Rank()]
 		if !probing(mode) {
@@ -466,7 +466,7 @@ func (s *soak) probes(rd *round) error {
 
 // improbes receives mine on communicator ci by Improbe(AnySource, AnyTag)
 // and Mrecv, in whatever order they come (each source's in its order).
-func (s *soak) improbes(rd *round, ci int, mine []*msg) error {
+func (s *runner) improbes(rd *round, ci int, mine []*msg) error {
 	c := s.comms[ci]
 	q := queues(mine, false)
 	deadline := time.Now().Add(time.Minute)
@@ -538,7 +538,7 @@ func (s *streams) take(st mpi.Status) (*msg, error) {
 
 // checkRecvs checks the posted receives: each its own message, each
 // wildcard the next of the stream its status names.
-func (s *soak) checkRecvs(rd *round, recvs []*recv) error {
+func (s *runner) checkRecvs(rd *round, recvs []*recv) error {
 	wild := map[[2]int]*streams{} // by communicator and mode
 	for _, x := range recvs {
 		if x.m != nil {
@@ -599,7 +599,7 @@ func check(rd *round, m *msg, buf []byte, st mpi.Status) error {
 }
 
 // checkSent checks that a send's buffer still holds its message.
-func (s *soak) checkSent(rd *round, x *sent) error {
+func (s *runner) checkSent(rd *round, x *sent) error {
 	got := x.buf
 	if x.dbuf.Len() > 0 {
 		got = make([]byte, len(x.buf))
@@ -628,7 +628,7 @@ func firstDiff(a, b []byte) int {
 }
 
 // devOf returns a device copy of b on this rank's GPU.
-func (s *soak) devOf(b []byte) (gpu.Buffer, error) {
+func (s *runner) devOf(b []byte) (gpu.Buffer, error) {
 	d, err := gpu.Alloc(s.dev, gpu.Uint8, len(b))
 	if err != nil || len(b) == 0 {
 		return d, err

@@ -40,6 +40,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/gorun/gorun/internal/soak"
 )
 
 // Config is a soak's schedule.
@@ -244,20 +246,11 @@ func draw(rng *rand.Rand, r, n int, cfg Config, bsends []int) round {
 // 64-bit mix of round, message and word index.
 func pattern(b []byte, r, idx int) {
 	for i := 0; i < len(b); i += 8 {
-		x := mix(uint64(r)<<32 ^ uint64(idx)<<20 ^ uint64(i/8))
+		x := soak.Mix(uint64(r)<<32 ^ uint64(idx)<<20 ^ uint64(i/8))
 		for j := 0; j < 8 && i+j < len(b); j++ {
 			b[i+j] = byte(x >> (8 * j))
 		}
 	}
-}
-
-// mix is splitmix64's finalizer.
-func mix(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	return x ^ x>>31
 }
 
 // sentinel is what a receive buffer holds past its message.
