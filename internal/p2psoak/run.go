@@ -92,18 +92,17 @@ type kept struct {
 const maxKept = 256
 
 // persistent returns the persistent request for key, started for round r
-// with its buffer filled by fill: a kept one started again, or a new one
-// made by init (kept if there is room, else owned, to be freed by the
-// caller).
-func (s *runner) persistent(k keptKey, r int, fill func([]byte), init func(buf []byte) (*mpi.Request, error)) (q *mpi.Request, buf []byte, owned bool, err error) {
+// on the bytes of buf (what to send, or the receive's sentinel): a kept
+// one started again (buf copied into its buffer, which it returns), or a
+// new one on buf made by init (kept if there is room, else owned, to be
+// freed by the caller).
+func (s *runner) persistent(k keptKey, r int, buf []byte, init func(buf []byte) (*mpi.Request, error)) (q *mpi.Request, _ []byte, owned bool, err error) {
 	if kp := s.kept[k]; kp != nil && kp.round != r {
-		fill(kp.buf)
+		copy(kp.buf, buf)
 		kp.round = r
 		s.counts["persistent requests started again"]++
 		return kp.q, kp.buf, false, kp.q.Start()
 	}
-	buf = make([]byte, k.size)
-	fill(buf)
 	if q, err = init(buf); err != nil {
 		return nil, nil, false, err
 	}
@@ -361,12 +360,7 @@ func (s *runner) post(rd *round, m *msg, mode int) (*recv, error) {
 		x.q, err = mpi.IrecvGPU(c, x.dbuf, src, tag)
 	case mode == rSpecific && m.idx%4 == 0:
 		k := keptKey{false, m.comm, src, tag, size}
-		fill := func(b []byte) {
-			for i := range b {
-				b[i] = sentinel
-			}
-		}
-		x.q, x.buf, x.persistent, err = s.persistent(k, rd.r, fill, func(b []byte) (*mpi.Request, error) { return mpi.RecvInit(c, b, src, tag) })
+		x.q, x.buf, x.persistent, err = s.persistent(k, rd.r, x.buf, func(b []byte) (*mpi.Request, error) { return mpi.RecvInit(c, b, src, tag) })
 	default:
 		x.q, err = mpi.Irecv(c, x.buf, src, tag)
 	}
@@ -405,8 +399,7 @@ func (s *runner) start(rd *round, m *msg) (*sent, error) {
 		x.q, err = mpi.Ibsend(c, x.buf, m.dst, m.tag)
 	case sPersistent:
 		k := keptKey{true, m.comm, m.dst, m.tag, m.bytes}
-		fill := func(b []byte) { pattern(b, rd.r, m.idx) }
-		x.q, x.buf, x.persistent, err = s.persistent(k, rd.r, fill, func(b []byte) (*mpi.Request, error) { return mpi.SendInit(c, b, m.dst, m.tag) })
+		x.q, x.buf, x.persistent, err = s.persistent(k, rd.r, x.buf, func(b []byte) (*mpi.Request, error) { return mpi.SendInit(c, b, m.dst, m.tag) })
 	}
 	return x, err
 }
