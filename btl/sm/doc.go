@@ -38,11 +38,22 @@
 //
 // The data area is a byte stream wrapped around: a record at stream
 // position p lies at offset p % cap (cap = slots x stride), starts on a
-// line and takes whole lines, at most a stride. Small frames pack into
-// consecutive lines: p2p's eager header has 13-14 significant bytes
-// (p2p/header.go), so a frame of up to 34 payload bytes is a one-line
-// record, and a window of 64 such sends fills 4 KiB that the consumer
-// reads in order. (The ring
+// half line (32 bytes) and takes whole lines, at most a stride, or, a
+// short record, half a line. Small frames pack into consecutive lines:
+// p2p's eager header has 13-14 significant bytes (p2p/header.go), so a
+// frame of up to 34 payload bytes is a one-line record, and a window of
+// 64 such sends fills 4 KiB that the consumer reads in order.
+//
+// A frame whose header and payload fit in 24 bytes (shortBody: p2p's
+// messages of up to 11 bytes, zero-byte ones such as a barrier's) is a
+// short record: one word, the kind, the header's and the payload's
+// lengths and the position (shortWord), stored last as a seq word is,
+// then the bytes. Two such messages share a line, as in Open MPI's fast
+// boxes (32-byte slots): on the lent 32-core host its 8-byte message rate
+// was 1.4x its 16-byte one, and gorun's 8-byte rate, with a line a
+// message, 0.65-0.91x Open MPI's. On the 2-core VM, osu_mbw_mr 1-8 B went
+// from 4.0-4.2 to 5.8-6.3 M messages/s (Open MPI 7.3-8.2), latency
+// unchanged (bench/results/msgrate-short-2026-11-27.txt). (The ring
 // used to be 16 fixed slots of 64 KiB, one frame or fragment per slot:
 // every small message then took the first line of a slot 64 KiB from the
 // last. Measured on the quiet 16-core device host, OSU method, old and
@@ -70,12 +81,12 @@
 //
 // The seq word where the next record will start is 0 when a record is
 // published, so that the consumer, looking there next, stops until that
-// record comes; a non-zero word other than head+1 there is corruption and
-// fails the producer. The producer keeps the first word of every line
-// zeroed up to 4 KiB past its tail, just after each publish (off the way
-// of the message, and the lines of the records to come are then in its
-// cache); a record that ends beyond that zeroes the word itself, as its
-// first store. Space: a record needs its own bytes and the next line free
+// record comes; a non-zero word other than head+1 or the short word of
+// position head there is corruption and fails the producer. The producer
+// keeps the first word of every half line zeroed up to 4 KiB past its
+// tail, just after each publish (off the way of the message, and the
+// lines of the records to come are then in its cache); a record that ends
+// beyond that zeroes the word itself, as its first store. Space: a record needs its own bytes and the next line free
 // (tail + length + 64 - head <= cap). Go's atomics are sequentially
 // consistent (on amd64 the store is an XCHG, the load a plain MOV under
 // TSO; on arm64 STLR/LDAR), which gives the release/acquire pairs this

@@ -76,6 +76,8 @@ func refRecord(meta uint64, capacity, rec, off int, inFrame bool, rem, limit int
 // of real shared memory: each record's meta word and body from the input
 // (the body as long as the reference decoder says the meta word asks
 // for), then the terminator and the seq word, as outRing.publish does,
+// or, for a word of kind recShort, a short record (its position filled
+// in, as putShort writes it),
 // polling the consumer every batch records and whenever the ring is full.
 // The consumer must deliver exactly the frames the records hold whole,
 // with their headers, and fail the producer (never panic) on a length,
@@ -97,11 +99,18 @@ func FuzzRing(f *testing.F) {
 	long := append(first(200, 48, hdr, bytes.Repeat([]byte{1}, rec-offRecBody-48)), cont(bytes.Repeat([]byte{2}, 100))...)
 	long = append(long, cont(bytes.Repeat([]byte{3}, 200-100-(rec-offRecBody-48)))...)
 	skip := le.AppendUint64(nil, recSkip<<metaKindShift)
+	short := func(hl, n int, body []byte) []byte {
+		return append(le.AppendUint64(nil, shortWord(0, hl, n)), body...)
+	}
+	sbody := bytes.Repeat([]byte{0x5c}, shortBody)
 	f.Add(one, uint8(1))
 	f.Add(append(append(append(one, long...), skip...), first(0, 0, hdr, nil)...), uint8(2))
 	f.Add(first(1<<43, 8, hdr, nil), uint8(1))
 	f.Add(first(3, 60, hdr, nil), uint8(1))
 	f.Add(cont([]byte("x")), uint8(1))
+	f.Add(append(append(append(short(13, 8, sbody), short(0, 0, nil)...), one...), short(20, 4, sbody)...), uint8(3))
+	f.Add(append(append(one, short(13, 12, sbody)...), long...), uint8(1))
+	f.Add(append(first(200, 48, hdr, nil), short(1, 1, sbody)...), uint8(1))
 	f.Fuzz(func(t *testing.T, b []byte, batch uint8) {
 		mem, err := unix.Mmap(-1, 0, ringBytes(fuzzSlots, fuzzFrag), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_ANONYMOUS)
 		if err != nil {
@@ -126,21 +135,47 @@ func FuzzRing(f *testing.F) {
 			wantFail  bool
 			published int
 		)
-		for len(b) >= 8 && !wantFail {
-			meta := le.Uint64(b)
-			b = b[8:]
-			off := int(tail % uint64(r.cap))
-			n, fail := refRecord(meta, r.cap, r.rec, off, cur != nil, total-len(cur), limit)
-			l := min(recLen(n), r.cap-off)
-			if l+lineSize > r.cap {
-				continue // a skip of the whole ring: no producer can write it
-			}
-			// Wait for room: the record and the terminator's line.
+		// Wait for room for a record of l bytes and the terminator's line.
+		room := func(l int) {
 			for tail+uint64(l+lineSize)-atomic.LoadUint64(r.headp) > uint64(r.cap) {
 				if r.poll(m); tail+uint64(l+lineSize)-atomic.LoadUint64(r.headp) > uint64(r.cap) {
 					t.Fatalf("ring full at %d and the consumer took nothing (err %v)", tail, p.err)
 				}
 			}
+		}
+		for len(b) >= 8 && !wantFail {
+			meta := le.Uint64(b)
+			b = b[8:]
+			off := int(tail % uint64(r.cap))
+			if meta>>metaKindShift == recShort {
+				// A short record: the word's header and payload lengths
+				// from the input, its position as a producer writes it.
+				hl, n := int(meta>>metaHdrShift&0xff), int(meta>>shortSeqBits&0xff)
+				room(halfLine)
+				body := r.data[off+8 : off+halfLine]
+				b = b[copy(body, b):]
+				if cur != nil || hl > btl.HeaderSize || hl+n > shortBody {
+					wantFail = true
+				} else {
+					*u64(r.data, (off+halfLine)%r.cap) = 0
+					var fh btl.Header
+					copy(fh[:hl], body)
+					wantHdrs = append(wantHdrs, fh)
+					wantFrms = append(wantFrms, append([]byte{}, body[hl:hl+n]...))
+				}
+				atomic.StoreUint64(u64(r.data, off), meta&^(1<<shortSeqBits-1)|shortSeq(tail))
+				tail += halfLine
+				if published++; published%int(batch) == 0 {
+					r.poll(m)
+				}
+				continue
+			}
+			n, fail := refRecord(meta, r.cap, r.rec, off, cur != nil, total-len(cur), limit)
+			l := min(recLen(n), r.cap-off)
+			if l+lineSize > r.cap {
+				continue // a skip of the whole ring: no producer can write it
+			}
+			room(l)
 			body := r.data[off+offRecBody : off+l]
 			k := copy(body[:min(n, len(body))], b)
 			b = b[k:]
@@ -148,7 +183,7 @@ func FuzzRing(f *testing.F) {
 			if fail {
 				wantFail = true
 			} else {
-				next := (off + recLen(n)) % r.cap
+				next := (off + l) % r.cap
 				*u64(r.data, next) = 0
 				switch meta >> metaKindShift {
 				case recFirst:
@@ -167,7 +202,7 @@ func FuzzRing(f *testing.F) {
 				}
 			}
 			atomic.StoreUint64(u64(r.data, off), tail+1)
-			tail += uint64(recLen(n))
+			tail += uint64(l)
 			if published++; published%int(batch) == 0 {
 				r.poll(m)
 			}

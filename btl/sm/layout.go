@@ -18,7 +18,7 @@ const (
 	// segMagic ("gorunsm1" read as a little-endian word) opens the header;
 	// the owner stores it last, so a peer that sees it sees the rest.
 	segMagic      uint64 = 0x316d736e75726f67
-	layoutVersion        = 3
+	layoutVersion        = 4
 
 	// Control area, line 0: written once by the owner at Open (closed at
 	// Close), read by peers.
@@ -54,7 +54,7 @@ const (
 	offProdClosed = offProdPID + 8 // u32: 1 once the producer has closed its module
 	ringCtlSize   = 4096
 
-	// Record: the unit a ring carries, starting on a line (doc.go,
+	// Record: the unit a ring carries, starting on a half line (doc.go,
 	// "Records"). Its seq word, then its meta word: the kind in the top
 	// byte; a frame's first record also has the header length and the
 	// frame's length, a continuation its payload length. A first record
@@ -64,6 +64,19 @@ const (
 	offRecSeq  = 0  // u64: the record's position in the ring's byte stream + 1, stored last by the producer
 	offRecMeta = 8  // u64: kind << metaKindShift | ...
 	offRecBody = 16 // first record: header, then payload; continuation: payload
+
+	// A short record is a whole frame of up to shortBody bytes of header
+	// and payload in half a line: one word (shortWord) that says so and
+	// is stored last, as a seq word is, then the header's significant
+	// bytes and the payload. p2p's eager header of a message of up to 11
+	// bytes fits, so that two such messages share a line.
+	halfLine  = lineSize / 2
+	shortBody = halfLine - 8
+	recShort  = 4
+	// shortSeqBits: the short word's low bits hold the record's position
+	// in half lines + 1, cut to this many bits (a check, as seq is: the
+	// word the consumer reads next is 0 until its record comes).
+	shortSeqBits = 40
 	// Records are at most a stride long, and a stride is a multiple of
 	// 128 bytes: a ring is a whole number of line pairs.
 	slotAlign     = 2 * lineSize
@@ -75,6 +88,18 @@ const (
 	recCont  = 2 // a later record of the frame: its payload length
 	recSkip  = 3 // nothing: the rest of the ring up to its end is unused this lap
 )
+
+// shortWord is the word that publishes a short record at stream
+// position pos: recShort in the top byte, then hl (the header's bytes),
+// then n (the payload's), then the position's half lines + 1 in the low
+// shortSeqBits. Its top byte is never 0, so it is never 0 itself and never
+// a full record's seq word (a position + 1 below 2^56).
+func shortWord(pos uint64, hl, n int) uint64 {
+	return recShort<<metaKindShift | uint64(hl)<<metaHdrShift | uint64(n)<<shortSeqBits | shortSeq(pos)
+}
+
+// shortSeq is the low part of a short word at stream position pos.
+func shortSeq(pos uint64) uint64 { return (pos/halfLine + 1) & (1<<shortSeqBits - 1) }
 
 // firstMeta is the meta word of a frame's first record: hl bytes of
 // header, a frame of total payload bytes.

@@ -79,52 +79,22 @@ func (r *inRing) poll(m *module) int {
 			break
 		}
 		seq := atomic.LoadUint64(u64(r.data, r.hoff+offRecSeq))
+		if seq == 0 {
+			break
+		}
+		var l int
 		if seq != r.head+1 {
-			if seq != 0 {
+			if seq>>metaKindShift != recShort || seq&(1<<shortSeqBits-1) != shortSeq(r.head) {
 				m.failPeer(r.p, fmt.Errorf("sm: from rank %d: corrupt ring: record word %#x at stream position %d", r.p.rank, seq, r.head))
 				return ev
 			}
-			break
-		}
-		meta := binary.LittleEndian.Uint64(r.data[r.hoff+offRecMeta:])
-		// The record's body ends at the ring's end or a stride on.
-		body := r.data[r.hoff+offRecBody : min(r.hoff+r.rec, r.cap)]
-		n := 0
-		switch kind := meta >> metaKindShift; {
-		case kind == recSkip:
-			n = r.cap - r.hoff - offRecBody
-		case kind == recFirst && !r.inFrame:
-			total, hl := meta&metaLenMask, int(meta>>metaHdrShift&0xff)
-			if total > maxFrame || hl > btl.HeaderSize {
-				m.failPeer(r.p, fmt.Errorf("sm: from rank %d: malformed record: frame length %d, header %d bytes", r.p.rank, total, hl))
+			if !r.short(m, seq) {
 				return ev
 			}
-			pl := min(int(total), r.rec-offRecBody-hl)
-			if n = hl + pl; recLen(n) > len(body)+offRecBody {
-				m.failPeer(r.p, fmt.Errorf("sm: from rank %d: malformed record: %d bytes past the ring's end", r.p.rank, r.hoff+recLen(n)-r.cap))
-				return ev
-			}
-			r.hdr = btl.Header{}
-			copy(r.hdr[:hl], body)
-			r.dst = h.Begin(r.p.rank, &r.hdr, int(total))
-			if uint64(len(r.dst)) != total {
-				m.failPeer(r.p, fmt.Errorf("sm: from rank %d: frame of %d bytes refused (%d bytes given): protocol error", r.p.rank, total, len(r.dst)))
-				return ev
-			}
-			r.got = copy(r.dst, body[hl:n])
-			r.inFrame = true
-		case kind == recCont && r.inFrame:
-			n = int(meta & metaLenMask)
-			if n == 0 || n > len(r.dst)-r.got || recLen(n) > len(body)+offRecBody {
-				m.failPeer(r.p, fmt.Errorf("sm: from rank %d: malformed record: %d payload bytes with %d of the frame left and %d in the ring", r.p.rank, n, len(r.dst)-r.got, len(body)))
-				return ev
-			}
-			r.got += copy(r.dst[r.got:], body[:n])
-		default:
-			m.failPeer(r.p, fmt.Errorf("sm: from rank %d: malformed record: kind %d (a frame half received: %v)", r.p.rank, kind, r.inFrame))
+			l = halfLine
+		} else if l = r.full(m); l == 0 {
 			return ev
 		}
-		l := recLen(n)
 		r.head += uint64(l)
 		if r.hoff += l; r.hoff == r.cap {
 			r.hoff = 0
@@ -151,6 +121,74 @@ func (r *inRing) poll(m *module) int {
 	return ev
 }
 
+// short takes in the short record at the head, whose word is w: a whole
+// frame, begun here and ended by poll. It reports false when it failed
+// the peer (a malformed record).
+func (r *inRing) short(m *module, w uint64) bool {
+	hl, n := int(w>>metaHdrShift&0xff), int(w>>shortSeqBits&0xff)
+	if r.inFrame || hl > btl.HeaderSize || hl+n > shortBody {
+		m.failPeer(r.p, fmt.Errorf("sm: from rank %d: malformed short record: header %d bytes, payload %d (a frame half received: %v)", r.p.rank, hl, n, r.inFrame))
+		return false
+	}
+	body := r.data[r.hoff+8 : r.hoff+halfLine]
+	r.hdr = btl.Header{}
+	copy(r.hdr[:hl], body)
+	r.dst = m.env.Handler.Begin(r.p.rank, &r.hdr, n)
+	if len(r.dst) != n {
+		m.failPeer(r.p, fmt.Errorf("sm: from rank %d: frame of %d bytes refused (%d bytes given): protocol error", r.p.rank, n, len(r.dst)))
+		return false
+	}
+	r.got = copy(r.dst, body[hl:hl+n])
+	r.inFrame = true
+	return true
+}
+
+// full takes in the record at the head, whose seq word poll has checked,
+// and returns its length, or 0 when it failed the peer (a malformed
+// record).
+func (r *inRing) full(m *module) int {
+	h := m.env.Handler
+	meta := binary.LittleEndian.Uint64(r.data[r.hoff+offRecMeta:])
+	// The record's body ends at the ring's end or a stride on.
+	body := r.data[r.hoff+offRecBody : min(r.hoff+r.rec, r.cap)]
+	n := 0
+	switch kind := meta >> metaKindShift; {
+	case kind == recSkip:
+		return r.cap - r.hoff
+	case kind == recFirst && !r.inFrame:
+		total, hl := meta&metaLenMask, int(meta>>metaHdrShift&0xff)
+		if total > maxFrame || hl > btl.HeaderSize {
+			m.failPeer(r.p, fmt.Errorf("sm: from rank %d: malformed record: frame length %d, header %d bytes", r.p.rank, total, hl))
+			return 0
+		}
+		pl := min(int(total), r.rec-offRecBody-hl)
+		if n = hl + pl; recLen(n) > len(body)+offRecBody {
+			m.failPeer(r.p, fmt.Errorf("sm: from rank %d: malformed record: %d bytes past the ring's end", r.p.rank, r.hoff+recLen(n)-r.cap))
+			return 0
+		}
+		r.hdr = btl.Header{}
+		copy(r.hdr[:hl], body)
+		r.dst = h.Begin(r.p.rank, &r.hdr, int(total))
+		if uint64(len(r.dst)) != total {
+			m.failPeer(r.p, fmt.Errorf("sm: from rank %d: frame of %d bytes refused (%d bytes given): protocol error", r.p.rank, total, len(r.dst)))
+			return 0
+		}
+		r.got = copy(r.dst, body[hl:n])
+		r.inFrame = true
+	case kind == recCont && r.inFrame:
+		n = int(meta & metaLenMask)
+		if n == 0 || n > len(r.dst)-r.got || recLen(n) > len(body)+offRecBody {
+			m.failPeer(r.p, fmt.Errorf("sm: from rank %d: malformed record: %d payload bytes with %d of the frame left and %d in the ring", r.p.rank, n, len(r.dst)-r.got, len(body)))
+			return 0
+		}
+		r.got += copy(r.dst[r.got:], body[:n])
+	default:
+		m.failPeer(r.p, fmt.Errorf("sm: from rank %d: malformed record: kind %d (a frame half received: %v)", r.p.rank, kind, r.inFrame))
+		return 0
+	}
+	return recLen(n)
+}
+
 // release hands what the consumer has read back to the producer, and
 // wakes the producer if it sleeps on a full ring (Dekker with
 // outRing.room: head is stored here, the flag read after).
@@ -167,7 +205,8 @@ func (r *inRing) release() {
 
 // ready reports whether a record waits in the ring.
 func (r *inRing) ready() bool {
-	return atomic.LoadUint64(u64(r.data, r.hoff+offRecSeq)) == r.head+1
+	w := atomic.LoadUint64(u64(r.data, r.hoff+offRecSeq))
+	return w == r.head+1 || w>>metaKindShift == recShort && w&(1<<shortSeqBits-1) == shortSeq(r.head)
 }
 
 // outRing is the producer's side: this rank writes to peer p. It is the
@@ -256,21 +295,41 @@ func (o *outRing) SendNow(h *btl.Header, payload []byte) bool {
 		return false
 	}
 	hl := significant(h)
-	if hl+len(payload) > o.rec-offRecBody {
+	switch {
+	case hl+len(payload) <= shortBody:
+		if !o.fits(halfLine) {
+			return false
+		}
+		o.putShort(h[:hl], payload)
+	case hl+len(payload) > o.rec-offRecBody:
 		return false
+	default:
+		l := recLen(hl + len(payload))
+		if o.toff+l > o.cap || !o.fits(l) {
+			return false
+		}
+		o.terminate(l)
+		b := o.data[o.toff+offRecBody : o.toff+l]
+		copy(b, h[:hl])
+		copy(b[hl:], payload)
+		o.publish(l, firstMeta(hl, len(payload)))
 	}
-	l := recLen(hl + len(payload))
-	if o.toff+l > o.cap || !o.fits(l) {
-		return false
-	}
-	o.terminate(l)
-	b := o.data[o.toff+offRecBody : o.toff+l]
-	copy(b, h[:hl])
-	copy(b[hl:], payload)
-	o.publish(l, firstMeta(hl, len(payload)))
 	o.doorbell()
 	wake(o.rctl)
 	return true
+}
+
+// putShort writes a frame of hdr and payload, shortBody bytes at most
+// together, as a short record at the tail (which always fits before the
+// ring's end: the tail is on a half line) and publishes it; the caller
+// has checked the room.
+func (o *outRing) putShort(hdr, payload []byte) {
+	o.terminate(halfLine)
+	b := o.data[o.toff+8 : o.toff+halfLine]
+	copy(b, hdr)
+	copy(b[len(hdr):], payload)
+	atomic.StoreUint64(u64(o.data, o.toff+offRecSeq), shortWord(o.tail, len(hdr), len(payload)))
+	o.advance(halfLine)
 }
 
 // next returns the length of the next record of queue[0] (its header
@@ -279,7 +338,9 @@ func (o *outRing) SendNow(h *btl.Header, payload []byte) bool {
 func (o *outRing) next() (l, hl, n int, skip bool) {
 	f := o.queue[0]
 	if !o.started {
-		hl = significant(&f.Hdr)
+		if hl = significant(&f.Hdr); hl+len(f.Payload) <= shortBody {
+			return halfLine, hl, len(f.Payload), false
+		}
 	}
 	n = min(len(f.Payload)-o.off, o.rec-offRecBody-hl)
 	l = recLen(hl + n)
@@ -331,7 +392,7 @@ func (o *outRing) terminate(l int) {
 		next = 0
 	}
 	*u64(o.data, next+offRecSeq) = 0
-	o.zeroed, o.zoff = end+lineSize, next+lineSize
+	o.zeroed, o.zoff = end+halfLine, next+halfLine
 	if o.zoff == o.cap {
 		o.zoff = 0
 	}
@@ -348,13 +409,20 @@ func (o *outRing) terminate(l int) {
 func (o *outRing) publish(l int, meta uint64) {
 	binary.LittleEndian.PutUint64(o.data[o.toff+offRecMeta:], meta)
 	atomic.StoreUint64(u64(o.data, o.toff+offRecSeq), o.tail+1)
+	o.advance(l)
+}
+
+// advance moves the tail past the record of l bytes just published and
+// zeroes ahead of it: the first word of every half line, where a record
+// may start.
+func (o *outRing) advance(l int) {
 	o.tail += uint64(l)
 	if o.toff += l; o.toff == o.cap {
 		o.toff = 0
 	}
-	for lim := min(o.tail+zeroAhead, o.head+uint64(o.cap)); o.zeroed < lim; o.zeroed += lineSize {
+	for lim := min(o.tail+zeroAhead, o.head+uint64(o.cap)); o.zeroed < lim; o.zeroed += halfLine {
 		*u64(o.data, o.zoff+offRecSeq) = 0
-		if o.zoff += lineSize; o.zoff == o.cap {
+		if o.zoff += halfLine; o.zoff == o.cap {
 			o.zoff = 0
 		}
 	}
@@ -381,6 +449,11 @@ func (o *outRing) push() int {
 			l, hl, n, skip := o.next()
 			if !o.room(l) {
 				return done
+			}
+			if !o.started && hl+len(f.Payload) <= shortBody {
+				o.putShort(f.Hdr[:hl], f.Payload)
+				published = true
+				break
 			}
 			o.terminate(l)
 			if skip {
