@@ -38,8 +38,8 @@
 //
 // The data area is a byte stream wrapped around: a record at stream
 // position p lies at offset p % cap (cap = slots x stride), starts on a
-// half line (32 bytes) and takes whole lines, at most a stride, or, a
-// short record, half a line. Small frames pack into consecutive lines:
+// line and takes whole lines, at most a stride, or, a short record or a
+// pad, starts on a half line (32 bytes) and takes one. Small frames pack into consecutive lines:
 // p2p's eager header has 13-14 significant bytes (p2p/header.go), so a
 // frame of up to 34 payload bytes is a one-line record, and a window of
 // 64 such sends fills 4 KiB that the consumer reads in order.
@@ -48,10 +48,12 @@
 // messages of up to 11 bytes, zero-byte ones such as a barrier's) is a
 // short record: one word, the kind, the header's and the payload's
 // lengths and the position (shortWord), stored last as a seq word is,
-// then the bytes. Two such messages share a line, as in Open MPI's fast
-// boxes (32-byte slots): on the lent 32-core host its 8-byte message rate
-// was 1.4x its 16-byte one, and gorun's 8-byte rate, with a line a
-// message, 0.65-0.91x Open MPI's. On the 2-core VM, osu_mbw_mr 1-8 B went
+// then the bytes; a full record that would start on the second half of a
+// line (after an odd number of short ones) is preceded by a pad of half a
+// line (recPad), so that a one-line record never spans two. Two short
+// messages share a line, as in Open MPI's fast boxes (32-byte slots): on
+// the lent 32-core host its 8-byte message rate was 1.4x its 16-byte one,
+// and gorun's 8-byte rate, with a line a message, 0.65-0.91x Open MPI's. On the 2-core VM, osu_mbw_mr 1-8 B went
 // from 4.0-4.2 to 5.8-6.3 M messages/s (Open MPI 7.3-8.2); on the lent
 // 32-core Intel host by 2-10% only (np=2 8 B, medians of 6: 4.30 to 4.60,
 // Open MPI 7.30), latency and barrier no slower

@@ -76,8 +76,8 @@ func refRecord(meta uint64, capacity, rec, off int, inFrame bool, rem, limit int
 // of real shared memory: each record's meta word and body from the input
 // (the body as long as the reference decoder says the meta word asks
 // for), then the terminator and the seq word, as outRing.publish does,
-// or, for a word of kind recShort, a short record (its position filled
-// in, as putShort writes it),
+// or, for a word of kind recShort or recPad, a short record or a pad (its
+// position filled in, as putShort and pad write them),
 // polling the consumer every batch records and whenever the ring is full.
 // The consumer must deliver exactly the frames the records hold whole,
 // with their headers, and fail the producer (never panic) on a length,
@@ -99,18 +99,28 @@ func FuzzRing(f *testing.F) {
 	long := append(first(200, 48, hdr, bytes.Repeat([]byte{1}, rec-offRecBody-48)), cont(bytes.Repeat([]byte{2}, 100))...)
 	long = append(long, cont(bytes.Repeat([]byte{3}, 200-100-(rec-offRecBody-48)))...)
 	skip := le.AppendUint64(nil, recSkip<<metaKindShift)
-	short := func(hl, n int, body []byte) []byte {
-		return append(le.AppendUint64(nil, shortWord(0, hl, n)), body...)
+	// A short record's body is always shortBody bytes of the input.
+	short := func(hl, n int) []byte {
+		return append(le.AppendUint64(nil, shortWord(0, hl, n)), bytes.Repeat([]byte{0x5c}, shortBody)...)
 	}
-	sbody := bytes.Repeat([]byte{0x5c}, shortBody)
+	pad := le.AppendUint64(nil, recPad<<metaKindShift)
 	f.Add(one, uint8(1))
 	f.Add(append(append(append(one, long...), skip...), first(0, 0, hdr, nil)...), uint8(2))
 	f.Add(first(1<<43, 8, hdr, nil), uint8(1))
 	f.Add(first(3, 60, hdr, nil), uint8(1))
 	f.Add(cont([]byte("x")), uint8(1))
-	f.Add(append(append(append(short(13, 8, sbody), short(0, 0, nil)...), one...), short(20, 4, sbody)...), uint8(3))
-	f.Add(append(append(one, short(13, 12, sbody)...), long...), uint8(1))
-	f.Add(append(first(200, 48, hdr, nil), short(1, 1, sbody)...), uint8(1))
+	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+	// Short records and pads among full ones, full records and a skip on
+	// half lines (after an odd number of short records, without a pad)
+	// and on lines (with one).
+	f.Add(cat(short(13, 8), short(0, 0), one, short(20, 4), long, skip, short(9, 15), one), uint8(3))
+	f.Add(cat(short(13, 8), pad, one, long, short(1, 1), short(2, 2), pad, skip, one), uint8(2))
+	f.Add(cat(one, short(13, 12), long), uint8(1)) // 25 bytes: too long
+	// A short record inside a frame half received.
+	f.Add(cat(first(200, 48, hdr, bytes.Repeat([]byte{1}, rec-offRecBody-48)), short(1, 1)), uint8(1))
+	// A pad between a frame's records (no producer writes one there; the
+	// consumer passes over it).
+	f.Add(cat(first(200, 48, hdr, bytes.Repeat([]byte{1}, rec-offRecBody-48)), pad, cont(bytes.Repeat([]byte{2}, 100)), cont(bytes.Repeat([]byte{3}, 200-100-(rec-offRecBody-48)))), uint8(1))
 	f.Fuzz(func(t *testing.T, b []byte, batch uint8) {
 		mem, err := unix.Mmap(-1, 0, ringBytes(fuzzSlots, fuzzFrag), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_ANONYMOUS)
 		if err != nil {
@@ -147,14 +157,16 @@ func FuzzRing(f *testing.F) {
 			meta := le.Uint64(b)
 			b = b[8:]
 			off := int(tail % uint64(r.cap))
-			if meta>>metaKindShift == recShort {
-				// A short record: the word's header and payload lengths
-				// from the input, its position as a producer writes it.
+			if k := meta >> metaKindShift; k == recShort || k == recPad {
+				// A short record (the word's header and payload lengths
+				// from the input) or a pad, at its position as a producer
+				// writes it.
 				hl, n := int(meta>>metaHdrShift&0xff), int(meta>>shortSeqBits&0xff)
 				room(halfLine)
 				body := r.data[off+8 : off+halfLine]
-				b = b[copy(body, b):]
-				if cur != nil || hl > btl.HeaderSize || hl+n > shortBody {
+				if k == recPad {
+					*u64(r.data, (off+halfLine)%r.cap) = 0
+				} else if b = b[copy(body, b):]; cur != nil || hl > btl.HeaderSize || hl+n > shortBody {
 					wantFail = true
 				} else {
 					*u64(r.data, (off+halfLine)%r.cap) = 0

@@ -73,6 +73,11 @@ const (
 	halfLine  = lineSize / 2
 	shortBody = halfLine - 8
 	recShort  = 4
+	// recPad: a half line left empty after a short record, so that the
+	// full record that follows starts on a line (a full record of one
+	// line would otherwise span two); its word is a short word's without
+	// lengths, and the consumer passes over it.
+	recPad = 5
 	// shortSeqBits: the short word's low bits hold the record's position
 	// in half lines + 1, cut to this many bits (a check, as seq is: the
 	// word the consumer reads next is 0 until its record comes).

@@ -11,12 +11,14 @@ import (
 // ring is one single-producer single-consumer ring as mapped by either
 // side: a control page, then the data area (layout.go). The data area is
 // a byte stream wrapped around: records (first and later fragments of
-// frames, and skips) follow each other on line boundaries, so that small
-// frames pack into consecutive lines. A record at stream position p starts
-// at offset p % cap and is published by storing p+1 into its seq word;
-// the seq word right after it is 0 by then (the producer zeroes lines
-// ahead of its records), so the word the consumer reads next is 0 until
-// its record comes (doc.go, "Records").
+// frames, skips, and short records and pads of half a line) follow each
+// other, full records on line boundaries, so that small frames pack into
+// consecutive lines. A record at stream position p starts at offset p %
+// cap and is published by storing p+1 into its seq word (a short record
+// or pad: its short word); the word right after it is 0 by then (the
+// producer zeroes every half line's first word ahead of its records), so
+// the word the consumer reads next is 0 until its record comes (doc.go,
+// "Records").
 type ring struct {
 	mem  []byte
 	data []byte // the data area: cap bytes after the control page
@@ -84,11 +86,12 @@ func (r *inRing) poll(m *module) int {
 		}
 		var l int
 		if seq != r.head+1 {
-			if seq>>metaKindShift != recShort || seq&(1<<shortSeqBits-1) != shortSeq(r.head) {
+			k := seq >> metaKindShift
+			if k != recShort && k != recPad || seq&(1<<shortSeqBits-1) != shortSeq(r.head) {
 				m.failPeer(r.p, fmt.Errorf("sm: from rank %d: corrupt ring: record word %#x at stream position %d", r.p.rank, seq, r.head))
 				return ev
 			}
-			if !r.short(m, seq) {
+			if k == recShort && !r.short(m, seq) {
 				return ev
 			}
 			l = halfLine
@@ -206,7 +209,8 @@ func (r *inRing) release() {
 // ready reports whether a record waits in the ring.
 func (r *inRing) ready() bool {
 	w := atomic.LoadUint64(u64(r.data, r.hoff+offRecSeq))
-	return w == r.head+1 || w>>metaKindShift == recShort && w&(1<<shortSeqBits-1) == shortSeq(r.head)
+	k := w >> metaKindShift
+	return w == r.head+1 || (k == recShort || k == recPad) && w&(1<<shortSeqBits-1) == shortSeq(r.head)
 }
 
 // outRing is the producer's side: this rank writes to peer p. It is the
@@ -217,7 +221,7 @@ type outRing struct {
 	p    *peer
 	tail uint64 // stream position of the next record
 	toff int    // tail's offset in data
-	// zeroed: the first word of every line from tail up to this stream
+	// zeroed: the first word of every half line from tail up to this stream
 	// position is 0, zoff its offset in data (publish).
 	zeroed uint64
 	zoff   int
@@ -304,9 +308,13 @@ func (o *outRing) SendNow(h *btl.Header, payload []byte) bool {
 	case hl+len(payload) > o.rec-offRecBody:
 		return false
 	default:
+		pad := o.toff % lineSize // a half line to pass first, or 0
 		l := recLen(hl + len(payload))
-		if o.toff+l > o.cap || !o.fits(l) {
+		if o.toff+pad+l > o.cap || !o.fits(pad+l) {
 			return false
+		}
+		if pad != 0 {
+			o.pad()
 		}
 		o.terminate(l)
 		b := o.data[o.toff+offRecBody : o.toff+l]
@@ -317,6 +325,15 @@ func (o *outRing) SendNow(h *btl.Header, payload []byte) bool {
 	o.doorbell()
 	wake(o.rctl)
 	return true
+}
+
+// pad publishes a pad record at the tail, which is on a half line, so that
+// the full record to follow starts on a line; the caller has checked the
+// room.
+func (o *outRing) pad() {
+	o.terminate(halfLine)
+	atomic.StoreUint64(u64(o.data, o.toff+offRecSeq), recPad<<metaKindShift|shortSeq(o.tail))
+	o.advance(halfLine)
 }
 
 // putShort writes a frame of hdr and payload, shortBody bytes at most
@@ -400,21 +417,20 @@ func (o *outRing) terminate(l int) {
 
 // publish makes the record of l bytes at the tail, its body written and
 // terminated, visible: its meta word, then its seq word, which the
-// consumer waits for. Then, off the way of this message, it zeroes the
-// first word of the lines up to zeroAhead bytes past the new tail (as far
-// as the consumer has handed space back), so that the records to come
-// find their terminators in place and their lines in this side's cache:
-// stored on the way of every message, the terminator's miss cost 0.06 µs
-// of latency at 8 bytes (measured on the 16-core device host).
+// consumer waits for; then advance.
 func (o *outRing) publish(l int, meta uint64) {
 	binary.LittleEndian.PutUint64(o.data[o.toff+offRecMeta:], meta)
 	atomic.StoreUint64(u64(o.data, o.toff+offRecSeq), o.tail+1)
 	o.advance(l)
 }
 
-// advance moves the tail past the record of l bytes just published and
-// zeroes ahead of it: the first word of every half line, where a record
-// may start.
+// advance moves the tail past the record of l bytes just published and,
+// off the way of this message, zeroes the first word of every half line
+// (where a record may start) up to zeroAhead bytes past the new tail (as
+// far as the consumer has handed space back), so that the records to come
+// find their terminators in place and their lines in this side's cache:
+// stored on the way of every message, the terminator's miss cost 0.06 µs
+// of latency at 8 bytes (measured on the 16-core device host).
 func (o *outRing) advance(l int) {
 	o.tail += uint64(l)
 	if o.toff += l; o.toff == o.cap {
@@ -428,8 +444,8 @@ func (o *outRing) advance(l int) {
 	}
 }
 
-// zeroAhead is how far past its tail the producer keeps lines zeroed:
-// 64 one-line records.
+// zeroAhead is how far past its tail the producer keeps half lines
+// zeroed: 64 one-line records.
 const zeroAhead = 4096
 
 // push moves queued frames into the ring until it is full and returns the
@@ -447,10 +463,20 @@ func (o *outRing) push() int {
 		f := o.queue[0]
 		for {
 			l, hl, n, skip := o.next()
+			short := !o.started && hl+len(f.Payload) <= shortBody
+			if !short && o.toff%lineSize != 0 {
+				// A full record (or skip) starts on a line.
+				if !o.room(halfLine) {
+					return done
+				}
+				o.pad()
+				published = true
+				continue
+			}
 			if !o.room(l) {
 				return done
 			}
-			if !o.started && hl+len(f.Payload) <= shortBody {
+			if short {
 				o.putShort(f.Hdr[:hl], f.Payload)
 				published = true
 				break

@@ -237,7 +237,10 @@ func TestRingStream(t *testing.T) {
 	ep := reach(t, m[0], m[1])
 	o := m[0].peers[1].out
 	d := &doneCount{}
-	sent, size := 0, func(k int) int { return []int{0, 1, 16, 17, 100, 1000, 5000, 70000}[k%8] + k%5 }
+	// Five short records in every ten frames (0-21 bytes: the header is
+	// all zero), so that full records come after an odd number of them
+	// too, and pads.
+	sent, size := 0, func(k int) int { return []int{0, 1, 8, 16, 17, 30, 100, 1000, 5000, 70000}[k%10] + k%5 }
 	send := func() {
 		p := make([]byte, size(sent))
 		for i := range p {
@@ -277,6 +280,48 @@ func TestRingStream(t *testing.T) {
 	for k, f := range h[1].frames {
 		if len(f) != size(k) || (len(f) > 0 && (f[0] != byte(k) || f[len(f)-1] != byte(k+len(f)-1))) {
 			t.Fatalf("frame %d: %d bytes, damaged or out of order", k, len(f))
+		}
+	}
+}
+
+// TestShortPad: a short record takes half a line, and a full record after
+// an odd number of them starts on the next line, behind a pad, by either
+// way of sending; every frame arrives.
+func TestShortPad(t *testing.T) {
+	_, m, h := pair(t)
+	ep := reach(t, m[0], m[1])
+	imm := ep.(btl.Immediate)
+	o := m[0].peers[1].out
+	d := &doneCount{}
+	short, line := []byte("short"), bytes.Repeat([]byte{7}, 30)
+	steps := []struct {
+		now  bool
+		p    []byte
+		toff int // the tail's offset after it
+	}{
+		{true, short, 32}, {true, line, 128}, {false, short, 160}, {false, line, 256},
+		{true, short, 288}, {false, short, 320}, {true, line, 384},
+	}
+	for i, s := range steps {
+		if s.now {
+			if !imm.SendNow(&btl.Header{}, s.p) {
+				t.Fatalf("step %d: SendNow refused a frame on an empty ring", i)
+			}
+		} else {
+			ep.Send(&btl.Frame{Payload: s.p, Owner: d})
+		}
+		if o.toff != s.toff {
+			t.Fatalf("step %d: tail at offset %d, want %d", i, o.toff, s.toff)
+		}
+	}
+	for m[1].Progress() > 0 {
+	}
+	if len(h[1].frames) != len(steps) {
+		t.Fatalf("%d frames received of %d", len(h[1].frames), len(steps))
+	}
+	for i, s := range steps {
+		if !bytes.Equal(h[1].frames[i], s.p) {
+			t.Fatalf("frame %d: %q, want %q", i, h[1].frames[i], s.p)
 		}
 	}
 }

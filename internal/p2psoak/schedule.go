@@ -61,11 +61,11 @@ type Config struct {
 }
 
 // edges are message sizes in bytes where the transports change: btl/sm's
-// short record (24 bytes of header and payload: 11-15 of payload, with
-// p2p's header of 9-14 significant bytes), its one-line record (34 bytes
-// of payload), its eager limit (16 KiB), tcp's (64 KiB) and btl/sm's
-// fragment (64 KiB).
-var edges = []int{0, 1, 7, 8, 11, 12, 15, 16, 33, 34, 35, 64, 4095, 4096, 16<<10 - 1, 16 << 10, 16<<10 + 1, 64<<10 - 1, 64 << 10, 64<<10 + 1, 128 << 10}
+// short record (24 bytes of header and payload: 11 of payload behind
+// p2p's eager header, 13 significant bytes for a length of 1-255), its
+// one-line record (34 bytes of payload), its eager limit (16 KiB), tcp's
+// (64 KiB) and btl/sm's fragment (64 KiB).
+var edges = []int{0, 1, 7, 8, 11, 12, 33, 34, 35, 64, 4095, 4096, 16<<10 - 1, 16 << 10, 16<<10 + 1, 64<<10 - 1, 64 << 10, 64<<10 + 1, 128 << 10}
 
 // Ways to send, and to receive what comes to a rank on a communicator.
 const (
