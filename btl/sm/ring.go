@@ -222,7 +222,7 @@ type outRing struct {
 	tail uint64 // stream position of the next record
 	toff int    // tail's offset in data
 	// zeroed: the first word of every half line from tail up to this stream
-	// position is 0, zoff its offset in data (publish).
+	// position is 0, zoff its offset in data (advance).
 	zeroed uint64
 	zoff   int
 	head   uint64  // the consumer's head as last read
