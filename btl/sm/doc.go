@@ -55,8 +55,9 @@
 // the lent 32-core host its 8-byte message rate was 1.4x its 16-byte one,
 // and gorun's 8-byte rate, with a line a message, 0.65-0.91x Open MPI's. On the 2-core VM, osu_mbw_mr 1-8 B went
 // from 4.0-4.2 to 5.8-6.3 M messages/s (Open MPI 7.3-8.2); on the lent
-// 32-core Intel host by 2-10% only (np=2 8 B, medians of 6: 4.30 to 4.60,
-// Open MPI 7.30), latency and barrier no slower
+// 32-core Intel host by 7-19% only (np=2 8 B, medians over three lent
+// machines: 4.30 to 4.60, 4.36 to 5.19; Open MPI 6.6-7.3), latency and
+// barrier within their runs' spread
 // (bench/results/msgrate-short-2026-11-27.txt). (The ring
 // used to be 16 fixed slots of 64 KiB, one frame or fragment per slot:
 // every small message then took the first line of a slot 64 KiB from the
