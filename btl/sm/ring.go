@@ -86,12 +86,11 @@ func (r *inRing) poll(m *module) int {
 		}
 		var l int
 		if seq != r.head+1 {
-			k := seq >> metaKindShift
-			if k != recShort && k != recPad || seq&(1<<shortSeqBits-1) != shortSeq(r.head) {
+			if !r.half(seq) {
 				m.failPeer(r.p, fmt.Errorf("sm: from rank %d: corrupt ring: record word %#x at stream position %d", r.p.rank, seq, r.head))
 				return ev
 			}
-			if k == recShort && !r.short(m, seq) {
+			if seq>>metaKindShift == recShort && !r.short(m, seq) {
 				return ev
 			}
 			l = halfLine
@@ -209,8 +208,14 @@ func (r *inRing) release() {
 // ready reports whether a record waits in the ring.
 func (r *inRing) ready() bool {
 	w := atomic.LoadUint64(u64(r.data, r.hoff+offRecSeq))
+	return w == r.head+1 || r.half(w)
+}
+
+// half reports whether w is the word of a short record or a pad at the
+// head.
+func (r *inRing) half(w uint64) bool {
 	k := w >> metaKindShift
-	return w == r.head+1 || (k == recShort || k == recPad) && w&(1<<shortSeqBits-1) == shortSeq(r.head)
+	return (k == recShort || k == recPad) && w&(1<<shortSeqBits-1) == shortSeq(r.head)
 }
 
 // outRing is the producer's side: this rank writes to peer p. It is the
