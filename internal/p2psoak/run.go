@@ -364,10 +364,7 @@ func (s *runner) post(rd *round, m *msg, mode int) (*recv, error) {
 	default:
 		x.q, err = mpi.Irecv(c, x.buf, src, tag)
 	}
-	if err != nil {
-		return x, err
-	}
-	return x, nil
+	return x, err
 }
 
 // start sends m (a blocking send returns a sent without a request).
@@ -576,10 +573,8 @@ func check(rd *round, m *msg, buf []byte, st mpi.Status) error {
 	if st.Source != m.src || st.Tag != m.tag || st.Bytes() != m.bytes {
 		return fmt.Errorf("%v: status says rank %d, tag %d, %d bytes", m, st.Source, st.Tag, st.Bytes())
 	}
-	want := make([]byte, m.bytes)
-	pattern(want, rd.r, m.idx)
-	if i := firstDiff(buf[:m.bytes], want); i >= 0 {
-		return fmt.Errorf("%v: byte %d received is %#x, want %#x", m, i, buf[i], want[i])
+	if i, want := unlike(buf[:m.bytes], rd.r, m.idx); i >= 0 {
+		return fmt.Errorf("%v: byte %d received is %#x, want %#x", m, i, buf[i], want)
 	}
 	for i, b := range buf[m.bytes:] {
 		if b != sentinel {
@@ -598,24 +593,25 @@ func (s *runner) checkSent(rd *round, x *sent) error {
 			return err
 		}
 	}
-	want := make([]byte, x.m.bytes)
-	pattern(want, rd.r, x.m.idx)
-	if i := firstDiff(got, want); i >= 0 {
-		return fmt.Errorf("%v: the send buffer's byte %d changed to %#x (was %#x)", x.m, i, got[i], want[i])
+	if i, want := unlike(got, rd.r, x.m.idx); i >= 0 {
+		return fmt.Errorf("%v: the send buffer's byte %d changed to %#x (was %#x)", x.m, i, got[i], want)
 	}
 	return nil
 }
 
-func firstDiff(a, b []byte) int {
-	if bytes.Equal(a, b) {
-		return -1
+// unlike returns the first byte of b that is not message idx of round r's
+// (pattern) and what it should be, or -1.
+func unlike(b []byte, r, idx int) (int, byte) {
+	want := make([]byte, len(b))
+	pattern(want, r, idx)
+	if bytes.Equal(b, want) {
+		return -1, 0
 	}
-	for i := range a {
-		if a[i] != b[i] {
-			return i
-		}
+	i := 0
+	for b[i] == want[i] {
+		i++
 	}
-	return len(a)
+	return i, want[i]
 }
 
 // devOf returns a device copy of b on this rank's GPU.

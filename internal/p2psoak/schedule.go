@@ -8,13 +8,13 @@
 // world, a Dup of it, the world's ranks in reverse order), from any rank
 // to any rank (itself too), with one of four tags, so that a pair carries
 // several streams at once, of a size drawn log-uniform up to Config.Max
-// or, half of the time, at the transports' limits (btl/sm's one-line
-// record, its eager limit, tcp's, a fragment), sent by Isend, Issend,
-// Send, Ssend, Ibsend (at most four a rank between fenced rounds) or a
-// persistent request (SendInit, Start: kept from round to round and
+// or, half of the time, at the transports' limits (btl/sm's short and
+// one-line records, its eager limit, tcp's, a fragment), sent by Isend,
+// Issend, Send, Ssend, Ibsend (at most four a rank between fenced rounds)
+// or a persistent request (SendInit, Start: kept from round to round and
 // started again for the next message of its communicator, peer, tag and
-// length, as receives posted by RecvInit are), from
-// device memory too with Config.GPU. Each rank receives what comes to it
+// length, as receives posted by RecvInit are), from device memory too
+// with Config.GPU. Each rank receives what comes to it
 // on a communicator in one way, drawn for the round: receives posted for
 // each message (some of them persistent, into device memory too with
 // Config.GPU), receives from the right source with AnyTag, Mprobe then
@@ -32,8 +32,7 @@
 // non-overtaking order too. A send buffer must be unchanged when its send
 // completes, a cancelled receive must say so, an Issend must not complete
 // before its receive is posted, and now and then a rank sleeps before a
-// round, so that the others' messages wait for it
-// unexpected.
+// round, so that the others' messages wait for it unexpected.
 package p2psoak
 
 import (
