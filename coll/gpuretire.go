@@ -87,33 +87,38 @@ func retireRegions(st *ipcState, world []int, me int) {
 		}
 	}
 	if st.own.Len() > 0 {
-		// Wait for every peer's notice (none if the region was never
-		// exported: ipcSetup records the handle as soon as it has one,
-		// before any peer can map it), less those that came already.
-		h := st.handles[me]
-		x := &retiredRegion{own: st.own, wait: map[int]bool{}}
-		if h != ([handleBytes]byte{}) {
-			for r, w := range world {
-				if r != me {
-					x.wait[w] = true
-				}
-			}
-			for _, w := range retire.early[h] {
-				delete(x.wait, w)
-			}
-			delete(retire.early, h)
-		}
+		retire.keep(st.own, st.handles[me], world, me)
 		st.own = gpu.Buffer{}
-		if len(x.wait) == 0 {
-			x.own.Free()
-		} else {
-			if retire.regions == nil {
-				retire.regions = map[[handleBytes]byte]*retiredRegion{}
-			}
-			retire.regions[h] = x
-		}
 	}
 	retire.takeLocked()
+}
+
+// keep frees own, this rank's region exported as h, once every peer has
+// said it unmapped it: now if none can have it mapped (h zero: it was
+// never exported; ipcSetup records the handle as soon as it has one,
+// before any peer can map it) or every notice came already, else when the
+// last comes (takeLocked); rt.mu is held.
+func (rt *retirer) keep(own gpu.Buffer, h [handleBytes]byte, world []int, me int) {
+	x := &retiredRegion{own: own, wait: map[int]bool{}}
+	if h != ([handleBytes]byte{}) {
+		for r, w := range world {
+			if r != me {
+				x.wait[w] = true
+			}
+		}
+		for _, w := range rt.early[h] {
+			delete(x.wait, w)
+		}
+		delete(rt.early, h)
+	}
+	if len(x.wait) == 0 {
+		own.Free()
+		return
+	}
+	if rt.regions == nil {
+		rt.regions = map[[handleBytes]byte]*retiredRegion{}
+	}
+	rt.regions[h] = x
 }
 
 // reclaim takes in the notices that have come and frees the regions
