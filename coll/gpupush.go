@@ -148,6 +148,15 @@ func (d *devCall) push(c *Comm, a *Args, what string, size int, fallback func(*C
 			return err
 		}
 	}
+	// The device's resident kernel runs the call where the buffers are
+	// on the region's device (gpu.Server); a rank whose kernel is not
+	// resident launches it, which its peers cannot tell apart.
+	st.reg.Server = nil
+	if st.dev == d.dev {
+		if st.reg.Server, err = gpu.ServerFor(st.dev, pGPUServe()); err != nil {
+			return fmt.Errorf("GPU %s: %w", what, err)
+		}
+	}
 	var idle *p2p.Idler // set once the kernel first gave up waiting
 	t0 := uint64(0)
 	// abandon ends a call whose kernel gave up at least once: the blocks'

@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -115,6 +116,7 @@ func BenchmarkGPUFloor(b *testing.B) {
 		if n, _ := DeviceCount(); n >= 2 {
 			benchPeerProbes(b, probe)
 		}
+		benchServe(b, probe)
 	}
 	for _, ranks := range []int{1, 2} {
 		if n, _ := DeviceCount(); n < ranks {
@@ -122,13 +124,13 @@ func BenchmarkGPUFloor(b *testing.B) {
 		}
 		g := newFloorGroup(b, ranks)
 		for _, size := range []int{8, 16 << 10, 256 << 10, 1 << 20, 4 << 20} {
-			for _, wait := range []string{"sync", "poll"} {
+			for _, wait := range []string{"sync", "poll", "serve"} {
 				spin := time.Duration(0)
-				if wait == "poll" {
+				if wait != "sync" {
 					spin = time.Millisecond
 				}
 				b.Run(fmt.Sprintf("push/ranks=%d/size=%s/wait=%s", ranks, sizeName(size), wait), func(b *testing.B) {
-					g.run(b, size, spin)
+					g.run(b, size, spin, wait == "serve")
 				})
 			}
 		}
@@ -297,7 +299,7 @@ type floorGroup struct {
 
 const floorSlot = 4 << 20
 
-func newFloorGroup(b *testing.B, ranks int) *floorGroup {
+func newFloorGroup(b testing.TB, ranks int) *floorGroup {
 	g := &floorGroup{ranks: ranks}
 	flags := 2 * ranks * floorSlot
 	for d := range ranks {
@@ -350,8 +352,9 @@ func (g *floorGroup) next() PushCall {
 }
 
 // run times b.N allreduces of size bytes, one goroutine per GPU lined up
-// before every call, and checks the last one's sum.
-func (g *floorGroup) run(b *testing.B, size int, spin time.Duration) {
+// before every call, and checks the last one's sum; serve: on the
+// devices' resident kernels (Server, waiting 500 µs for the next call).
+func (g *floorGroup) run(b *testing.B, size int, spin time.Duration, serve bool) {
 	calls := make([]PushCall, b.N)
 	for i := range calls {
 		calls[i] = g.next()
@@ -369,10 +372,21 @@ func (g *floorGroup) run(b *testing.B, size int, spin time.Duration) {
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
 			in, out := g.in[d].Slice(0, size/4), g.out[d].Slice(0, size/4)
+			reg := g.reg[d]
+			if serve {
+				var err error
+				if reg.Server, err = ServerFor(d, 500*time.Microsecond); err == nil && reg.Server == nil {
+					err = errors.New("no resident kernel in the loaded PTX")
+				}
+				if err != nil {
+					errs[d] = err
+					return
+				}
+			}
 			for _, pc := range calls {
 				bar.wait()
 				t0 := time.Now()
-				if err := AllreducePush(g.streams[d], Sum, g.reg[d], pc, in, out); err != nil {
+				if err := AllreducePush(g.streams[d], Sum, reg, pc, in, out); err != nil {
 					errs[d] = err
 					return
 				}
@@ -437,5 +451,119 @@ func (s *spinBarrier) wait() {
 		return
 	}
 	for s.gen.Load() == g {
+	}
+}
+
+// benchServe times probe_serve (testdata/probe.cu): calls handed to a
+// running kernel through mapped host memory, the floor of a persistent
+// kernel against launch+poll's. serve/gpus=1: one GPU, the host's
+// command word to the kernel and its answer back; serve/gpus=2: one
+// goroutine a GPU, lined up before each call as push/ranks=2's are, each
+// kernel bouncing a flag with the other's before it answers (the floor of
+// an 8-byte allreduce by such kernels). blocks: the grid, every block's
+// thread 0 polling the command word.
+func benchServe(b *testing.B, probe0 *cuda.Module) {
+	gpus := 1
+	if n, _ := DeviceCount(); n >= 2 {
+		gpus = 2
+	}
+	mods := []*cuda.Module{probe0}
+	if gpus == 2 {
+		ctx1, err := DeviceContext(1)
+		must(b, err)
+		mods = append(mods, loadProbe(b, ctx1))
+	}
+	type side struct {
+		s        *cuda.Stream
+		f        *cuda.Function
+		cmd, ans *PushWords
+		flag     Buffer // the word the other GPU sets
+		count    Buffer
+		out      Buffer
+	}
+	sides := make([]side, gpus)
+	for d := range gpus {
+		c, err := DeviceContext(d)
+		must(b, err)
+		sd := &sides[d]
+		sd.s, err = c.NewStream()
+		must(b, err)
+		defer sd.s.Destroy()
+		sd.f, err = mods[d].Function("probe_serve")
+		must(b, err)
+		sd.cmd, err = NewPushWords(d)
+		must(b, err)
+		defer sd.cmd.Free()
+		sd.ans, err = NewPushWords(d)
+		must(b, err)
+		defer sd.ans.Free()
+		for _, buf := range []*Buffer{&sd.flag, &sd.count, &sd.out} {
+			*buf, err = Alloc(d, Uint8, 64)
+			must(b, err)
+			defer buf.Free()
+			must(b, buf.CopyFromHost(make([]byte, 64)))
+		}
+	}
+	base := uint64(0)
+	for g := 1; g <= gpus; g++ {
+		for _, blocks := range []int{1, 16} {
+			b.Run(fmt.Sprintf("serve/gpus=%d/blocks=%d", g, blocks), func(b *testing.B) {
+				for d := range g {
+					sd := &sides[d]
+					must(b, sd.count.CopyFromHost(make([]byte, 64)))
+					var ka cuda.KernelArgs
+					ka.U64(uint64(sd.cmd.Done()))
+					ka.U64(uint64(sd.ans.Done()))
+					ka.U64(uint64(sd.flag.DevicePtr()))
+					ka.U64(uint64(sides[(d+1)%gpus].flag.DevicePtr()))
+					ka.U64(uint64(sd.count.DevicePtr()))
+					ka.U64(base)
+					ka.U32(uint32(b.N))
+					ka.U32(uint32(g - 1))
+					ka.U64(uint64(sd.out.DevicePtr()))
+					must(b, sd.s.LaunchArgs(sd.f, cuda.D1(blocks), cuda.D1(32), 0, &ka))
+				}
+				var bar spinBarrier
+				bar.n = int32(g)
+				total := make([]time.Duration, g)
+				var wg sync.WaitGroup
+				b.ResetTimer()
+				for d := range g {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						runtime.LockOSThread()
+						defer runtime.UnlockOSThread()
+						sd := &sides[d]
+						for i := 1; i <= b.N; i++ {
+							v := base + uint64(i)
+							bar.wait()
+							t0 := time.Now()
+							sd.cmd.done.Store(v)
+							for j := 0; sd.ans.done.Load() != v; j++ {
+								if j&1023 == 0 && time.Since(t0) > 5*time.Second {
+									return // the kernel's out[1] says why
+								}
+							}
+							total[d] += time.Since(t0)
+						}
+					}()
+				}
+				wg.Wait()
+				b.StopTimer()
+				slowest := time.Duration(0)
+				for d := range g {
+					must(b, sides[d].s.Synchronize())
+					var out [2]int64
+					must(b, Download(out[:], Wrap(d, sides[d].out.Ptr(), Int64, 2)))
+					if out[1] != 0 || sides[d].ans.done.Load() != base+uint64(b.N) {
+						b.Fatalf("device %d: serve kernel gave up (answer %d, want %d)", d, sides[d].ans.done.Load(), base+uint64(b.N))
+					}
+					slowest = max(slowest, total[d])
+				}
+				base += uint64(b.N)
+				b.ReportMetric(float64(slowest.Nanoseconds())/float64(b.N), "ns/call")
+			})
+		}
 	}
 }

@@ -9,11 +9,12 @@ import (
 
 // TestEmbeddedPushPTX checks that the embedded PTX defines every push
 // kernel HasPushKernels asks for (allreduce, reduce-scatter, reduce,
-// allgather, bcast): without one, every push algorithm falls back to its
-// ipc or p2p one.
+// allgather, bcast) and the resident kernel (Server): without one, every
+// push algorithm falls back to its ipc or p2p one, or launches its
+// kernels.
 func TestEmbeddedPushPTX(t *testing.T) {
 	entries := kernels.Entries(kernels.ReducePTX)
-	want := []string{kernels.AllgatherPushName, kernels.BcastPushName}
+	want := []string{kernels.AllgatherPushName, kernels.BcastPushName, kernels.ServeName}
 	for _, op := range Ops {
 		for _, dt := range DTypes {
 			o, ty := op.String(), dt.kernelName()

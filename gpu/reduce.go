@@ -25,6 +25,7 @@ type kernelSet struct {
 	rdpush    map[[2]uint8]*cuda.Function // reduce push kernels; likewise
 	agpush    *cuda.Function              // the allgather push kernel; likewise
 	bcpush    *cuda.Function              // the broadcast push kernel; likewise
+	serve     *cuda.Function              // the resident kernel (Server); likewise
 	maxBlocks int                         // one wave of resident blocks
 }
 
@@ -101,7 +102,7 @@ func kernelsFor(c *cuda.Context) (*kernelSet, error) {
 	for _, k := range []struct {
 		name string
 		into **cuda.Function
-	}{{kernels.AllgatherPushName, &ks.agpush}, {kernels.BcastPushName, &ks.bcpush}} {
+	}{{kernels.AllgatherPushName, &ks.agpush}, {kernels.BcastPushName, &ks.bcpush}, {kernels.ServeName, &ks.serve}} {
 		if *k.into, err = optionalFunction(mod, entries, k.name); err != nil {
 			_ = mod.Unload()
 			return nil, fmt.Errorf("gpu: load kernels (%s): %w", src, err)
@@ -217,6 +218,12 @@ type PushRegion struct {
 	Slot, Flags int
 	Words       *PushWords // the error and completion words the kernels write
 	Timeout     time.Duration
+	// Server, when set, runs the calls on its device's resident kernel
+	// instead of launching one (the stream argument is then not used): a
+	// push function then returns once the call is over, complete or given
+	// up (the Words say which, as after a launch). The region, buffers and
+	// the Server must be on one device.
+	Server *Server
 }
 
 // PushWordBytes is the size of the push kernels' words after a region's
@@ -274,10 +281,15 @@ func (p *PushSets) Next(seq uint64) PushCall {
 	return pc
 }
 
+// wset is the byte offset in a region of the set of slots the call writes.
+func (c PushCall) wset(reg PushRegion) uint64 {
+	return uint64(c.Set) * uint64(reg.Ranks) * uint64(reg.Slot)
+}
+
 // args appends the kernels' parameters from seq on.
 func (c PushCall) args(a *cuda.KernelArgs, reg PushRegion) {
 	a.U64(c.Seq)
-	a.U64(uint64(c.Set) * uint64(reg.Ranks) * uint64(reg.Slot))
+	a.U64(c.wset(reg))
 	a.U64(c.Need)
 	a.U64(uint64(reg.Slot))
 	a.U64(uint64(reg.Flags))
@@ -377,6 +389,19 @@ func reducePush(s *cuda.Stream, what string, op Op, reg PushRegion, call PushCal
 	if f == nil {
 		return fmt.Errorf("gpu: %s push: the loaded kernels have no %s", what, name)
 	}
+	if reg.Server != nil {
+		kind := uint64(kindAR)
+		switch {
+		case stride != 0:
+			kind = kindRS
+		case root >= 0:
+			kind = kindRD
+		}
+		if err := serveCall(reg, call, kind, op, dt, in.DevicePtr(), out.DevicePtr(), uint64(out.Count()), stride, root, AllreducePushBlocks(out.bytes)); err != nil {
+			return fmt.Errorf("gpu: %s push %v %v: %w", what, op, dt, err)
+		}
+		return nil
+	}
 	if err := launchPush(s, f, AllreducePushBlocks(out.bytes), func(a *cuda.KernelArgs) {
 		a.U64(uint64(reg.Table))
 		a.U64(uint64(in.DevicePtr()))
@@ -416,6 +441,12 @@ func AllgatherPush(s *cuda.Stream, reg PushRegion, call PushCall, in, out Buffer
 	if ks.agpush == nil {
 		return fmt.Errorf("gpu: allgather push: the loaded kernels have no %s", kernels.AllgatherPushName)
 	}
+	if reg.Server != nil {
+		if err := serveCall(reg, call, kindAG, 0, 0, in.DevicePtr(), out.DevicePtr(), uint64(in.bytes), 0, -1, AllreducePushBlocks(in.bytes)); err != nil {
+			return fmt.Errorf("gpu: allgather push: %w", err)
+		}
+		return nil
+	}
 	if err := launchPush(s, ks.agpush, AllreducePushBlocks(in.bytes), func(a *cuda.KernelArgs) {
 		a.U64(uint64(reg.Table))
 		a.U64(uint64(in.DevicePtr()))
@@ -448,6 +479,12 @@ func BcastPush(s *cuda.Stream, reg PushRegion, call PushCall, root int, buf Buff
 	}
 	if ks.bcpush == nil {
 		return fmt.Errorf("gpu: bcast push: the loaded kernels have no %s", kernels.BcastPushName)
+	}
+	if reg.Server != nil {
+		if err := serveCall(reg, call, kindBC, 0, 0, 0, buf.DevicePtr(), uint64(buf.bytes), 0, root, AllreducePushBlocks(buf.bytes)); err != nil {
+			return fmt.Errorf("gpu: bcast push: %w", err)
+		}
+		return nil
 	}
 	if err := launchPush(s, ks.bcpush, AllreducePushBlocks(buf.bytes), func(a *cuda.KernelArgs) {
 		a.U64(uint64(reg.Table))

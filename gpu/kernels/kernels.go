@@ -75,6 +75,11 @@ const BcastPushName = "gorun_bcpush"
 // element type: AllreducePushName's parameters, with n in bytes.
 const AllgatherPushName = "gorun_agpush"
 
+// ServeName is the resident kernel that runs push calls handed to it
+// through mapped host memory (reduce.cu, gorun_serve; package gpu's
+// Server): (u64 *host, u64 *dev, u64 last, u64 idle_ns).
+const ServeName = "gorun_serve"
+
 // AllreducePushMaxBlocks is the most blocks a push kernel runs with: its
 // words hold two data words per rank and one progress word per block.
 const AllreducePushMaxBlocks = 128

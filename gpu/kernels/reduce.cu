@@ -318,14 +318,14 @@ DEV void copychunk(S *dst, const S *src, u64 lo, u64 hi, bool vec) {
   for (; i < hi; i += blockDim.x) dst[i] = PEER ? fromPeer(src + i) : src[i];
 }
 
-// chunkOf sets [lo, hi): block blockIdx.x's chunk of n elements of S,
-// a multiple of 16 bytes long.
+// chunkOf sets [lo, hi): block b's chunk, of nb blocks, of n elements of
+// S, a multiple of 16 bytes long.
 template <class S>
-DEV void chunkOf(u64 n, u64 &lo, u64 &hi) {
+DEV void chunkOf(u64 n, unsigned b, unsigned nb, u64 &lo, u64 &hi) {
   const int V = 16 / sizeof(S);
-  u64 per = (n + gridDim.x - 1) / gridDim.x;
+  u64 per = (n + nb - 1) / nb;
   per = (per + V - 1) / V * V;
-  lo = (u64)blockIdx.x * per;
+  lo = (u64)b * per;
   hi = lo + per < n ? lo + per : n;
 }
 
@@ -338,13 +338,17 @@ DEV void chunkOf(u64 n, u64 &lo, u64 &hi) {
 #define MEMBER __device__ __forceinline__
 
 // Call is one launch's view of the regions (the kernels' parameters from
-// seq on).
+// seq on) and the block it runs: vb of nvb, the call's blocks, which are
+// the grid's blocks when the call is launched (blockIdx.x of gridDim.x)
+// and blocks a resident kernel's blocks take in turn when it serves the
+// call (gorun_serve).
 struct Call {
   const u64 *regions;
   unsigned nranks, rank;
   u64 seq, wset, need, slot, flags, timeout;
   unsigned *err;
   u64 *done;
+  unsigned vb, nvb;
 
   MEMBER volatile u64 *words(unsigned r) const { return (volatile u64 *)((char *)regions[r] + flags); }
   MEMBER volatile u64 *data(unsigned r, unsigned src, unsigned set, unsigned b) const {
@@ -384,9 +388,9 @@ enum { PROG_FRESH, PROG_PUSHED, PROG_DONE };
 DEV int begin(const Call &c) {
   __shared__ int st;
   const unsigned t = threadIdx.x;
-  if (blockIdx.x == 0 && t < c.nranks && t != c.rank) *c.ack(t, c.rank) = c.seq;
+  if (c.vb == 0 && t < c.nranks && t != c.rank) *c.ack(t, c.rank) = c.seq;
   if (t == 0) {
-    const u64 p = *c.prog(blockIdx.x);
+    const u64 p = *c.prog(c.vb);
     st = p == 4 * c.seq + 2 ? PROG_DONE : p == 4 * c.seq + 1 ? PROG_PUSHED : PROG_FRESH;
   }
   __syncthreads();
@@ -396,11 +400,11 @@ DEV int begin(const Call &c) {
 // mark records this block's progress (after every thread's part of it).
 DEV void mark(const Call &c, int st) {
   __syncthreads();
-  if (threadIdx.x == 0) *c.prog(blockIdx.x) = 4 * c.seq + st;
+  if (threadIdx.x == 0) *c.prog(c.vb) = 4 * c.seq + st;
 }
 
 // finish marks this block done with its call and counts it in fin, after
-// a GPU-scope fence; the block that completes the count (gridDim.x blocks,
+// a GPU-scope fence; the block that completes the count (nvb blocks,
 // over every launch of the call) sets fin back to 0 and the host's
 // completion word *done to seq. Every block's stores to this GPU's memory
 // (out) are then in its L2, where any later work of the GPU, its copies and
@@ -415,7 +419,7 @@ DEV void finish(const Call &c) {
   // The barrier in mark ordered the block's stores before this thread's
   // fence (as cooperative groups' grid sync does it).
   fenceGpu();
-  if (atomicAdd(c.fin(), 1ull) + 1 == gridDim.x) {
+  if (atomicAdd(c.fin(), 1ull) + 1 == c.nvb) {
     *(volatile u64 *)c.fin() = 0;
     *(volatile u64 *)c.done = c.seq;
   }
@@ -451,7 +455,7 @@ DEV void announce(const Call &c, unsigned to) {
   const unsigned t = threadIdx.x;
   if (t < c.nranks && t != c.rank && (to == ALLPEERS || to == t)) {
     fenceSys();
-    *c.data(t, c.rank, c.wset != 0, blockIdx.x) = c.seq;
+    *c.data(t, c.rank, c.wset != 0, c.vb) = c.seq;
   }
 }
 
@@ -464,7 +468,7 @@ DEV bool awaitData(const Call &c, unsigned from, unsigned char *set) {
   __syncthreads();
   const unsigned t = threadIdx.x;
   if (t < c.nranks && t != c.rank && (from == ALLPEERS || from == t)) {
-    volatile u64 *d0 = c.data(c.rank, t, 0, blockIdx.x), *d1 = c.data(c.rank, t, 1, blockIdx.x);
+    volatile u64 *d0 = c.data(c.rank, t, 0, c.vb), *d1 = c.data(c.rank, t, 1, c.vb);
     const u64 start = globaltimer();
     for (;;) {
       if (*d0 == c.seq) {
@@ -485,14 +489,15 @@ DEV bool awaitData(const Call &c, unsigned from, unsigned char *set) {
   return !failed;
 }
 
+// arpush is the body of the arpush, rspush and rdpush kernels for the
+// call's block c.vb; set is ARPUSH_MAXR bytes of shared memory.
 template <class T, int OP>
 DEV void arpush(const Call &c, const typename T::S *in, typename T::S *out, u64 n, u64 stride,
-                unsigned root) {
+                unsigned root, unsigned char *set) {
   typedef typename T::S S;
   const int V = 16 / sizeof(S);
-  __shared__ unsigned char set[ARPUSH_MAXR];
   u64 lo, hi;
-  chunkOf<S>(n, lo, hi);
+  chunkOf<S>(n, c.vb, c.nvb, lo, hi);
   const unsigned rank = c.rank, nranks = c.nranks;
   const bool vec = (((u64)in | (u64)out | c.slot | stride * sizeof(S)) & 15) == 0;
   // root == ALLPEERS: every rank folds (allreduce, reduce-scatter); else
@@ -548,39 +553,40 @@ DEV void arpush(const Call &c, const typename T::S *in, typename T::S *out, u64 
 // they make.
 #define CALL_PARAMS \
   u64 seq, u64 wset, u64 need, u64 slot, u64 flags, u64 timeout, unsigned *err, u64 *done
-#define CALL {regions, nranks, rank, seq, wset, need, slot, flags, timeout, err, done}
+#define CALL {regions, nranks, rank, seq, wset, need, slot, flags, timeout, err, done, blockIdx.x, gridDim.x}
 
 #define ARPUSH(opname, OP, tname, T)                                                          \
   extern "C" __global__ void gorun_arpush_##opname##_##tname(                                \
       const u64 *regions, const T::S *in, T::S *out, u64 n, unsigned nranks, unsigned rank,    \
       CALL_PARAMS) {                                                                           \
     const Call c = CALL;                                                                       \
-    arpush<T, OP>(c, in, out, n, 0, ALLPEERS);                                                 \
+    __shared__ unsigned char set[ARPUSH_MAXR];                                                 \
+    arpush<T, OP>(c, in, out, n, 0, ALLPEERS, set);                                            \
   }                                                                                            \
   extern "C" __global__ void gorun_rspush_##opname##_##tname(                                \
       const u64 *regions, const T::S *in, T::S *out, u64 n, u64 stride, unsigned nranks,       \
       unsigned rank, CALL_PARAMS) {                                                            \
     const Call c = CALL;                                                                       \
-    arpush<T, OP>(c, in, out, n, stride, ALLPEERS);                                            \
+    __shared__ unsigned char set[ARPUSH_MAXR];                                                 \
+    arpush<T, OP>(c, in, out, n, stride, ALLPEERS, set);                                       \
   }                                                                                            \
   extern "C" __global__ void gorun_rdpush_##opname##_##tname(                                \
       const u64 *regions, const T::S *in, T::S *out, u64 n, unsigned nranks, unsigned rank,    \
       unsigned root, CALL_PARAMS) {                                                            \
     const Call c = CALL;                                                                       \
-    arpush<T, OP>(c, in, out, n, 0, root);                                                     \
+    __shared__ unsigned char set[ARPUSH_MAXR];                                                 \
+    arpush<T, OP>(c, in, out, n, 0, root, set);                                                \
   }
 
 EACH_TYPE(ARPUSH)
 
-extern "C" __global__ void gorun_agpush(const u64 *regions, const unsigned char *in,
-                                        unsigned char *out, u64 n, unsigned nranks,
-                                        unsigned rank, CALL_PARAMS) {
+// agpush is gorun_agpush's body for the call's block c.vb.
+DEV void agpush(const Call &c, const unsigned char *in, unsigned char *out, u64 n, unsigned char *set) {
   typedef unsigned char S;
-  const Call c = CALL;
-  __shared__ unsigned char set[ARPUSH_MAXR];
+  const unsigned rank = c.rank, nranks = c.nranks;
   u64 lo, hi;
-  chunkOf<S>(n, lo, hi);
-  const bool vec = (((u64)in | (u64)out | slot | n) & 15) == 0;
+  chunkOf<S>(n, c.vb, c.nvb, lo, hi);
+  const bool vec = (((u64)in | (u64)out | c.slot | n) & 15) == 0;
   int st = begin(c);
   if (st == PROG_DONE) return;
   if (st == PROG_FRESH) {
@@ -601,15 +607,21 @@ extern "C" __global__ void gorun_agpush(const u64 *regions, const unsigned char 
   finish(c);
 }
 
-extern "C" __global__ void gorun_bcpush(const u64 *regions, unsigned char *buf, u64 n,
-                                        unsigned nranks, unsigned rank, unsigned root,
-                                        CALL_PARAMS) {
-  typedef unsigned char S;
+extern "C" __global__ void gorun_agpush(const u64 *regions, const unsigned char *in,
+                                        unsigned char *out, u64 n, unsigned nranks,
+                                        unsigned rank, CALL_PARAMS) {
   const Call c = CALL;
   __shared__ unsigned char set[ARPUSH_MAXR];
+  agpush(c, in, out, n, set);
+}
+
+// bcpush is gorun_bcpush's body for the call's block c.vb.
+DEV void bcpush(const Call &c, unsigned char *buf, u64 n, unsigned root, unsigned char *set) {
+  typedef unsigned char S;
+  const unsigned rank = c.rank, nranks = c.nranks;
   u64 lo, hi;
-  chunkOf<S>(n, lo, hi);
-  const bool vec = (((u64)buf | slot) & 15) == 0;
+  chunkOf<S>(n, c.vb, c.nvb, lo, hi);
+  const bool vec = (((u64)buf | c.slot) & 15) == 0;
   int st = begin(c);
   if (st == PROG_DONE) return;
   if (rank == root) {
@@ -623,4 +635,179 @@ extern "C" __global__ void gorun_bcpush(const u64 *regions, unsigned char *buf, 
   if (!awaitData(c, root, set)) return;
   if (lo < hi) copychunk<S, true>(buf, (const S *)c.slotOf(set[root], root), lo, hi, vec);
   finish(c);
+}
+
+extern "C" __global__ void gorun_bcpush(const u64 *regions, unsigned char *buf, u64 n,
+                                        unsigned nranks, unsigned rank, unsigned root,
+                                        CALL_PARAMS) {
+  const Call c = CALL;
+  __shared__ unsigned char set[ARPUSH_MAXR];
+  bcpush(c, buf, n, root, set);
+}
+
+// gorun_serve: a resident kernel that runs push calls handed to it through
+// mapped host memory, instead of one launch a call (gpu/serve.go): a
+// launch costs the host 3.4-4.8 us and reaches the GPU and back in 8.3-9.7
+// us, where a word the host stores is seen by a running kernel, and its
+// answer by the host, within 3.3 us (coll/MEASUREMENTS.md, GPU
+// collectives, "A resident kernel").
+//
+//   (volatile u64 *host, u64 *dev, u64 last, u64 idle_ns, u64 gen)
+//
+// host is a page of mapped host memory, u64 words: SV_SEQ, the number of
+// the call the host hands over (it grows by one a call; the host stores
+// the call's words at SV_BODY first); SV_ANS, which the kernel sets to that
+// number once every block is done with the call; SV_EXITED, see below.
+// The call's words (CMD_*) are a push kernel's parameters, the kernel
+// (KIND_*, and the operation and type of the reductions: SV_OP_*, SV_T_*)
+// and the number of the call's blocks, which the grid's blocks take in
+// turn (block b runs the call's blocks b, b + gridDim.x, ...). dev is
+// device memory, zeroed before the launch: the number of the call handed
+// to every block (SV_DSEQ), the count of blocks done (SV_COUNT, a
+// multiple of gridDim.x between calls) and two copies of the call's words,
+// by the call's parity.
+//
+// Thread 0 of block 0 alone polls host memory (every block polling it
+// made a call take 50 us with 16 blocks instead of 3.3: the probe
+// serve/gpus=1/blocks=16); it copies the call's words into device memory
+// and publishes the call's number there, where the other blocks poll.
+//
+// gen numbers the launches: a kernel that ends publishes SV_QUIT | gen
+// as the call's number in device memory, which the blocks of a later
+// launch (waiting after the same last call) pass over.
+//
+// The kernel ends after idle_ns without a call, so that it holds no SMs
+// and no stream while the program does other work. Ending races with the
+// host handing a call over; they settle it as in Dekker's algorithm:
+// the kernel stores SV_EXITED = last (the number of the last call it ran),
+// fences at system scope and reads SV_SEQ again; the host stores SV_SEQ
+// (an XCHG: a full fence) and reads SV_EXITED. At least one sees the
+// other: a kernel that sees the call takes it (and sets SV_EXITED back to
+// 0); a host that sees SV_EXITED = its call's number - 1 waits for either
+// the answer or the end of the stream's work, and launches the kernel
+// again in the latter case.
+enum { SV_SEQ = 0, SV_EXITED = 1, SV_ANS = 2, SV_BODY = 8 };
+enum { SV_DSEQ = 0, SV_COUNT = 1, SV_DBODY = 8, SV_WORDS = 32 };
+enum {
+  CMD_KIND, CMD_OP, CMD_TYPE, CMD_TABLE, CMD_IN, CMD_OUT, CMD_N, CMD_STRIDE, CMD_NRANKS, CMD_RANK,
+  CMD_ROOT, CMD_SEQ, CMD_WSET, CMD_NEED, CMD_SLOT, CMD_FLAGS, CMD_TIMEOUT, CMD_ERR, CMD_DONE,
+  CMD_NVB, CMD_WORDS
+};
+enum { KIND_AR, KIND_RS, KIND_RD, KIND_AG, KIND_BC };
+enum { SV_T_f32, SV_T_f64, SV_T_f16, SV_T_bf16, SV_T_i32, SV_T_i64, SV_T_u8 };
+#define SV_QUIT 0x8000000000000000ull
+
+DEV u64 loadAcquireSys(const volatile u64 *p) {
+  u64 v;
+  asm volatile("ld.acquire.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// serveFetch (warp 0 of block 0) waits for the call after last and copies
+// its words into dev; it returns the call's number, or SV_QUIT | gen once
+// the kernel is to end.
+DEV u64 serveFetch(volatile u64 *host, u64 *dev, u64 last, u64 idle, u64 gen) {
+  const unsigned lane = threadIdx.x;
+  u64 c = 0;
+  if (lane == 0) {
+    const u64 start = globaltimer();
+    for (;;) {
+      c = loadAcquireSys(host + SV_SEQ);
+      if (c != last) break;
+      if (globaltimer() - start > idle) {
+        host[SV_EXITED] = last;
+        asm volatile("fence.sc.sys;" ::: "memory");
+        c = loadAcquireSys(host + SV_SEQ);
+        if (c == last) {
+          c = SV_QUIT | gen;
+          break;
+        }
+        host[SV_EXITED] = 0;
+        break;
+      }
+    }
+  }
+  c = __shfl_sync(0xffffffffu, c, 0);
+  if (!(c & SV_QUIT) && lane < CMD_WORDS) dev[SV_DBODY + (c & 1) * SV_WORDS + lane] = host[SV_BODY + lane];
+  __syncwarp();
+  if (lane == 0) {
+    __threadfence();
+    *(volatile u64 *)(dev + SV_DSEQ) = c;
+  }
+  return c;
+}
+
+template <class T, int OP>
+DEV void serveReduce(const Call &c, const u64 *w, unsigned char *set) {
+  typedef typename T::S S;
+  const unsigned root = w[CMD_KIND] == KIND_RD ? (unsigned)w[CMD_ROOT] : ALLPEERS;
+  arpush<T, OP>(c, (const S *)w[CMD_IN], (S *)w[CMD_OUT], w[CMD_N], w[CMD_KIND] == KIND_RS ? w[CMD_STRIDE] : 0,
+                root, set);
+}
+
+#define SERVE_CASE(opname, OP, tname, T) \
+  case SV_T_##tname * 4 + OP:            \
+    serveReduce<T, OP>(c, w, set);       \
+    return;
+
+// serveBlock runs the call's block c.vb.
+DEV void serveBlock(const Call &c, const u64 *w, unsigned char *set) {
+  switch (w[CMD_KIND]) {
+    case KIND_AG:
+      agpush(c, (const unsigned char *)w[CMD_IN], (unsigned char *)w[CMD_OUT], w[CMD_N], set);
+      return;
+    case KIND_BC:
+      bcpush(c, (unsigned char *)w[CMD_OUT], w[CMD_N], (unsigned)w[CMD_ROOT], set);
+      return;
+  }
+  switch (w[CMD_TYPE] * 4 + w[CMD_OP]) { EACH_TYPE(SERVE_CASE) }
+}
+
+extern "C" __global__ void __launch_bounds__(512)
+    gorun_serve(volatile u64 *host, u64 *dev, u64 last, u64 idle, u64 gen) {
+  __shared__ u64 w[CMD_WORDS];
+  __shared__ u64 cur;
+  __shared__ int stop;
+  __shared__ unsigned char set[ARPUSH_MAXR];
+  const unsigned t = threadIdx.x;
+  for (;;) {
+    if (blockIdx.x == 0) {
+      if (t < 32) {
+        const u64 c = serveFetch(host, dev, last, idle, gen);
+        if (t == 0) cur = c;
+      }
+    } else if (t == 0) {
+      // the next call, or this launch's end (an earlier launch's is
+      // passed over)
+      u64 c;
+      while ((c = *(volatile u64 *)(dev + SV_DSEQ)) == last || ((c & SV_QUIT) && c != (SV_QUIT | gen))) {
+      }
+      cur = c;
+    }
+    __syncthreads();
+    const u64 seq = cur;
+    if (seq & SV_QUIT) return;
+    if (t < CMD_WORDS) w[t] = __ldcg(dev + SV_DBODY + (seq & 1) * SV_WORDS + t);
+    __syncthreads();
+    Call c = {(const u64 *)w[CMD_TABLE], (unsigned)w[CMD_NRANKS], (unsigned)w[CMD_RANK], w[CMD_SEQ], w[CMD_WSET],
+              w[CMD_NEED], w[CMD_SLOT], w[CMD_FLAGS], w[CMD_TIMEOUT], (unsigned *)w[CMD_ERR], (u64 *)w[CMD_DONE],
+              0, (unsigned)w[CMD_NVB]};
+    for (unsigned vb = blockIdx.x; vb < c.nvb; vb += gridDim.x) {
+      if (vb != blockIdx.x) {
+        // a block of the call before this one gave up waiting: so would
+        // this one (the host hands the call over again)
+        if (t == 0) stop = *(volatile unsigned *)c.err != 0;
+        __syncthreads();
+        if (stop) break;
+      }
+      c.vb = vb;
+      serveBlock(c, w, set);
+    }
+    __syncthreads();
+    if (t == 0) {
+      __threadfence();
+      if ((atomicAdd((unsigned long long *)(dev + SV_COUNT), 1ull) + 1) % gridDim.x == 0) host[SV_ANS] = seq;
+    }
+    last = seq;
+  }
 }

@@ -77,3 +77,49 @@ extern "C" __global__ void probe_fence(uint4 *dst, u64 n, unsigned mode, u64 *ou
   __syncthreads();
   if (threadIdx.x == 0) out[0] = gtimer() - t0;
 }
+
+// probe_serve: the floor of a persistent kernel that the host hands calls
+// to through mapped host memory instead of launching one kernel a call.
+// For i = 1..iters (v = base+i), thread 0 of every block waits until the
+// host's command word *cmd is v; with peer set, block 0's then bounces a
+// flag with the peer GPU's serve kernel (a release at system scope, its
+// store into the peer's memory, the wait for the peer's in its own), as
+// a push call's flags do; each block then counts itself in *count (after
+// a GPU-scope fence, as a push kernel's blocks do) and the last sets the
+// host's answer word *ans to v. out[1] is set to 1 if a wait gave up
+// after a second.
+extern "C" __global__ void probe_serve(volatile u64 *cmd, volatile u64 *ans, volatile u64 *mine,
+                                       volatile u64 *peer, unsigned long long *count, u64 base,
+                                       unsigned iters, unsigned usePeer, u64 *out) {
+  __shared__ int failed;
+  const u64 t0 = gtimer();
+  if (threadIdx.x == 0) failed = 0;
+  for (unsigned i = 1; i <= iters; i++) {
+    const u64 v = base + i;
+    if (threadIdx.x == 0) {
+      while (*cmd != v)
+        if (gtimer() - t0 > 1000000000ull * 30) {
+          failed = 1;
+          break;
+        }
+      if (!failed && usePeer && blockIdx.x == 0) {
+        asm volatile("fence.acq_rel.sys;" ::: "memory");
+        *peer = v;
+        while (*mine != v)
+          if (gtimer() - t0 > 1000000000ull * 30) {
+            failed = 1;
+            break;
+          }
+      }
+    }
+    __syncthreads();
+    if (failed) {
+      if (threadIdx.x == 0) out[1] = 1;
+      return;
+    }
+    if (threadIdx.x == 0) {
+      __threadfence();
+      if ((atomicAdd(count, 1ull) + 1) % gridDim.x == 0) *ans = v;
+    }
+  }
+}

@@ -1,0 +1,236 @@
+package gpu
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/gorun/gorun/gpu/cuda"
+	"github.com/gorun/gorun/gpu/kernels"
+)
+
+// A Server is a device's resident kernel (kernels/reduce.cu, gorun_serve):
+// push calls (AllreducePush, ReduceScatterPush, ReducePush, AllgatherPush,
+// BcastPush with PushRegion.Server set) are handed to it through mapped
+// host memory instead of each launching a kernel. A launch costs the host
+// 3.4-4.8 µs and takes 8.3-9.7 µs to reach the GPU and come back, a word
+// handed to a running kernel and its answer 3.3 µs (coll/MEASUREMENTS.md,
+// GPU collectives). The kernel is launched at the first call and ends by
+// itself once it has waited idle for a call (ServerFor); the next call
+// launches it again. While it runs it holds AllreducePushMaxBlocks blocks
+// of the device (one thread of block 0 polling host memory, one a block
+// polling device memory, the rest waiting at a barrier), and a
+// synchronization of the whole device waits for it to end.
+//
+// One call at a time: run holds the Server until its call is answered,
+// so calls of several communicators on one device take turns, as they do
+// on one stream.
+type Server struct {
+	mu      sync.Mutex
+	dev     int
+	idle    time.Duration
+	s       *cuda.Stream
+	f       *cuda.Function
+	host    *cuda.HostMem // svHostWords words, mapped for the device
+	hb      []byte        // host's bytes
+	words   Buffer        // device words: svDevWords u64
+	seq     uint64        // the last call handed over
+	gen     uint64        // launches so far
+	running bool
+	broken  error // a fault of the kernel: every later call fails with it
+	args    cuda.KernelArgs
+}
+
+// The words, as kernels/reduce.cu lays them out (SV_*, CMD_*, KIND_*).
+const (
+	svSeq, svExited, svAns, svBody = 0, 1, 2, 8
+	svHostWords                    = svBody + cmdWords
+	svDevWords                     = 8 + 2*32
+	cmdWords                       = 20
+	kindAR, kindRS, kindRD         = 0, 1, 2
+	kindAG, kindBC                 = 3, 4
+	svNone                         = ^uint64(0) // SV_EXITED: no kernel ending
+)
+
+// serveTypes and serveOps are the kernel's codes of the element types and
+// operations (SV_T_*, OP_*), by kernel name.
+var (
+	serveTypes = []string{"f32", "f64", "f16", "bf16", "i32", "i64", "u8"}
+	serveOps   = []string{"sum", "prod", "min", "max"}
+)
+
+var servers struct {
+	sync.Mutex
+	m map[int]*Server
+}
+
+// ServerFor returns device dev's Server, made at the first request, whose
+// kernel ends after idle without a call (the idle of the first request
+// made it). It returns nil where the loaded kernels have no resident
+// kernel (a PTX from GORUN_GPU_PTX that predates it) or idle is not
+// positive: the push calls then launch their kernels.
+func ServerFor(dev int, idle time.Duration) (*Server, error) {
+	if idle <= 0 {
+		return nil, nil
+	}
+	servers.Lock()
+	defer servers.Unlock()
+	if v, ok := servers.m[dev]; ok {
+		return v, nil
+	}
+	ctx, err := DeviceContext(dev)
+	if err != nil {
+		return nil, err
+	}
+	ks, err := kernelsFor(ctx)
+	if err != nil || ks.serve == nil {
+		return nil, err
+	}
+	v := &Server{dev: dev, idle: idle, f: ks.serve}
+	if v.host, err = ctx.HostAlloc(8*svHostWords, cuda.HostDeviceMap); err != nil {
+		return nil, fmt.Errorf("gpu: resident kernel's host words: %w", err)
+	}
+	v.hb = v.host.Bytes()
+	clear(v.hb)
+	v.word(svExited).Store(svNone)
+	if v.words, err = Alloc(dev, Uint8, 8*svDevWords); err == nil {
+		err = v.words.CopyFromHost(make([]byte, 8*svDevWords))
+	}
+	if err == nil {
+		v.s, err = ctx.NewStream()
+	}
+	if err != nil {
+		_ = v.host.Free()
+		if v.words.ptr != 0 {
+			_ = v.words.Free()
+		}
+		return nil, fmt.Errorf("gpu: resident kernel: %w", err)
+	}
+	if servers.m == nil {
+		servers.m = map[int]*Server{}
+	}
+	servers.m[dev] = v
+	return v, nil
+}
+
+// word is host word i.
+func (v *Server) word(i int) *atomic.Uint64 {
+	return (*atomic.Uint64)(unsafe.Pointer(&v.hb[8*i]))
+}
+
+// run hands one call (its words, CMD_*) to the kernel, launching it when it
+// is not running, and returns once every block is done with the call: it
+// completed, or gave up waiting (the error word of its PushRegion says
+// which, as after a launch).
+func (v *Server) run(cmd *[cmdWords]uint64) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.broken != nil {
+		return v.broken
+	}
+	v.seq++
+	seq := v.seq
+	for i, x := range cmd {
+		// plain stores: the XCHG of svSeq below orders them before it
+		binary.LittleEndian.PutUint64(v.hb[8*(svBody+i):], x)
+	}
+	v.word(svSeq).Store(seq)
+	if !v.running {
+		if err := v.launch(seq - 1); err != nil {
+			return err
+		}
+	}
+	ans, exited := v.word(svAns), v.word(svExited)
+	var t0 time.Time
+	for i := 0; ; i++ {
+		if ans.Load() == seq {
+			return nil
+		}
+		if i&63 != 63 {
+			continue
+		}
+		// The kernel ending (it found no call for idle and stored the
+		// last it ran: Dekker's algorithm with svSeq, kernels/reduce.cu),
+		// or now and then: a kernel that faulted answers nothing.
+		ending := exited.Load() == seq-1
+		if !ending {
+			if i == 63 {
+				t0 = time.Now()
+				continue
+			}
+			if time.Since(t0) < time.Millisecond {
+				continue
+			}
+			t0 = time.Now()
+		}
+		done, err := v.s.Done()
+		if err != nil {
+			v.running, v.broken = false, fmt.Errorf("gpu: resident kernel on device %d: %w", v.dev, err)
+			return v.broken
+		}
+		if !done {
+			continue
+		}
+		v.running = false
+		if ans.Load() == seq {
+			return nil
+		}
+		if !ending {
+			v.broken = fmt.Errorf("gpu: resident kernel on device %d ended without answering call %d", v.dev, seq)
+			return v.broken
+		}
+		// It ended before it saw the call: launch it again.
+		exited.Store(svNone)
+		if err := v.launch(seq - 1); err != nil {
+			return err
+		}
+	}
+}
+
+// launch starts the kernel, waiting for the call after last.
+func (v *Server) launch(last uint64) error {
+	v.gen++
+	v.args.Reset()
+	v.args.U64(uint64(v.host.Ptr()))
+	v.args.U64(uint64(v.words.DevicePtr()))
+	v.args.U64(last)
+	v.args.U64(uint64(v.idle.Nanoseconds()))
+	v.args.U64(v.gen)
+	if err := v.s.LaunchArgs(v.f, cuda.D1(kernels.AllreducePushMaxBlocks), cuda.D1(reduceThreads), 0, &v.args); err != nil {
+		return fmt.Errorf("gpu: launch the resident kernel on device %d: %w", v.dev, err)
+	}
+	v.running = true
+	return nil
+}
+
+// serveCall fills a call's words and hands it to reg.Server.
+func serveCall(reg PushRegion, call PushCall, kind uint64, op Op, dt DType, in, out cuda.DevicePtr, n, stride uint64, root int, nvb int) error {
+	var cmd [cmdWords]uint64
+	cmd[0] = kind
+	if kind <= kindRD {
+		o, t := indexOf(serveOps, op.String()), indexOf(serveTypes, dt.kernelName())
+		if o < 0 || t < 0 {
+			return errors.New("gpu: resident kernel: no such operation or type")
+		}
+		cmd[1], cmd[2] = uint64(o), uint64(t)
+	}
+	cmd[3], cmd[4], cmd[5], cmd[6], cmd[7] = uint64(reg.Table), uint64(in), uint64(out), n, stride
+	cmd[8], cmd[9], cmd[10] = uint64(reg.Ranks), uint64(reg.Rank), uint64(max(root, 0))
+	cmd[11], cmd[12], cmd[13] = call.Seq, call.wset(reg), call.Need
+	cmd[14], cmd[15], cmd[16] = uint64(reg.Slot), uint64(reg.Flags), uint64(reg.Timeout.Nanoseconds())
+	cmd[17], cmd[18], cmd[19] = uint64(reg.Words.Err()), uint64(reg.Words.Done()), uint64(nvb)
+	return reg.Server.run(&cmd)
+}
+
+func indexOf(names []string, s string) int {
+	for i, n := range names {
+		if n == s {
+			return i
+		}
+	}
+	return -1
+}
