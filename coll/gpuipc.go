@@ -3,6 +3,7 @@ package coll
 import (
 	"encoding/binary"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"sync"
 	"time"
@@ -65,11 +66,17 @@ type ipcState struct {
 	// second vote, after ok's): the kernels are loaded, the table of
 	// region addresses is on the device and the error and completion
 	// words are mapped.
-	push  bool
-	table gpu.Buffer     // rank r's region address (u64) at 8r
-	words *gpu.PushWords // the push kernels' error and completion words
-	reg   gpu.PushRegion // the push kernel's view of the regions
-	spin  time.Duration  // how long a push call polls the completion word (pPushSpin)
+	push bool
+	// shared: another rank of the communicator runs on this rank's
+	// device. Its push calls are then launched, never handed to the
+	// device's resident kernel (gpu.Server): kernels of two processes
+	// run on a GPU by turns, and a resident kernel spinning in its turn
+	// would hold the other rank's calls back by a time slice each.
+	shared bool
+	table  gpu.Buffer     // rank r's region address (u64) at 8r
+	words  *gpu.PushWords // the push kernels' error and completion words
+	reg    gpu.PushRegion // the push kernel's view of the regions
+	spin   time.Duration  // how long a push call polls the completion word (pPushSpin)
 
 	// The call numbering of the push kernels (gpupush.go): this rank's
 	// alternation of the two sets of slots (sets.Wrote: also an ipc
@@ -159,7 +166,8 @@ func (c *Comm) ipcSetup(d *devCall) (*ipcState, error) {
 	n, me := c.Size(), c.Rank()
 	arm() // and free the regions of freed communicators whose peers have unmapped them
 	st := &ipcState{n: n, dev: d.dev, slot: ipcSlot(n), peers: make([]gpu.Buffer, n), handles: make([][handleBytes]byte, n), devs: []int{d.dev}}
-	msg := make([]byte, 1+gpu.IPCHandleSize) // ok flag, handle
+	msg := make([]byte, 1+gpu.IPCHandleSize+8) // ok flag, handle, device id
+	binary.LittleEndian.PutUint64(msg[1+gpu.IPCHandleSize:], deviceID(d.dev))
 	if own, err := gpu.Alloc(d.dev, gpu.Uint8, st.region()); err == nil {
 		st.own = own
 		// The push kernels' words start at zero (their calls' numbers
@@ -184,8 +192,11 @@ func (c *Comm) ipcSetup(d *devCall) (*ipcState, error) {
 	ok := true
 	for r := range n {
 		got := all[r*len(msg) : (r+1)*len(msg)]
+		if id := binary.LittleEndian.Uint64(got[1+gpu.IPCHandleSize:]); r != me && id != 0 && id == deviceID(d.dev) {
+			st.shared = true
+		}
 		var h gpu.IPCHandle
-		if got[0] != 1 || h.UnmarshalBinary(got[1:]) != nil {
+		if got[0] != 1 || h.UnmarshalBinary(got[1:1+gpu.IPCHandleSize]) != nil {
 			ok = false
 			continue
 		}
@@ -214,6 +225,18 @@ func (c *Comm) ipcSetup(d *devCall) (*ipcState, error) {
 		st.freePush()
 	}
 	return st, nil
+}
+
+// deviceID is a digest of device dev's UUID, never 0 (0: unknown), by
+// which the ranks of a communicator tell whether they share a GPU.
+func deviceID(dev int) uint64 {
+	u, err := cuda.Device(dev).UUID()
+	if err != nil || u == "" {
+		return 0
+	}
+	h := fnv.New64a()
+	h.Write([]byte(u))
+	return h.Sum64() | 1
 }
 
 // zeroFlags zeroes the flag area of this rank's region.
@@ -302,6 +325,7 @@ func (g *gpuShared) close(world []int, me int) {
 		// must be over before a peer learns it may free its region.
 		for _, dev := range g.ipc.devs {
 			if c, err := gpu.DeviceContext(dev); err == nil {
+				gpu.StopServer(dev) // or the synchronization waits for it to end by itself
 				c.Synchronize()
 			}
 		}

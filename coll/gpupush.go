@@ -3,6 +3,9 @@ package coll
 import (
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/gorun/gorun/gpu"
@@ -149,10 +152,11 @@ func (d *devCall) push(c *Comm, a *Args, what string, size int, fallback func(*C
 		}
 	}
 	// The device's resident kernel runs the call where the buffers are
-	// on the region's device (gpu.Server); a rank whose kernel is not
-	// resident launches it, which its peers cannot tell apart.
+	// on the region's device and no other rank shares it (gpu.Server,
+	// ipcState.shared); a rank whose kernel is not resident launches it,
+	// which its peers cannot tell apart.
 	st.reg.Server = nil
-	if st.dev == d.dev {
+	if st.dev == d.dev && !st.shared && gpusEnough() {
 		if st.reg.Server, err = gpu.ServerFor(st.dev, pGPUServe()); err != nil {
 			return fmt.Errorf("GPU %s: %w", what, err)
 		}
@@ -197,6 +201,21 @@ func (d *devCall) push(c *Comm, a *Args, what string, size int, fallback func(*C
 		}
 	}
 }
+
+// gpusEnough reports whether this host has at least as many GPUs as
+// ranks (GORUN_LOCAL_SIZE, which gorun sets; 1 without it), so that ranks
+// that take a GPU each, as most programs do, share none. Where ranks
+// outnumber the GPUs, some share one, and a resident kernel would hold
+// back the kernels of the other process on its device by a time slice a
+// call (ipcState.shared), even where the communicator at hand has one
+// rank a GPU (the hierarchical algorithms' sub-communicators): no rank
+// hands calls to one then. A program that puts ranks of one host on one
+// GPU while there are GPUs enough sets GORUN_COLL_GPU_SERVE=0.
+var gpusEnough = sync.OnceValue(func() bool {
+	n, err := gpu.DeviceCount()
+	local, _ := strconv.Atoi(os.Getenv("GORUN_LOCAL_SIZE"))
+	return err == nil && max(local, 1) <= n
+})
 
 // pushWait is what a push call does each time its kernel gave up
 // waiting: it lets the engine poll its transports and run its idle hooks

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -124,13 +125,16 @@ func BenchmarkGPUFloor(b *testing.B) {
 		}
 		g := newFloorGroup(b, ranks)
 		for _, size := range []int{8, 16 << 10, 256 << 10, 1 << 20, 4 << 20} {
-			for _, wait := range []string{"sync", "poll", "serve"} {
+			for _, wait := range []string{"sync", "poll", "serve", "serve+ctxsync"} {
+				if wait == "serve+ctxsync" && size != 8 {
+					continue
+				}
 				spin := time.Duration(0)
 				if wait != "sync" {
 					spin = time.Millisecond
 				}
 				b.Run(fmt.Sprintf("push/ranks=%d/size=%s/wait=%s", ranks, sizeName(size), wait), func(b *testing.B) {
-					g.run(b, size, spin, wait == "serve")
+					g.run(b, size, spin, wait)
 				})
 			}
 		}
@@ -352,9 +356,13 @@ func (g *floorGroup) next() PushCall {
 }
 
 // run times b.N allreduces of size bytes, one goroutine per GPU lined up
-// before every call, and checks the last one's sum; serve: on the
-// devices' resident kernels (Server, waiting 500 µs for the next call).
-func (g *floorGroup) run(b *testing.B, size int, spin time.Duration, serve bool) {
+// before every call, and checks the last one's sum; wait serve: on the
+// devices' resident kernels (Server, waiting 100 µs for the next call),
+// serve+ctxsync: each call followed by a synchronization of the device's
+// context, which waits for the resident kernel to end (what a program's
+// cudaDeviceSynchronize after a call costs).
+func (g *floorGroup) run(b *testing.B, size int, spin time.Duration, wait string) {
+	serve := strings.HasPrefix(wait, "serve")
 	calls := make([]PushCall, b.N)
 	for i := range calls {
 		calls[i] = g.next()
@@ -375,7 +383,7 @@ func (g *floorGroup) run(b *testing.B, size int, spin time.Duration, serve bool)
 			reg := g.reg[d]
 			if serve {
 				var err error
-				if reg.Server, err = ServerFor(d, 500*time.Microsecond); err == nil && reg.Server == nil {
+				if reg.Server, err = ServerFor(d, 100*time.Microsecond); err == nil && reg.Server == nil {
 					err = errors.New("no resident kernel in the loaded PTX")
 				}
 				if err != nil {
@@ -393,6 +401,9 @@ func (g *floorGroup) run(b *testing.B, size int, spin time.Duration, serve bool)
 				gaveUp, err := g.words[d].Wait(g.streams[d], pc.Seq, spin)
 				if err == nil && gaveUp {
 					err = fmt.Errorf("device %d: call %d gave up waiting", d, pc.Seq)
+				}
+				if err == nil && wait == "serve+ctxsync" {
+					err = g.streams[d].Context().Synchronize()
 				}
 				if err != nil {
 					errs[d] = err

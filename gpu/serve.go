@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,8 +41,8 @@ type Server struct {
 	words   Buffer        // device words: svDevWords u64
 	seq     uint64        // the last call handed over
 	gen     uint64        // launches so far
-	running bool
-	broken  error // a fault of the kernel: every later call fails with it
+	running atomic.Bool   // launched, not seen ended (set and cleared under mu)
+	broken  error         // a fault of the kernel: every later call fails with it
 	args    cuda.KernelArgs
 }
 
@@ -52,7 +53,7 @@ const (
 	svDevWords                     = 8 + 2*32
 	cmdWords                       = 20
 	kindAR, kindRS, kindRD         = 0, 1, 2
-	kindAG, kindBC                 = 3, 4
+	kindAG, kindBC, kindQuit       = 3, 4, 5
 	svNone                         = ^uint64(0) // SV_EXITED: no kernel ending
 )
 
@@ -139,7 +140,7 @@ func (v *Server) run(cmd *[cmdWords]uint64) error {
 		binary.LittleEndian.PutUint64(v.hb[8*(svBody+i):], x)
 	}
 	v.word(svSeq).Store(seq)
-	if !v.running {
+	if !v.running.Load() {
 		if err := v.launch(seq - 1); err != nil {
 			return err
 		}
@@ -169,13 +170,14 @@ func (v *Server) run(cmd *[cmdWords]uint64) error {
 		}
 		done, err := v.s.Done()
 		if err != nil {
-			v.running, v.broken = false, fmt.Errorf("gpu: resident kernel on device %d: %w", v.dev, err)
+			v.running.Store(false)
+			v.broken = fmt.Errorf("gpu: resident kernel on device %d: %w", v.dev, err)
 			return v.broken
 		}
 		if !done {
 			continue
 		}
-		v.running = false
+		v.running.Store(false)
 		if ans.Load() == seq {
 			return nil
 		}
@@ -203,8 +205,45 @@ func (v *Server) launch(last uint64) error {
 	if err := v.s.LaunchArgs(v.f, cuda.D1(kernels.AllreducePushMaxBlocks), cuda.D1(reduceThreads), 0, &v.args); err != nil {
 		return fmt.Errorf("gpu: launch the resident kernel on device %d: %w", v.dev, err)
 	}
-	v.running = true
+	v.running.Store(true)
 	return nil
+}
+
+// StopServer ends device dev's resident kernel, if it runs, once its
+// call (if any) is over, and returns when it has ended. Package gpu calls
+// it before what waits for every stream of the device (a free, a context's
+// synchronization: Buffer.Free, SynchronizeDevice), which would otherwise
+// wait until the kernel ended by itself; the next call launches it again.
+func StopServer(dev int) {
+	servers.Lock()
+	v := servers.m[dev]
+	servers.Unlock()
+	if v == nil || !v.running.Load() {
+		return
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if !v.running.Load() {
+		return
+	}
+	v.seq++
+	binary.LittleEndian.PutUint64(v.hb[8*svBody:], kindQuit)
+	v.word(svSeq).Store(v.seq)
+	for {
+		// It ends at once (or has ended after idle without a call:
+		// either way the stream's work is done).
+		done, err := v.s.Done()
+		if err != nil {
+			v.broken = fmt.Errorf("gpu: resident kernel on device %d: %w", v.dev, err)
+			break
+		}
+		if done {
+			break
+		}
+		runtime.Gosched()
+	}
+	v.word(svExited).Store(svNone)
+	v.running.Store(false)
 }
 
 // serveCall fills a call's words and hands it to reg.Server.

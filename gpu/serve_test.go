@@ -42,6 +42,7 @@ func TestGPUServe(t *testing.T) {
 		served []bool
 		pause  time.Duration // before the call
 		late   time.Duration // the last rank's delay
+		stop   bool          // StopServer after the call
 	}
 	all, mixed := []bool{true, true}, []bool{true, false}
 	var steps []step
@@ -50,7 +51,8 @@ func TestGPUServe(t *testing.T) {
 			steps = append(steps, step{coll: coll, size: size, served: all})
 		}
 		steps = append(steps, step{coll: coll, size: 8, served: all, pause: 2 * time.Millisecond},
-			step{coll: coll, size: 8, served: all, pause: 2 * time.Millisecond})
+			step{coll: coll, size: 8, served: all, pause: 2 * time.Millisecond},
+			step{coll: coll, size: 64, served: all, stop: true}, step{coll: coll, size: 64, served: all})
 		if ranks == 2 {
 			steps = append(steps, step{coll: coll, size: 4096, served: mixed}, step{coll: coll, size: 4096, served: []bool{false, true}},
 				step{coll: coll, size: 256 << 10, served: all, late: 10 * time.Millisecond})
@@ -115,6 +117,9 @@ func TestGPUServe(t *testing.T) {
 					again, err := g.words[d].Wait(g.streams[d], pc.Seq, time.Millisecond)
 					if err != nil || !again {
 						errs[d] = err
+						if err == nil && st.stop {
+							errs[d] = stopped(srv[d])
+						}
 						return
 					}
 					if gaveUp[d]++; gaveUp[d] > 100 {
@@ -175,6 +180,16 @@ func TestGPUServe(t *testing.T) {
 			t.Errorf("device %d: the resident kernel was launched %d times; the pauses should have ended it", d, v.gen)
 		}
 	}
+}
+
+// stopped stops v's kernel and checks that it has ended.
+func stopped(v *Server) error {
+	StopServer(v.dev)
+	done, err := v.s.Done()
+	if err == nil && (!done || v.running.Load()) {
+		err = fmt.Errorf("device %d: the resident kernel still runs after StopServer", v.dev)
+	}
+	return err
 }
 
 // asBytes is b as bytes (the allgather and bcast kernels move bytes).

@@ -677,13 +677,15 @@ extern "C" __global__ void gorun_bcpush(const u64 *regions, unsigned char *buf, 
 // launch (waiting after the same last call) pass over.
 //
 // The kernel ends after idle_ns without a call, so that it holds no SMs
-// and no stream while the program does other work. Ending races with the
+// and no stream while the program does other work, and at once on a call
+// of kind KIND_QUIT (the host stops it before what would wait for every
+// stream of the device: a free, a context's synchronization). Ending races with the
 // host handing a call over; they settle it as in Dekker's algorithm:
 // the kernel stores SV_EXITED = last (the number of the last call it ran),
 // fences at system scope and reads SV_SEQ again; the host stores SV_SEQ
 // (an XCHG: a full fence) and reads SV_EXITED. At least one sees the
 // other: a kernel that sees the call takes it (and sets SV_EXITED back to
-// 0); a host that sees SV_EXITED = its call's number - 1 waits for either
+// SV_NONE); a host that sees SV_EXITED = its call's number - 1 waits for either
 // the answer or the end of the stream's work, and launches the kernel
 // again in the latter case.
 enum { SV_SEQ = 0, SV_EXITED = 1, SV_ANS = 2, SV_BODY = 8 };
@@ -693,9 +695,10 @@ enum {
   CMD_ROOT, CMD_SEQ, CMD_WSET, CMD_NEED, CMD_SLOT, CMD_FLAGS, CMD_TIMEOUT, CMD_ERR, CMD_DONE,
   CMD_NVB, CMD_WORDS
 };
-enum { KIND_AR, KIND_RS, KIND_RD, KIND_AG, KIND_BC };
+enum { KIND_AR, KIND_RS, KIND_RD, KIND_AG, KIND_BC, KIND_QUIT };
 enum { SV_T_f32, SV_T_f64, SV_T_f16, SV_T_bf16, SV_T_i32, SV_T_i64, SV_T_u8 };
 #define SV_QUIT 0x8000000000000000ull
+#define SV_NONE 0xffffffffffffffffull  // SV_EXITED: no end under way
 
 DEV u64 loadAcquireSys(const volatile u64 *p) {
   u64 v;
@@ -722,19 +725,21 @@ DEV u64 serveFetch(volatile u64 *host, u64 *dev, u64 last, u64 idle, u64 gen) {
           c = SV_QUIT | gen;
           break;
         }
-        host[SV_EXITED] = 0;
+        host[SV_EXITED] = SV_NONE;
         break;
       }
     }
   }
   c = __shfl_sync(0xffffffffu, c, 0);
-  if (!(c & SV_QUIT) && lane < CMD_WORDS) dev[SV_DBODY + (c & 1) * SV_WORDS + lane] = host[SV_BODY + lane];
+  u64 word = 0;
+  if (!(c & SV_QUIT) && lane < CMD_WORDS) dev[SV_DBODY + (c & 1) * SV_WORDS + lane] = word = host[SV_BODY + lane];
   __syncwarp();
   if (lane == 0) {
+    if (!(c & SV_QUIT) && word == KIND_QUIT) c = SV_QUIT | gen;  // lane 0 read the kind
     __threadfence();
     *(volatile u64 *)(dev + SV_DSEQ) = c;
   }
-  return c;
+  return __shfl_sync(0xffffffffu, c, 0);
 }
 
 template <class T, int OP>
