@@ -325,8 +325,9 @@ func (g *gpuShared) close(world []int, me int) {
 		// must be over before a peer learns it may free its region.
 		for _, dev := range g.ipc.devs {
 			if c, err := gpu.DeviceContext(dev); err == nil {
-				gpu.StopServer(dev) // or the synchronization waits for it to end by itself
+				release := gpu.HoldServer(dev) // or the synchronization waits for it to end
 				c.Synchronize()
+				release()
 			}
 		}
 		g.ipc.unmap()

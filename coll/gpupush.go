@@ -161,13 +161,24 @@ func (d *devCall) push(c *Comm, a *Args, what string, size int, fallback func(*C
 			return fmt.Errorf("GPU %s: %w", what, err)
 		}
 	}
+	if st.reg.Server != nil {
+		// The kernel's stores to the error and completion words may reach
+		// host memory after its answer: poll them (gpu.PushRegion).
+		spin = max(spin, time.Millisecond)
+	}
 	var idle *p2p.Idler // set once the kernel first gave up waiting
 	t0 := uint64(0)
 	// abandon ends a call whose kernel gave up at least once: the blocks'
 	// count goes back to zero (PushRegion.ResetCount; the kernel has
 	// ended, Wait synchronized the stream).
 	abandon := func(err error) error {
-		if rerr := st.reg.ResetCount(s, cuda.DevicePtr(st.own.Ptr())); rerr != nil {
+		rerr := st.reg.ResetCount(s, cuda.DevicePtr(st.own.Ptr()))
+		if rerr == nil && st.reg.Server != nil {
+			// The resident kernel runs on a stream of its own: the reset
+			// must be done before it takes the next call.
+			rerr = s.Synchronize()
+		}
+		if rerr != nil {
 			err = errors.Join(err, fmt.Errorf("reset the push kernels' block count: %w", rerr))
 		}
 		return fmt.Errorf("GPU %s: %w", what, err)

@@ -122,7 +122,7 @@ func (b Buffer) Free() error {
 		return fmt.Errorf("gpu: free %v: already freed", b)
 	}
 	// A free waits for the device's work, the resident kernel's too.
-	StopServer(b.dev)
+	defer HoldServer(b.dev)()
 	if b.mem.opened {
 		if err := b.mem.ctx.IPCCloseMemHandle(b.mem.base); err != nil {
 			return fmt.Errorf("gpu: close IPC mapping %v: %w", b, err)

@@ -221,8 +221,10 @@ type PushRegion struct {
 	// Server, when set, runs the calls on its device's resident kernel
 	// instead of launching one (the stream argument is then not used): a
 	// push function then returns once the call is over, complete or given
-	// up (the Words say which, as after a launch). The region, buffers and
-	// the Server must be on one device.
+	// up (the Words say which, as after a launch; poll them: the kernel's
+	// stores to them may come after its answer). While the Server is held
+	// (HoldServer) the call is launched on the stream as without it. The
+	// region, buffers and the Server must be on one device.
 	Server *Server
 }
 
@@ -397,10 +399,12 @@ func reducePush(s *cuda.Stream, what string, op Op, reg PushRegion, call PushCal
 		case root >= 0:
 			kind = kindRD
 		}
-		if err := serveCall(reg, call, kind, op, dt, in.DevicePtr(), out.DevicePtr(), uint64(out.Count()), stride, root, AllreducePushBlocks(out.bytes)); err != nil {
-			return fmt.Errorf("gpu: %s push %v %v: %w", what, op, dt, err)
+		if served, err := serveCall(reg, call, kind, op, dt, in.DevicePtr(), out.DevicePtr(), uint64(out.Count()), stride, root, AllreducePushBlocks(out.bytes)); served {
+			if err != nil {
+				return fmt.Errorf("gpu: %s push %v %v: %w", what, op, dt, err)
+			}
+			return nil
 		}
-		return nil
 	}
 	if err := launchPush(s, f, AllreducePushBlocks(out.bytes), func(a *cuda.KernelArgs) {
 		a.U64(uint64(reg.Table))
@@ -442,10 +446,12 @@ func AllgatherPush(s *cuda.Stream, reg PushRegion, call PushCall, in, out Buffer
 		return fmt.Errorf("gpu: allgather push: the loaded kernels have no %s", kernels.AllgatherPushName)
 	}
 	if reg.Server != nil {
-		if err := serveCall(reg, call, kindAG, 0, 0, in.DevicePtr(), out.DevicePtr(), uint64(in.bytes), 0, -1, AllreducePushBlocks(in.bytes)); err != nil {
-			return fmt.Errorf("gpu: allgather push: %w", err)
+		if served, err := serveCall(reg, call, kindAG, 0, 0, in.DevicePtr(), out.DevicePtr(), uint64(in.bytes), 0, -1, AllreducePushBlocks(in.bytes)); served {
+			if err != nil {
+				return fmt.Errorf("gpu: allgather push: %w", err)
+			}
+			return nil
 		}
-		return nil
 	}
 	if err := launchPush(s, ks.agpush, AllreducePushBlocks(in.bytes), func(a *cuda.KernelArgs) {
 		a.U64(uint64(reg.Table))
@@ -481,10 +487,12 @@ func BcastPush(s *cuda.Stream, reg PushRegion, call PushCall, root int, buf Buff
 		return fmt.Errorf("gpu: bcast push: the loaded kernels have no %s", kernels.BcastPushName)
 	}
 	if reg.Server != nil {
-		if err := serveCall(reg, call, kindBC, 0, 0, 0, buf.DevicePtr(), uint64(buf.bytes), 0, root, AllreducePushBlocks(buf.bytes)); err != nil {
-			return fmt.Errorf("gpu: bcast push: %w", err)
+		if served, err := serveCall(reg, call, kindBC, 0, 0, 0, buf.DevicePtr(), uint64(buf.bytes), 0, root, AllreducePushBlocks(buf.bytes)); served {
+			if err != nil {
+				return fmt.Errorf("gpu: bcast push: %w", err)
+			}
+			return nil
 		}
-		return nil
 	}
 	if err := launchPush(s, ks.bcpush, AllreducePushBlocks(buf.bytes), func(a *cuda.KernelArgs) {
 		a.U64(uint64(reg.Table))

@@ -20,12 +20,14 @@ import (
 // host memory instead of each launching a kernel. A launch costs the host
 // 3.4-4.8 µs and takes 8.3-9.7 µs to reach the GPU and come back, a word
 // handed to a running kernel and its answer 3.3 µs (coll/MEASUREMENTS.md,
-// GPU collectives). The kernel is launched at the first call and ends by
-// itself once it has waited idle for a call (ServerFor); the next call
-// launches it again. While it runs it holds AllreducePushMaxBlocks blocks
-// of the device (one thread of block 0 polling host memory, one a block
-// polling device memory, the rest waiting at a barrier), and a
-// synchronization of the whole device waits for it to end.
+// GPU collectives, "A resident kernel"). The kernel is launched at the
+// first call and ends by itself once it has waited idle for a call
+// (ServerFor); the next call launches it again. While it runs it holds its
+// grid (up to AllreducePushMaxBlocks blocks of 512 threads, as many as
+// the device holds at once, at most 64 registers a thread: two blocks an
+// SM; one thread of block 0 polls host memory, one a block polls device
+// memory, the rest wait at a barrier), and a synchronization of the whole
+// device waits for it to end.
 //
 // One call at a time: run holds the Server until its call is answered,
 // so calls of several communicators on one device take turns, as they do
@@ -34,6 +36,7 @@ type Server struct {
 	mu      sync.Mutex
 	dev     int
 	idle    time.Duration
+	blocks  int // the kernel's grid
 	s       *cuda.Stream
 	f       *cuda.Function
 	host    *cuda.HostMem // svHostWords words, mapped for the device
@@ -42,6 +45,7 @@ type Server struct {
 	seq     uint64        // the last call handed over
 	gen     uint64        // launches so far
 	running atomic.Bool   // launched, not seen ended (set and cleared under mu)
+	held    int           // HoldServer's holds (under mu): no launch meanwhile
 	broken  error         // a fault of the kernel: every later call fails with it
 	args    cuda.KernelArgs
 }
@@ -50,11 +54,13 @@ type Server struct {
 const (
 	svSeq, svExited, svAns, svBody = 0, 1, 2, 8
 	svHostWords                    = svBody + cmdWords
-	svDevWords                     = 8 + 2*32
+	svCount                        = 1 // device word: blocks done, this launch
+	svDevWords                     = 8 + cmdWords
 	cmdWords                       = 20
 	kindAR, kindRS, kindRD         = 0, 1, 2
 	kindAG, kindBC, kindQuit       = 3, 4, 5
 	svNone                         = ^uint64(0) // SV_EXITED: no kernel ending
+	serveThreads                   = 512        // gorun_serve's __launch_bounds__
 )
 
 // serveTypes and serveOps are the kernel's codes of the element types and
@@ -69,6 +75,13 @@ var servers struct {
 	m map[int]*Server
 }
 
+// serverOf returns device dev's Server, or nil.
+func serverOf(dev int) *Server {
+	servers.Lock()
+	defer servers.Unlock()
+	return servers.m[dev]
+}
+
 // ServerFor returns device dev's Server, made at the first request, whose
 // kernel ends after idle without a call (the idle of the first request
 // made it). It returns nil where the loaded kernels have no resident
@@ -78,11 +91,30 @@ func ServerFor(dev int, idle time.Duration) (*Server, error) {
 	if idle <= 0 {
 		return nil, nil
 	}
-	servers.Lock()
-	defer servers.Unlock()
-	if v, ok := servers.m[dev]; ok {
+	if v := serverOf(dev); v != nil {
 		return v, nil
 	}
+	v, err := newServer(dev, idle)
+	if v == nil {
+		return nil, err
+	}
+	servers.Lock()
+	if w := servers.m[dev]; w != nil {
+		servers.Unlock()
+		v.free() // another goroutine's came first
+		return w, nil
+	}
+	if servers.m == nil {
+		servers.m = map[int]*Server{}
+	}
+	servers.m[dev] = v
+	servers.Unlock()
+	return v, nil
+}
+
+// newServer makes a Server for device dev (nil where the kernels have no
+// resident kernel).
+func newServer(dev int, idle time.Duration) (*Server, error) {
 	ctx, err := DeviceContext(dev)
 	if err != nil {
 		return nil, err
@@ -91,31 +123,51 @@ func ServerFor(dev int, idle time.Duration) (*Server, error) {
 	if err != nil || ks.serve == nil {
 		return nil, err
 	}
-	v := &Server{dev: dev, idle: idle, f: ks.serve}
+	// The grid: as many blocks as the device holds at once, so that a
+	// call's blocks never wait for each other's SMs (at most the push
+	// kernels' largest grid; fewer take a call's blocks in turn).
+	perSM, err := ks.serve.BlocksPerSM(serveThreads, 0)
+	if err != nil {
+		return nil, fmt.Errorf("gpu: resident kernel: %w", err)
+	}
+	sms, err := ctx.Device().Attribute(cuda.AttrMultiprocessorCount)
+	if err != nil {
+		return nil, fmt.Errorf("gpu: resident kernel: %w", err)
+	}
+	v := &Server{dev: dev, idle: idle, f: ks.serve, blocks: min(kernels.AllreducePushMaxBlocks, perSM*sms)}
+	if v.blocks < 1 {
+		return nil, nil
+	}
 	if v.host, err = ctx.HostAlloc(8*svHostWords, cuda.HostDeviceMap); err != nil {
 		return nil, fmt.Errorf("gpu: resident kernel's host words: %w", err)
 	}
 	v.hb = v.host.Bytes()
 	clear(v.hb)
 	v.word(svExited).Store(svNone)
-	if v.words, err = Alloc(dev, Uint8, 8*svDevWords); err == nil {
-		err = v.words.CopyFromHost(make([]byte, 8*svDevWords))
-	}
-	if err == nil {
-		v.s, err = ctx.NewStream()
+	if v.s, err = ctx.NewStream(); err == nil {
+		if v.words, err = Alloc(dev, Uint8, 8*svDevWords); err == nil {
+			if err = v.s.MemsetAsync(v.words.DevicePtr(), 0, 8*svDevWords); err == nil {
+				err = v.s.Synchronize()
+			}
+		}
 	}
 	if err != nil {
-		_ = v.host.Free()
-		if v.words.ptr != 0 {
-			_ = v.words.Free()
-		}
+		v.free()
 		return nil, fmt.Errorf("gpu: resident kernel: %w", err)
 	}
-	if servers.m == nil {
-		servers.m = map[int]*Server{}
-	}
-	servers.m[dev] = v
 	return v, nil
+}
+
+// free releases what newServer allocated, for a Server never launched
+// (the device memory straight: Buffer.Free would hold the Servers).
+func (v *Server) free() {
+	if v.s != nil {
+		_ = v.s.Destroy()
+	}
+	if v.words.mem != nil && !v.words.mem.freed.Swap(true) {
+		_ = v.words.mem.ctx.MemFree(v.words.mem.base)
+	}
+	_ = v.host.Free()
 }
 
 // word is host word i.
@@ -126,12 +178,16 @@ func (v *Server) word(i int) *atomic.Uint64 {
 // run hands one call (its words, CMD_*) to the kernel, launching it when it
 // is not running, and returns once every block is done with the call: it
 // completed, or gave up waiting (the error word of its PushRegion says
-// which, as after a launch).
-func (v *Server) run(cmd *[cmdWords]uint64) error {
+// which, as after a launch). It reports false, with nothing done, while
+// the Server is held (HoldServer): the caller launches the call instead.
+func (v *Server) run(cmd *[cmdWords]uint64) (bool, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	if v.held > 0 {
+		return false, nil
+	}
 	if v.broken != nil {
-		return v.broken
+		return true, v.broken
 	}
 	v.seq++
 	seq := v.seq
@@ -142,14 +198,15 @@ func (v *Server) run(cmd *[cmdWords]uint64) error {
 	v.word(svSeq).Store(seq)
 	if !v.running.Load() {
 		if err := v.launch(seq - 1); err != nil {
-			return err
+			return true, err
 		}
 	}
 	ans, exited := v.word(svAns), v.word(svExited)
+	relaunched := false
 	var t0 time.Time
 	for i := 0; ; i++ {
 		if ans.Load() == seq {
-			return nil
+			return true, nil
 		}
 		if i&63 != 63 {
 			continue
@@ -172,29 +229,37 @@ func (v *Server) run(cmd *[cmdWords]uint64) error {
 		if err != nil {
 			v.running.Store(false)
 			v.broken = fmt.Errorf("gpu: resident kernel on device %d: %w", v.dev, err)
-			return v.broken
+			return true, v.broken
 		}
 		if !done {
 			continue
 		}
 		v.running.Store(false)
 		if ans.Load() == seq {
-			return nil
+			return true, nil
 		}
 		if !ending {
-			v.broken = fmt.Errorf("gpu: resident kernel on device %d ended without answering call %d", v.dev, seq)
-			return v.broken
+			// Not a fault of the driver's; the kernel's bookkeeping is
+			// off. Once more, from a fresh launch (its count reset).
+			if relaunched {
+				return true, fmt.Errorf("gpu: resident kernel on device %d ended twice without answering call %d", v.dev, seq)
+			}
+			relaunched = true
 		}
 		// It ended before it saw the call: launch it again.
 		exited.Store(svNone)
 		if err := v.launch(seq - 1); err != nil {
-			return err
+			return true, err
 		}
 	}
 }
 
-// launch starts the kernel, waiting for the call after last.
+// launch starts the kernel, waiting for the call after last, with its
+// count of blocks done (a multiple of the grid between calls) reset.
 func (v *Server) launch(last uint64) error {
+	if err := v.s.MemsetAsync(v.words.DevicePtr()+8*svCount, 0, 8); err != nil {
+		return fmt.Errorf("gpu: launch the resident kernel on device %d: %w", v.dev, err)
+	}
 	v.gen++
 	v.args.Reset()
 	v.args.U64(uint64(v.host.Ptr()))
@@ -202,58 +267,68 @@ func (v *Server) launch(last uint64) error {
 	v.args.U64(last)
 	v.args.U64(uint64(v.idle.Nanoseconds()))
 	v.args.U64(v.gen)
-	if err := v.s.LaunchArgs(v.f, cuda.D1(kernels.AllreducePushMaxBlocks), cuda.D1(reduceThreads), 0, &v.args); err != nil {
+	if err := v.s.LaunchArgs(v.f, cuda.D1(v.blocks), cuda.D1(serveThreads), 0, &v.args); err != nil {
 		return fmt.Errorf("gpu: launch the resident kernel on device %d: %w", v.dev, err)
 	}
 	v.running.Store(true)
 	return nil
 }
 
-// StopServer ends device dev's resident kernel, if it runs, once its
-// call (if any) is over, and returns when it has ended. Package gpu calls
-// it before what waits for every stream of the device (a free, a context's
-// synchronization: Buffer.Free, SynchronizeDevice), which would otherwise
-// wait until the kernel ended by itself; the next call launches it again.
-func StopServer(dev int) {
-	servers.Lock()
-	v := servers.m[dev]
-	servers.Unlock()
-	if v == nil || !v.running.Load() {
-		return
+// HoldServer ends device dev's resident kernel, if it runs, once its call
+// (if any) is over, and keeps it from being launched again until the
+// returned function is called: push calls meanwhile launch their own
+// kernels. Package gpu holds it around what waits for every stream of the
+// device (Buffer.Free: cuMemFree, closing an IPC mapping), which would
+// otherwise wait until the kernel ended by itself, or, while another
+// goroutine kept handing it calls, longer; so do coll's close (a
+// context's synchronization) and btl/cuda's unmapping.
+func HoldServer(dev int) (release func()) {
+	v := serverOf(dev)
+	if v == nil {
+		return func() {}
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if !v.running.Load() {
-		return
-	}
-	v.seq++
-	binary.LittleEndian.PutUint64(v.hb[8*svBody:], kindQuit)
-	v.word(svSeq).Store(v.seq)
-	for {
-		// It ends at once (or has ended after idle without a call:
-		// either way the stream's work is done).
-		done, err := v.s.Done()
-		if err != nil {
-			v.broken = fmt.Errorf("gpu: resident kernel on device %d: %w", v.dev, err)
-			break
+	v.held++
+	if v.running.Load() {
+		v.seq++
+		binary.LittleEndian.PutUint64(v.hb[8*svBody:], kindQuit)
+		v.word(svSeq).Store(v.seq)
+		for {
+			// It ends at once (or has ended after idle without a call:
+			// either way the stream's work is done).
+			done, err := v.s.Done()
+			if err != nil {
+				v.broken = fmt.Errorf("gpu: resident kernel on device %d: %w", v.dev, err)
+				break
+			}
+			if done {
+				break
+			}
+			runtime.Gosched()
 		}
-		if done {
-			break
-		}
-		runtime.Gosched()
+		v.word(svExited).Store(svNone)
+		v.running.Store(false)
 	}
-	v.word(svExited).Store(svNone)
-	v.running.Store(false)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			v.mu.Lock()
+			v.held--
+			v.mu.Unlock()
+		})
+	}
 }
 
-// serveCall fills a call's words and hands it to reg.Server.
-func serveCall(reg PushRegion, call PushCall, kind uint64, op Op, dt DType, in, out cuda.DevicePtr, n, stride uint64, root int, nvb int) error {
+// serveCall fills a call's words and hands it to reg.Server; false: the
+// Server is held, and the caller launches the call.
+func serveCall(reg PushRegion, call PushCall, kind uint64, op Op, dt DType, in, out cuda.DevicePtr, n, stride uint64, root int, nvb int) (bool, error) {
 	var cmd [cmdWords]uint64
 	cmd[0] = kind
 	if kind <= kindRD {
 		o, t := indexOf(serveOps, op.String()), indexOf(serveTypes, dt.kernelName())
 		if o < 0 || t < 0 {
-			return errors.New("gpu: resident kernel: no such operation or type")
+			return true, errors.New("gpu: resident kernel: no such operation or type")
 		}
 		cmd[1], cmd[2] = uint64(o), uint64(t)
 	}

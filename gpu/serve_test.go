@@ -1,7 +1,9 @@
 package gpu
 
 import (
+	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"sync"
 	"testing"
@@ -11,13 +13,15 @@ import (
 // TestGPUServe runs push calls on the devices' resident kernels (Server)
 // among up to two GPUs of this process, one goroutine a GPU: allreduce,
 // allgather and bcast of 4 B to 1 MiB back to back; calls after a pause
-// longer than the kernels' idle time (each ends, and the next call
-// launches it again, through the race of kernels/reduce.cu's Dekker
-// protocol); a GPU whose calls are launched beside one whose calls are
-// served; a GPU 10 ms late with 2 ms timeouts (the served call gives up,
-// is handed over again and resumes). Every result is checked against the
-// values the host computes, fresh for every call; at the end both kernels
-// must have ended by themselves.
+// longer than the kernels' idle time (each kernel must end, and the next
+// call launches it again, through the race of kernels/reduce.cu's Dekker
+// protocol); StopServer between two calls; a GPU whose calls are
+// launched beside one whose calls are served; a GPU 10 ms late with 2 ms
+// timeouts (the served call gives up, is handed over again and resumes);
+// then every operation and element type of allreduce, and reduce-scatter
+// and reduce, served, against the CPU's fold. Every result is checked
+// against values the host computes, fresh for every call; at the end both
+// kernels must have ended by themselves.
 func TestGPUServe(t *testing.T) {
 	n := requireGPU(t, 1)
 	ranks := min(n, 2)
@@ -33,6 +37,7 @@ func TestGPUServe(t *testing.T) {
 			t.Skip("the loaded kernels have no resident kernel (gorun_serve)")
 		}
 		srv[d] = v
+		t.Logf("device %d: resident kernel of %d blocks", d, v.blocks)
 	}
 	g := newFloorGroup(t, ranks)
 	defer g.free()
@@ -60,7 +65,6 @@ func TestGPUServe(t *testing.T) {
 	}
 	for i, st := range steps {
 		name := fmt.Sprintf("step %d (%s of %d B, served %v, pause %v, late %v)", i, st.coll, st.size, st.served[:ranks], st.pause, st.late)
-		pc := g.next()
 		root := ranks - 1
 		m := st.size / 4
 		value := func(d, k int) float32 { return float32((i*131+d*17+k)%977 + 1) }
@@ -79,66 +83,32 @@ func TestGPUServe(t *testing.T) {
 		if st.late > 0 {
 			timeout = 2 * time.Millisecond
 		}
-		var bar spinBarrier
-		bar.n = int32(ranks)
-		errs := make([]error, ranks)
-		gaveUp := make([]int, ranks)
-		var wg sync.WaitGroup
+		gens := make([]uint64, ranks)
 		for d := range ranks {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				runtime.LockOSThread()
-				defer runtime.UnlockOSThread()
-				reg := g.reg[d]
-				reg.Timeout = timeout
-				if st.served[d] {
-					reg.Server = srv[d]
-				}
-				bar.wait()
-				time.Sleep(st.pause)
-				if d == ranks-1 {
-					time.Sleep(st.late)
-				}
-				for {
-					var err error
-					switch st.coll {
-					case "allreduce":
-						err = AllreducePush(g.streams[d], Sum, reg, pc, g.in[d].Slice(0, m), g.out[d].Slice(0, m))
-					case "allgather":
-						err = AllgatherPush(g.streams[d], reg, pc, asBytes(g.in[d].Slice(0, m)), asBytes(g.out[d].Slice(0, ranks*m)))
-					case "bcast":
-						err = BcastPush(g.streams[d], reg, pc, root, asBytes(g.out[d].Slice(0, m)))
-					}
-					if err != nil {
-						errs[d] = err
-						return
-					}
-					again, err := g.words[d].Wait(g.streams[d], pc.Seq, time.Millisecond)
-					if err != nil || !again {
-						errs[d] = err
-						if err == nil && st.stop {
-							errs[d] = stopped(srv[d])
-						}
-						return
-					}
-					if gaveUp[d]++; gaveUp[d] > 100 {
-						errs[d] = fmt.Errorf("device %d gave up waiting %d times", d, gaveUp[d])
-						return
-					}
-				}
-			}()
+			gens[d] = srv[d].gen
 		}
-		wg.Wait()
-		for d, err := range errs {
-			if err != nil {
-				t.Fatalf("%s: device %d: %v", name, d, err)
+		gaveUp := g.serveCall(t, name, srv, st.served, timeout, st.pause, st.late, func(d int, reg PushRegion, pc PushCall) error {
+			var err error
+			switch st.coll {
+			case "allreduce":
+				err = AllreducePush(g.streams[d], Sum, reg, pc, g.in[d].Slice(0, m), g.out[d].Slice(0, m))
+			case "allgather":
+				err = AllgatherPush(g.streams[d], reg, pc, asBytes(g.in[d].Slice(0, m)), asBytes(g.out[d].Slice(0, ranks*m)))
+			case "bcast":
+				err = BcastPush(g.streams[d], reg, pc, root, asBytes(g.out[d].Slice(0, m)))
 			}
-		}
+			if err == nil && st.stop {
+				err = stopped(srv[d])
+			}
+			return err
+		})
 		if st.late > 0 && st.served[0] && gaveUp[0] == 0 {
 			t.Errorf("%s: device 0 never gave up waiting for the late device", name)
 		}
 		for d := range ranks {
+			if st.pause > 0 && st.served[d] && srv[d].gen == gens[d] {
+				t.Errorf("%s: device %d: the resident kernel was not launched again after the pause", name, d)
+			}
 			want := make([]float32, 0, ranks*m)
 			switch st.coll {
 			case "allreduce":
@@ -169,6 +139,7 @@ func TestGPUServe(t *testing.T) {
 			}
 		}
 	}
+	serveEveryKind(t, g, srv)
 	time.Sleep(20 * idle)
 	for d, v := range srv {
 		done, err := v.s.Done()
@@ -176,18 +147,150 @@ func TestGPUServe(t *testing.T) {
 		if !done {
 			t.Errorf("device %d: the resident kernel still runs %v after the last call (idle %v)", d, 20*idle, idle)
 		}
-		if v.gen < 2 {
-			t.Errorf("device %d: the resident kernel was launched %d times; the pauses should have ended it", d, v.gen)
+	}
+}
+
+// serveEveryKind runs, served, an allreduce of every operation and
+// element type (999 elements: the kernels' element-wise tail, and 4096),
+// a reduce-scatter and a reduce (root: the last rank) of two of them,
+// each against the fold in rank order of random inputs on the CPU.
+func serveEveryKind(t *testing.T, g *floorGroup, srv []*Server) {
+	ranks := g.ranks
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("every kind: seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 2))
+	served := []bool{true, true}
+	type call struct {
+		kind  string
+		op    Op
+		dt    DType
+		count int // elements a rank's result
+	}
+	var calls []call
+	for _, dt := range DTypes {
+		for _, op := range Ops {
+			for _, count := range []int{999, 4096} {
+				calls = append(calls, call{"allreduce", op, dt, count})
+			}
+		}
+	}
+	calls = append(calls, call{"reduce-scatter", Sum, Float32, 999}, call{"reduce-scatter", Max, Int64, 4096},
+		call{"reduce", Prod, Float64, 999}, call{"reduce", Min, BFloat16, 4096})
+	for _, c := range calls {
+		name := fmt.Sprintf("%s %v %v of %d", c.kind, c.op, c.dt, c.count)
+		es := c.dt.Size()
+		blocks := 1 // blocks of count elements a rank's input holds
+		if c.kind == "reduce-scatter" {
+			blocks = ranks
+		}
+		ins := make([][]byte, ranks)
+		for d := range ranks {
+			ins[d] = randomElements(rng, c.dt, blocks*c.count)
+			must(t, g.in[d].CopyFromHost(ins[d]))
+			must(t, g.out[d].CopyFromHost(bytes.Repeat([]byte{0xa5}, c.count*es)))
+		}
+		typed := func(b Buffer, count int) Buffer { return Wrap(b.dev, b.ptr, c.dt, count) }
+		root := ranks - 1
+		g.serveCall(t, name, srv, served, time.Second, 0, 0, func(d int, reg PushRegion, pc PushCall) error {
+			in, out := typed(g.in[d], blocks*c.count), typed(g.out[d], c.count)
+			switch c.kind {
+			case "allreduce":
+				return AllreducePush(g.streams[d], c.op, reg, pc, in, out)
+			case "reduce-scatter":
+				return ReduceScatterPush(g.streams[d], c.op, reg, pc, in, out)
+			}
+			return ReducePush(g.streams[d], c.op, reg, pc, root, in, out)
+		})
+		for d := range ranks {
+			if c.kind == "reduce" && d != root {
+				continue
+			}
+			blk := 0
+			if c.kind == "reduce-scatter" {
+				blk = d
+			}
+			part := func(p int) []byte { return ins[p][blk*c.count*es : (blk+1)*c.count*es] }
+			want := part(0)
+			for p := 1; p < ranks; p++ {
+				want = refReduce(c.op, c.dt, want, part(p))
+			}
+			got := make([]byte, c.count*es)
+			must(t, g.out[d].CopyToHost(got))
+			if !bytes.Equal(got, want) {
+				k := 0
+				for bytes.Equal(got[k*es:(k+1)*es], want[k*es:(k+1)*es]) {
+					k++
+				}
+				t.Fatalf("%s: device %d: element %d is % x, want % x", name, d, k, got[k*es:(k+1)*es], want[k*es:(k+1)*es])
+			}
 		}
 	}
 }
 
+// serveCall runs one push call (call, for device d with its region) on
+// every GPU of g at once, one goroutine each, served where served says,
+// with the regions' timeout, after pause, the last GPU late by late;
+// a call that gave up waiting is handed over again. It returns how often
+// each GPU's gave up.
+func (g *floorGroup) serveCall(t *testing.T, name string, srv []*Server, served []bool, timeout, pause, late time.Duration,
+	call func(d int, reg PushRegion, pc PushCall) error) []int {
+	t.Helper()
+	ranks := g.ranks
+	pc := g.next()
+	var bar spinBarrier
+	bar.n = int32(ranks)
+	errs := make([]error, ranks)
+	gaveUp := make([]int, ranks)
+	var wg sync.WaitGroup
+	for d := range ranks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			reg := g.reg[d]
+			reg.Timeout = timeout
+			if served[d] {
+				reg.Server = srv[d]
+			}
+			bar.wait()
+			time.Sleep(pause)
+			if d == ranks-1 {
+				time.Sleep(late)
+			}
+			for {
+				if err := call(d, reg, pc); err != nil {
+					errs[d] = err
+					return
+				}
+				again, err := g.words[d].Wait(g.streams[d], pc.Seq, time.Millisecond)
+				if err != nil || !again {
+					errs[d] = err
+					return
+				}
+				if gaveUp[d]++; gaveUp[d] > 100 {
+					errs[d] = fmt.Errorf("gave up waiting %d times", gaveUp[d])
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for d, err := range errs {
+		if err != nil {
+			t.Fatalf("%s: device %d: %v", name, d, err)
+		}
+	}
+	return gaveUp
+}
+
 // stopped stops v's kernel and checks that it has ended.
 func stopped(v *Server) error {
-	StopServer(v.dev)
+	release := HoldServer(v.dev)
+	defer release()
 	done, err := v.s.Done()
 	if err == nil && (!done || v.running.Load()) {
-		err = fmt.Errorf("device %d: the resident kernel still runs after StopServer", v.dev)
+		err = fmt.Errorf("device %d: the resident kernel still runs after HoldServer", v.dev)
 	}
 	return err
 }

@@ -26,11 +26,14 @@ import (
 // ranks of one host) are handed to a kernel that stays resident on the
 // device between calls instead of a launch a call (3-4 µs less a call);
 // it ends after GORUN_COLL_GPU_SERVE (100 µs) without a call. Until then it
-// holds 128 blocks of the device, and a synchronization of the whole
-// device (cudaDeviceSynchronize, or work on the legacy default stream
-// that waits for other streams) waits for it to end: up to that long after
-// the program's last collective. GORUN_COLL_GPU_SERVE=0 launches a kernel
-// a call instead.
+// holds up to 128 blocks of the device (two an SM), and a synchronization
+// of the whole device (cudaDeviceSynchronize, cudaFree) waits for it to
+// end: that long after the program's last collective (its stream does not
+// block the legacy default stream). gorun ends it first where it frees
+// device memory itself. A host whose ranks each see one GPU of their own
+// through CUDA_VISIBLE_DEVICES looks like one with fewer GPUs than ranks,
+// where some must share one, and gets launches. GORUN_COLL_GPU_SERVE=0
+// launches a kernel a call everywhere.
 
 // isZeroBuf reports whether b is the zero gpu.Buffer (in place).
 func isZeroBuf(b gpu.Buffer) bool { return b.Len() == 0 && b.DType() == 0 && b.Ptr() == 0 }

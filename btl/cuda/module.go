@@ -379,7 +379,7 @@ func (m *module) mapPeer(dev, peer int, h drv.IPCMemHandle) (*mapping, error) {
 	}
 	_, size, err := ctx.AddressRange(base)
 	if err != nil {
-		ctx.IPCCloseMemHandle(base)
+		unmap(ctx, base)
 		return nil, fmt.Errorf("size of the peer's mapped memory: %w", err)
 	}
 	mp := &mapping{ctx: ctx, peer: peer, base: base, size: size, used: m.clock}
@@ -387,12 +387,20 @@ func (m *module) mapPeer(dev, peer int, h drv.IPCMemHandle) (*mapping, error) {
 	return mp, nil
 }
 
+// unmap closes a mapping of a peer's memory, with the device's resident
+// kernel held (gpu.HoldServer): closing one may wait for the device's
+// work.
+func unmap(ctx *drv.Context, base drv.DevicePtr) error {
+	defer gpu.HoldServer(int(ctx.Device()))()
+	return ctx.IPCCloseMemHandle(base)
+}
+
 // unmapIdle unmaps the mappings into device dev that no copy is using:
 // rank peer's, or with all every one.
 func (m *module) unmapIdle(dev, peer int, all bool) {
 	for k, mp := range m.maps {
 		if k.dev == dev && mp.busy == 0 && (all || mp.peer == peer) {
-			mp.ctx.IPCCloseMemHandle(mp.base)
+			unmap(mp.ctx, mp.base)
 			delete(m.maps, k)
 		}
 	}
@@ -408,7 +416,7 @@ func (m *module) evict() {
 		}
 	}
 	if oldest != nil {
-		oldest.ctx.IPCCloseMemHandle(oldest.base)
+		unmap(oldest.ctx, oldest.base)
 		delete(m.maps, old)
 	}
 }
@@ -520,7 +528,7 @@ func (m *module) Close() error {
 	m.exports = exportCache{}
 	var first error
 	for k, mp := range m.maps {
-		if err := mp.ctx.IPCCloseMemHandle(mp.base); err != nil && first == nil {
+		if err := unmap(mp.ctx, mp.base); err != nil && first == nil {
 			first = fmt.Errorf("cuda: rank %d: unmap a peer's memory: %w", m.env.Rank, err)
 		}
 		delete(m.maps, k)

@@ -90,6 +90,7 @@ static CUresult (*p_cuPointerGetAttribute)(void *, int, CUdeviceptr);
 static CUresult (*p_cuModuleLoadDataEx)(CUmodule *, const void *, unsigned int, int *, void **);
 static CUresult (*p_cuModuleUnload)(CUmodule);
 static CUresult (*p_cuModuleGetFunction)(CUfunction *, CUmodule, const char *);
+static CUresult (*p_cuOccupancyMaxActiveBlocksPerMultiprocessor)(int *, CUfunction, int, size_t);
 static CUresult (*p_cuLaunchKernel)(CUfunction, unsigned int, unsigned int, unsigned int,
 	unsigned int, unsigned int, unsigned int, unsigned int, CUstream, void **, void **);
 
@@ -177,6 +178,7 @@ static int gorun_cu_load(char *err, size_t errLen) {
 	SYM(p_cuModuleLoadDataEx, "cuModuleLoadDataEx", NULL)
 	SYM(p_cuModuleUnload, "cuModuleUnload", NULL)
 	SYM(p_cuModuleGetFunction, "cuModuleGetFunction", NULL)
+	SYM(p_cuOccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor", NULL)
 	SYM(p_cuLaunchKernel, "cuLaunchKernel", NULL)
 	// Optional: only the CUDA 13 form, whose arguments are declared above
 	// (CUDA 12.8's cuMemcpyBatchAsync takes a failIdx more).
@@ -398,6 +400,10 @@ static CUresult w_cuModuleGetFunction(uintptr_t ctx, uintptr_t *f, uintptr_t m, 
 	CUresult r = p_cuModuleGetFunction(&fn, (CUmodule)m, name);
 	*f = (uintptr_t)fn;
 	return r;
+}
+static CUresult w_cuOccupancy(uintptr_t ctx, int *n, uintptr_t f, int block, size_t shmem) {
+	CTX(ctx);
+	return p_cuOccupancyMaxActiveBlocksPerMultiprocessor(n, (CUfunction)f, block, shmem);
 }
 // w_cuLaunchKernel launches f with nargs parameters, each held in an 8-byte
 // slot of args (4-byte parameters in the low half: the host is little-endian).
@@ -737,6 +743,12 @@ func drvModuleGetFunction(ctx, m uintptr, name string) (uintptr, Result) {
 	var f C.uintptr_t
 	r := C.w_cuModuleGetFunction(C.uintptr_t(ctx), &f, C.uintptr_t(m), cname)
 	return uintptr(f), res(r)
+}
+
+func drvOccupancy(ctx, f uintptr, block, shmem int) (int, Result) {
+	var n C.int
+	r := C.w_cuOccupancy(C.uintptr_t(ctx), &n, C.uintptr_t(f), C.int(block), C.size_t(shmem))
+	return int(n), res(r)
 }
 
 func drvLaunchKernel(ctx, f uintptr, grid, block [3]uint32, shmem uint32, s uintptr, args *[maxKernelArgs]uint64, nargs int) Result {

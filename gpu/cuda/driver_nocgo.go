@@ -163,6 +163,8 @@ func drvModuleUnload(_, _ uintptr) Result { return ErrorNotInitialized }
 
 func drvModuleGetFunction(_, _ uintptr, _ string) (uintptr, Result) { return 0, ErrorNotInitialized }
 
+func drvOccupancy(_, _ uintptr, _, _ int) (int, Result) { return 0, ErrorNotInitialized }
+
 func drvLaunchKernel(_, _ uintptr, _, _ [3]uint32, _ uint32, _ uintptr, _ *[maxKernelArgs]uint64, _ int) Result {
 	return ErrorNotInitialized
 }

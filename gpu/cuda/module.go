@@ -60,6 +60,18 @@ func (m *Module) Function(name string) (*Function, error) {
 // Name returns the kernel's name.
 func (f *Function) Name() string { return f.name }
 
+// BlocksPerSM returns how many blocks of block threads (and shared bytes
+// of dynamic shared memory) of f one multiprocessor holds at once
+// (cuOccupancyMaxActiveBlocksPerMultiprocessor): its registers, shared
+// memory and threads allow.
+func (f *Function) BlocksPerSM(block, shared int) (int, error) {
+	n, r := drvOccupancy(f.ctx.h, f.h, block, shared)
+	if err := check("cuOccupancyMaxActiveBlocksPerMultiprocessor", r); err != nil {
+		return 0, fmt.Errorf("%s: %w", f.name, err)
+	}
+	return n, nil
+}
+
 // Dim3 is a grid or block shape.
 type Dim3 struct{ X, Y, Z uint32 }
 

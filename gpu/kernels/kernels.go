@@ -77,7 +77,7 @@ const AllgatherPushName = "gorun_agpush"
 
 // ServeName is the resident kernel that runs push calls handed to it
 // through mapped host memory (reduce.cu, gorun_serve; package gpu's
-// Server): (u64 *host, u64 *dev, u64 last, u64 idle_ns).
+// Server): (u64 *host, u64 *dev, u64 last, u64 idle_ns, u64 gen).
 const ServeName = "gorun_serve"
 
 // AllreducePushMaxBlocks is the most blocks a push kernel runs with: its

@@ -662,10 +662,18 @@ extern "C" __global__ void gorun_bcpush(const u64 *regions, unsigned char *buf, 
 // (KIND_*, and the operation and type of the reductions: SV_OP_*, SV_T_*)
 // and the number of the call's blocks, which the grid's blocks take in
 // turn (block b runs the call's blocks b, b + gridDim.x, ...). dev is
-// device memory, zeroed before the launch: the number of the call handed
-// to every block (SV_DSEQ), the count of blocks done (SV_COUNT, a
-// multiple of gridDim.x between calls) and two copies of the call's words,
-// by the call's parity.
+// device memory: the number of the call handed to every block (SV_DSEQ),
+// the count of blocks done with this launch's calls (SV_COUNT, which the
+// host zeroes before each launch) and a copy of the call's words
+// (SV_DBODY: one is enough, since the host hands a call over only once
+// every block is done with the one before).
+//
+// The grid is as many blocks as the device holds at once (gpu/serve.go),
+// at most 64 registers a thread (two blocks of 512 threads an SM); still
+// some blocks may start late, while other kernels hold SMs. So block 0
+// takes the next call, or starts counting its idle time, only once every
+// block has counted itself done with the last one: a block that starts
+// late finds that call, not the kernel's end.
 //
 // Thread 0 of block 0 alone polls host memory (every block polling it
 // made a call take 50 us with 16 blocks instead of 3.3: the probe
@@ -689,7 +697,7 @@ extern "C" __global__ void gorun_bcpush(const u64 *regions, unsigned char *buf, 
 // the answer or the end of the stream's work, and launches the kernel
 // again in the latter case.
 enum { SV_SEQ = 0, SV_EXITED = 1, SV_ANS = 2, SV_BODY = 8 };
-enum { SV_DSEQ = 0, SV_COUNT = 1, SV_DBODY = 8, SV_WORDS = 32 };
+enum { SV_DSEQ = 0, SV_COUNT = 1, SV_DBODY = 8 };
 enum {
   CMD_KIND, CMD_OP, CMD_TYPE, CMD_TABLE, CMD_IN, CMD_OUT, CMD_N, CMD_STRIDE, CMD_NRANKS, CMD_RANK,
   CMD_ROOT, CMD_SEQ, CMD_WSET, CMD_NEED, CMD_SLOT, CMD_FLAGS, CMD_TIMEOUT, CMD_ERR, CMD_DONE,
@@ -706,13 +714,16 @@ DEV u64 loadAcquireSys(const volatile u64 *p) {
   return v;
 }
 
-// serveFetch (warp 0 of block 0) waits for the call after last and copies
-// its words into dev; it returns the call's number, or SV_QUIT | gen once
-// the kernel is to end.
-DEV u64 serveFetch(volatile u64 *host, u64 *dev, u64 last, u64 idle, u64 gen) {
+// serveFetch (warp 0 of block 0) waits until every block has counted
+// itself done with this launch's calls so far (counted of them), then for
+// the call after last, and copies its words into dev; it returns the
+// call's number, or SV_QUIT | gen once the kernel is to end.
+DEV u64 serveFetch(volatile u64 *host, u64 *dev, u64 last, u64 idle, u64 gen, u64 counted) {
   const unsigned lane = threadIdx.x;
   u64 c = 0;
   if (lane == 0) {
+    while (*(volatile u64 *)(dev + SV_COUNT) < counted) {
+    }
     const u64 start = globaltimer();
     for (;;) {
       c = loadAcquireSys(host + SV_SEQ);
@@ -731,8 +742,9 @@ DEV u64 serveFetch(volatile u64 *host, u64 *dev, u64 last, u64 idle, u64 gen) {
     }
   }
   c = __shfl_sync(0xffffffffu, c, 0);
+  __syncwarp();  // the lanes read the words after lane 0's acquire
   u64 word = 0;
-  if (!(c & SV_QUIT) && lane < CMD_WORDS) dev[SV_DBODY + (c & 1) * SV_WORDS + lane] = word = host[SV_BODY + lane];
+  if (!(c & SV_QUIT) && lane < CMD_WORDS) dev[SV_DBODY + lane] = word = host[SV_BODY + lane];
   __syncwarp();
   if (lane == 0) {
     if (!(c & SV_QUIT) && word == KIND_QUIT) c = SV_QUIT | gen;  // lane 0 read the kind
@@ -768,17 +780,18 @@ DEV void serveBlock(const Call &c, const u64 *w, unsigned char *set) {
   switch (w[CMD_TYPE] * 4 + w[CMD_OP]) { EACH_TYPE(SERVE_CASE) }
 }
 
-extern "C" __global__ void __launch_bounds__(512)
+extern "C" __global__ void __launch_bounds__(512, 2)
     gorun_serve(volatile u64 *host, u64 *dev, u64 last, u64 idle, u64 gen) {
   __shared__ u64 w[CMD_WORDS];
   __shared__ u64 cur;
   __shared__ int stop;
   __shared__ unsigned char set[ARPUSH_MAXR];
   const unsigned t = threadIdx.x;
+  u64 calls = 0;  // this launch's, so far
   for (;;) {
     if (blockIdx.x == 0) {
       if (t < 32) {
-        const u64 c = serveFetch(host, dev, last, idle, gen);
+        const u64 c = serveFetch(host, dev, last, idle, gen, calls * gridDim.x);
         if (t == 0) cur = c;
       }
     } else if (t == 0) {
@@ -792,7 +805,7 @@ extern "C" __global__ void __launch_bounds__(512)
     __syncthreads();
     const u64 seq = cur;
     if (seq & SV_QUIT) return;
-    if (t < CMD_WORDS) w[t] = __ldcg(dev + SV_DBODY + (seq & 1) * SV_WORDS + t);
+    if (t < CMD_WORDS) w[t] = __ldcg(dev + SV_DBODY + t);
     __syncthreads();
     Call c = {(const u64 *)w[CMD_TABLE], (unsigned)w[CMD_NRANKS], (unsigned)w[CMD_RANK], w[CMD_SEQ], w[CMD_WSET],
               w[CMD_NEED], w[CMD_SLOT], w[CMD_FLAGS], w[CMD_TIMEOUT], (unsigned *)w[CMD_ERR], (u64 *)w[CMD_DONE],
@@ -814,5 +827,6 @@ extern "C" __global__ void __launch_bounds__(512)
       if ((atomicAdd((unsigned long long *)(dev + SV_COUNT), 1ull) + 1) % gridDim.x == 0) host[SV_ANS] = seq;
     }
     last = seq;
+    calls++;
   }
 }

@@ -87,7 +87,7 @@ extern "C" __global__ void probe_fence(uint4 *dst, u64 n, unsigned mode, u64 *ou
 // a push call's flags do; each block then counts itself in *count (after
 // a GPU-scope fence, as a push kernel's blocks do) and the last sets the
 // host's answer word *ans to v. out[1] is set to 1 if a wait gave up
-// after a second.
+// (30 seconds after the kernel began).
 extern "C" __global__ void probe_serve(volatile u64 *cmd, volatile u64 *ans, volatile u64 *mine,
                                        volatile u64 *peer, unsigned long long *count, u64 base,
                                        unsigned iters, unsigned usePeer, u64 *out) {
