@@ -323,11 +323,12 @@ func (g *gpuShared) close(world []int, me int) {
 		// This rank's kernels and copies into the peers' regions (a push
 		// kernel's acknowledgements, an ipc call's copies after an error)
 		// must be over before a peer learns it may free its region.
+		// The devices' resident kernels held (or the synchronization and
+		// the frees wait for them to end) until the regions are retired.
 		for _, dev := range g.ipc.devs {
+			defer gpu.HoldServer(dev)()
 			if c, err := gpu.DeviceContext(dev); err == nil {
-				release := gpu.HoldServer(dev) // or the synchronization waits for it to end
 				c.Synchronize()
-				release()
 			}
 		}
 		g.ipc.unmap()

@@ -157,14 +157,15 @@ func (d *devCall) push(c *Comm, a *Args, what string, size int, fallback func(*C
 	// which its peers cannot tell apart.
 	st.reg.Server = nil
 	if st.dev == d.dev && !st.shared && gpusEnough() {
-		if st.reg.Server, err = gpu.ServerFor(st.dev, pGPUServe()); err != nil {
-			return fmt.Errorf("GPU %s: %w", what, err)
-		}
+		// Where it cannot be made, the call is launched: the peers cannot
+		// tell.
+		st.reg.Server, _ = gpu.ServerFor(st.dev, pGPUServe())
 	}
 	if st.reg.Server != nil {
 		// The kernel's stores to the error and completion words may reach
-		// host memory after its answer: poll them (gpu.PushRegion).
-		spin = max(spin, time.Millisecond)
+		// host memory after its answer: poll them (gpu.PushRegion), as
+		// long as a wait of the kernel's.
+		spin = max(spin, pushSlice+time.Millisecond)
 	}
 	var idle *p2p.Idler // set once the kernel first gave up waiting
 	t0 := uint64(0)
@@ -173,9 +174,9 @@ func (d *devCall) push(c *Comm, a *Args, what string, size int, fallback func(*C
 	// ended, Wait synchronized the stream).
 	abandon := func(err error) error {
 		rerr := st.reg.ResetCount(s, cuda.DevicePtr(st.own.Ptr()))
-		if rerr == nil && st.reg.Server != nil {
-			// The resident kernel runs on a stream of its own: the reset
-			// must be done before it takes the next call.
+		if rerr == nil {
+			// The next call may go to the resident kernel, which runs on
+			// a stream of its own: the reset must be done before.
 			rerr = s.Synchronize()
 		}
 		if rerr != nil {
@@ -185,7 +186,8 @@ func (d *devCall) push(c *Comm, a *Args, what string, size int, fallback func(*C
 	}
 	for {
 		if err := launch(s, st); err != nil {
-			if idle != nil {
+			if idle != nil || st.reg.Server != nil {
+				// A served call may have failed with some blocks done.
 				return abandon(err)
 			}
 			return err

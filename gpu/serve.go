@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -45,7 +46,6 @@ type Server struct {
 	seq     uint64        // the last call handed over
 	gen     uint64        // launches so far
 	running atomic.Bool   // launched, not seen ended (set and cleared under mu)
-	held    int           // HoldServer's holds (under mu): no launch meanwhile
 	broken  error         // a fault of the kernel: every later call fails with it
 	args    cuda.KernelArgs
 }
@@ -72,7 +72,9 @@ var (
 
 var servers struct {
 	sync.Mutex
-	m map[int]*Server
+	m      map[int]*Server
+	failed map[int]error // a device whose Server could not be made: not tried again
+	holds  map[int]int   // HoldServer's holds by device: no launch meanwhile
 }
 
 // serverOf returns device dev's Server, or nil.
@@ -82,26 +84,49 @@ func serverOf(dev int) *Server {
 	return servers.m[dev]
 }
 
+// held reports whether device dev is held (HoldServer).
+func held(dev int) bool {
+	servers.Lock()
+	defer servers.Unlock()
+	return servers.holds[dev] > 0
+}
+
 // ServerFor returns device dev's Server, made at the first request, whose
 // kernel ends after idle without a call (the idle of the first request
 // made it). It returns nil where the loaded kernels have no resident
 // kernel (a PTX from GORUN_GPU_PTX that predates it) or idle is not
-// positive: the push calls then launch their kernels.
+// positive, and nil with the error where it could not be made (the same
+// error again later, without trying again): the push calls then launch
+// their kernels.
 func ServerFor(dev int, idle time.Duration) (*Server, error) {
 	if idle <= 0 {
 		return nil, nil
 	}
-	if v := serverOf(dev); v != nil {
-		return v, nil
+	servers.Lock()
+	v, err := servers.m[dev], servers.failed[dev]
+	servers.Unlock()
+	if v != nil || err != nil {
+		return v, err
 	}
-	v, err := newServer(dev, idle)
-	if v == nil {
+	if v, err = newServer(dev, idle); v == nil {
+		if err != nil {
+			servers.Lock()
+			if servers.failed == nil {
+				servers.failed = map[int]error{}
+			}
+			servers.failed[dev] = err
+			servers.Unlock()
+		}
 		return nil, err
 	}
 	servers.Lock()
 	if w := servers.m[dev]; w != nil {
 		servers.Unlock()
-		v.free() // another goroutine's came first
+		// Another goroutine's came first, and its kernel may run: a free
+		// would wait for it.
+		release := HoldServer(dev)
+		v.free()
+		release()
 		return w, nil
 	}
 	if servers.m == nil {
@@ -113,8 +138,14 @@ func ServerFor(dev int, idle time.Duration) (*Server, error) {
 }
 
 // newServer makes a Server for device dev (nil where the kernels have no
-// resident kernel).
+// resident kernel, or where the process may be held to fewer SMs than the
+// device has: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, under which the grid the
+// occupancy allows might never be resident at once, and a call would wait
+// for its last blocks for good; kernels/reduce.cu).
 func newServer(dev int, idle time.Duration) (*Server, error) {
+	if os.Getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE") != "" {
+		return nil, nil
+	}
 	ctx, err := DeviceContext(dev)
 	if err != nil {
 		return nil, err
@@ -183,7 +214,7 @@ func (v *Server) word(i int) *atomic.Uint64 {
 func (v *Server) run(cmd *[cmdWords]uint64) (bool, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if v.held > 0 {
+	if held(v.dev) {
 		return false, nil
 	}
 	if v.broken != nil {
@@ -283,13 +314,26 @@ func (v *Server) launch(last uint64) error {
 // goroutine kept handing it calls, longer; so do coll's close (a
 // context's synchronization) and btl/cuda's unmapping.
 func HoldServer(dev int) (release func()) {
-	v := serverOf(dev)
+	servers.Lock()
+	if servers.holds == nil {
+		servers.holds = map[int]int{}
+	}
+	servers.holds[dev]++ // before the Server's lock: a call after it launches
+	v := servers.m[dev]
+	servers.Unlock()
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			servers.Lock()
+			servers.holds[dev]--
+			servers.Unlock()
+		})
+	}
 	if v == nil {
-		return func() {}
+		return release
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.held++
 	if v.running.Load() {
 		v.seq++
 		binary.LittleEndian.PutUint64(v.hb[8*svBody:], kindQuit)
@@ -310,14 +354,7 @@ func HoldServer(dev int) (release func()) {
 		v.word(svExited).Store(svNone)
 		v.running.Store(false)
 	}
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			v.mu.Lock()
-			v.held--
-			v.mu.Unlock()
-		})
-	}
+	return release
 }
 
 // serveCall fills a call's words and hands it to reg.Server; false: the

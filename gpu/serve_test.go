@@ -15,7 +15,8 @@ import (
 // allgather and bcast of 4 B to 1 MiB back to back; calls after a pause
 // longer than the kernels' idle time (each kernel must end, and the next
 // call launches it again, through the race of kernels/reduce.cu's Dekker
-// protocol); StopServer between two calls; a GPU whose calls are
+// protocol); HoldServer between two calls, and around one (which is then
+// launched); a GPU whose calls are
 // launched beside one whose calls are served; a GPU 10 ms late with 2 ms
 // timeouts (the served call gives up, is handed over again and resumes);
 // then every operation and element type of allreduce, and reduce-scatter
@@ -47,7 +48,8 @@ func TestGPUServe(t *testing.T) {
 		served []bool
 		pause  time.Duration // before the call
 		late   time.Duration // the last rank's delay
-		stop   bool          // StopServer after the call
+		stop   bool          // HoldServer after the call
+		hold   bool          // the call made while HoldServer holds the devices: launched
 	}
 	all, mixed := []bool{true, true}, []bool{true, false}
 	var steps []step
@@ -57,7 +59,8 @@ func TestGPUServe(t *testing.T) {
 		}
 		steps = append(steps, step{coll: coll, size: 8, served: all, pause: 2 * time.Millisecond},
 			step{coll: coll, size: 8, served: all, pause: 2 * time.Millisecond},
-			step{coll: coll, size: 64, served: all, stop: true}, step{coll: coll, size: 64, served: all})
+			step{coll: coll, size: 64, served: all, stop: true}, step{coll: coll, size: 64, served: all},
+			step{coll: coll, size: 64 << 10, served: all, hold: true})
 		if ranks == 2 {
 			steps = append(steps, step{coll: coll, size: 4096, served: mixed}, step{coll: coll, size: 4096, served: []bool{false, true}},
 				step{coll: coll, size: 256 << 10, served: all, late: 10 * time.Millisecond})
@@ -87,7 +90,16 @@ func TestGPUServe(t *testing.T) {
 		for d := range ranks {
 			gens[d] = srv[d].gen
 		}
+		var releases []func()
+		if st.hold {
+			for d := range ranks {
+				releases = append(releases, HoldServer(d))
+			}
+		}
 		gaveUp := g.serveCall(t, name, srv, st.served, timeout, st.pause, st.late, func(d int, reg PushRegion, pc PushCall) error {
+			if st.hold && srv[d].running.Load() {
+				return fmt.Errorf("the resident kernel runs while held")
+			}
 			var err error
 			switch st.coll {
 			case "allreduce":
@@ -102,6 +114,16 @@ func TestGPUServe(t *testing.T) {
 			}
 			return err
 		})
+		for _, release := range releases {
+			release()
+		}
+		if st.hold {
+			for d := range ranks {
+				if srv[d].running.Load() {
+					t.Errorf("%s: device %d: a call made while held ran on the resident kernel", name, d)
+				}
+			}
+		}
 		if st.late > 0 && st.served[0] && gaveUp[0] == 0 {
 			t.Errorf("%s: device 0 never gave up waiting for the late device", name)
 		}

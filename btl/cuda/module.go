@@ -379,7 +379,7 @@ func (m *module) mapPeer(dev, peer int, h drv.IPCMemHandle) (*mapping, error) {
 	}
 	_, size, err := ctx.AddressRange(base)
 	if err != nil {
-		unmap(ctx, base)
+		unmap(dev, ctx, base)
 		return nil, fmt.Errorf("size of the peer's mapped memory: %w", err)
 	}
 	mp := &mapping{ctx: ctx, peer: peer, base: base, size: size, used: m.clock}
@@ -390,8 +390,8 @@ func (m *module) mapPeer(dev, peer int, h drv.IPCMemHandle) (*mapping, error) {
 // unmap closes a mapping of a peer's memory, with the device's resident
 // kernel held (gpu.HoldServer): closing one may wait for the device's
 // work.
-func unmap(ctx *drv.Context, base drv.DevicePtr) error {
-	defer gpu.HoldServer(int(ctx.Device()))()
+func unmap(dev int, ctx *drv.Context, base drv.DevicePtr) error {
+	defer gpu.HoldServer(dev)()
 	return ctx.IPCCloseMemHandle(base)
 }
 
@@ -400,7 +400,7 @@ func unmap(ctx *drv.Context, base drv.DevicePtr) error {
 func (m *module) unmapIdle(dev, peer int, all bool) {
 	for k, mp := range m.maps {
 		if k.dev == dev && mp.busy == 0 && (all || mp.peer == peer) {
-			unmap(mp.ctx, mp.base)
+			unmap(k.dev, mp.ctx, mp.base)
 			delete(m.maps, k)
 		}
 	}
@@ -416,7 +416,7 @@ func (m *module) evict() {
 		}
 	}
 	if oldest != nil {
-		unmap(oldest.ctx, oldest.base)
+		unmap(old.dev, oldest.ctx, oldest.base)
 		delete(m.maps, old)
 	}
 }
@@ -528,7 +528,7 @@ func (m *module) Close() error {
 	m.exports = exportCache{}
 	var first error
 	for k, mp := range m.maps {
-		if err := unmap(mp.ctx, mp.base); err != nil && first == nil {
+		if err := unmap(k.dev, mp.ctx, mp.base); err != nil && first == nil {
 			first = fmt.Errorf("cuda: rank %d: unmap a peer's memory: %w", m.env.Rank, err)
 		}
 		delete(m.maps, k)

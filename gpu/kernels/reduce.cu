@@ -673,7 +673,9 @@ extern "C" __global__ void gorun_bcpush(const u64 *regions, unsigned char *buf, 
 // some blocks may start late, while other kernels hold SMs. So block 0
 // takes the next call, or starts counting its idle time, only once every
 // block has counted itself done with the last one: a block that starts
-// late finds that call, not the kernel's end.
+// late finds that call, not the kernel's end. (Where a block could never
+// start, as under MPS limits on the SMs a process may use, a call would
+// wait for it for good: gpu/serve.go does not serve there.)
 //
 // Thread 0 of block 0 alone polls host memory (every block polling it
 // made a call take 50 us with 16 blocks instead of 3.3: the probe
@@ -800,6 +802,7 @@ extern "C" __global__ void __launch_bounds__(512, 2)
       u64 c;
       while ((c = *(volatile u64 *)(dev + SV_DSEQ)) == last || ((c & SV_QUIT) && c != (SV_QUIT | gen))) {
       }
+      __threadfence();  // the acquire: the call's words after its number
       cur = c;
     }
     __syncthreads();
@@ -812,8 +815,8 @@ extern "C" __global__ void __launch_bounds__(512, 2)
               0, (unsigned)w[CMD_NVB]};
     for (unsigned vb = blockIdx.x; vb < c.nvb; vb += gridDim.x) {
       if (vb != blockIdx.x) {
-        // a block of the call before this one gave up waiting: so would
-        // this one (the host hands the call over again)
+        // an earlier block of this call that this one ran gave up
+        // waiting: so would the rest (the host hands the call over again)
         if (t == 0) stop = *(volatile unsigned *)c.err != 0;
         __syncthreads();
         if (stop) break;
