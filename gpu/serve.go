@@ -53,7 +53,7 @@ type Server struct {
 // The words, as kernels/reduce.cu lays them out (SV_*, CMD_*, KIND_*).
 const (
 	svSeq, svExited, svAns, svBody = 0, 1, 2, 8
-	svHostWords                    = svBody + cmdWords
+	svHostWords                    = svBody + 2*cmdWords
 	svCount                        = 1 // device word: blocks done, this launch
 	svDevWords                     = 8 + cmdWords
 	cmdWords                       = 20
@@ -220,13 +220,7 @@ func (v *Server) run(cmd *[cmdWords]uint64) (bool, error) {
 	if v.broken != nil {
 		return true, v.broken
 	}
-	v.seq++
-	seq := v.seq
-	for i, x := range cmd {
-		// plain stores: the XCHG of svSeq below orders them before it
-		binary.LittleEndian.PutUint64(v.hb[8*(svBody+i):], x)
-	}
-	v.word(svSeq).Store(seq)
+	seq := v.post(cmd)
 	if !v.running.Load() {
 		if err := v.launch(seq - 1); err != nil {
 			return true, err
@@ -285,6 +279,21 @@ func (v *Server) run(cmd *[cmdWords]uint64) (bool, error) {
 	}
 }
 
+// post hands the next call over: its words, each as two halves tagged
+// with the call's number (kernels/reduce.cu, serveFetch), then the
+// number. The caller holds mu.
+func (v *Server) post(cmd *[cmdWords]uint64) uint64 {
+	v.seq++
+	tag := uint64(uint32(v.seq)) << 32
+	for i, x := range cmd {
+		// plain stores: the XCHG of svSeq below orders them before it
+		binary.LittleEndian.PutUint64(v.hb[8*(svBody+2*i):], tag|x&0xffffffff)
+		binary.LittleEndian.PutUint64(v.hb[8*(svBody+2*i+1):], tag|x>>32)
+	}
+	v.word(svSeq).Store(v.seq)
+	return v.seq
+}
+
 // launch starts the kernel, waiting for the call after last, with its
 // count of blocks done (a multiple of the grid between calls) reset.
 func (v *Server) launch(last uint64) error {
@@ -335,9 +344,7 @@ func HoldServer(dev int) (release func()) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.running.Load() {
-		v.seq++
-		binary.LittleEndian.PutUint64(v.hb[8*svBody:], kindQuit)
-		v.word(svSeq).Store(v.seq)
+		v.post(&[cmdWords]uint64{kindQuit})
 		for {
 			// It ends at once (or has ended after idle without a call:
 			// either way the stream's work is done).

@@ -656,7 +656,8 @@ extern "C" __global__ void gorun_bcpush(const u64 *regions, unsigned char *buf, 
 //
 // host is a page of mapped host memory, u64 words: SV_SEQ, the number of
 // the call the host hands over (it grows by one a call; the host stores
-// the call's words at SV_BODY first); SV_ANS, which the kernel sets to that
+// the call's words at SV_BODY first, each as two halves tagged with the
+// call's number: serveFetch); SV_ANS, which the kernel sets to that
 // number once every block is done with the call; SV_EXITED, see below.
 // The call's words (CMD_*) are a push kernel's parameters, the kernel
 // (KIND_*, and the operation and type of the reductions: SV_OP_*, SV_T_*)
@@ -720,40 +721,59 @@ DEV u64 loadAcquireSys(const volatile u64 *p) {
 // itself done with this launch's calls so far (counted of them), then for
 // the call after last, and copies its words into dev; it returns the
 // call's number, or SV_QUIT | gen once the kernel is to end.
+//
+// The host writes each of the call's words as two (SV_BODY: its low and
+// high halves, each in the low half of a u64 whose high half is the low 32
+// bits of the call's number, as NCCL's LL protocol carries a flag with its
+// data) before SV_SEQ: the warp polls the words themselves, 8 bytes a
+// load, single-copy atomic, so that one read across PCIe brings the call
+// and its words (polling SV_SEQ, then reading the words, took two).
 DEV u64 serveFetch(volatile u64 *host, u64 *dev, u64 last, u64 idle, u64 gen, u64 counted) {
   const unsigned lane = threadIdx.x;
-  u64 c = 0;
-  if (lane == 0) {
+  const unsigned full = 0xffffffffu;
+  if (lane == 0)
     while (*(volatile u64 *)(dev + SV_COUNT) < counted) {
     }
-    const u64 start = globaltimer();
-    for (;;) {
-      c = loadAcquireSys(host + SV_SEQ);
-      if (c != last) break;
-      if (globaltimer() - start > idle) {
-        host[SV_EXITED] = last;
-        asm volatile("fence.sc.sys;" ::: "memory");
-        c = loadAcquireSys(host + SV_SEQ);
-        if (c == last) {
-          c = SV_QUIT | gen;
-          break;
-        }
+  __syncwarp();
+  const unsigned tag = (unsigned)(last + 1);
+  const unsigned extra = 2 * CMD_WORDS - 32;  // halves past the warp's first 32
+  u64 start = globaltimer();
+  u64 c = last + 1, a, b;
+  for (;;) {
+    a = host[SV_BODY + lane];
+    b = lane < extra ? host[SV_BODY + 32 + lane] : (u64)tag << 32;
+    if (__all_sync(full, (unsigned)(a >> 32) == tag && (unsigned)(b >> 32) == tag)) break;
+    int quit = 0;
+    if (lane == 0 && globaltimer() - start > idle) {
+      host[SV_EXITED] = last;
+      asm volatile("fence.sc.sys;" ::: "memory");
+      if (loadAcquireSys(host + SV_SEQ) == last) {
+        quit = 1;
+      } else {
+        // The call is there (its words were written before SV_SEQ).
         host[SV_EXITED] = SV_NONE;
-        break;
+        start = globaltimer();
       }
     }
+    if (__shfl_sync(full, quit, 0)) {
+      c = SV_QUIT | gen;
+      break;
+    }
   }
-  c = __shfl_sync(0xffffffffu, c, 0);
-  __syncwarp();  // the lanes read the words after lane 0's acquire
-  u64 word = 0;
-  if (!(c & SV_QUIT) && lane < CMD_WORDS) dev[SV_DBODY + lane] = word = host[SV_BODY + lane];
+  // Word i's halves are half 2i and 2i+1: lane l's a holds half l, its b
+  // half 32+l.
+  const unsigned lo = (2 * lane) & 31, hi = (2 * lane + 1) & 31;
+  const u64 alo = __shfl_sync(full, a, lo), blo = __shfl_sync(full, b, lo);
+  const u64 ahi = __shfl_sync(full, a, hi), bhi = __shfl_sync(full, b, hi);
+  const u64 word = ((2 * lane < 32 ? alo : blo) & 0xffffffffull) | ((2 * lane + 1 < 32 ? ahi : bhi) << 32);
+  if (!(c & SV_QUIT) && lane < CMD_WORDS) dev[SV_DBODY + lane] = word;
   __syncwarp();
   if (lane == 0) {
-    if (!(c & SV_QUIT) && word == KIND_QUIT) c = SV_QUIT | gen;  // lane 0 read the kind
+    if (!(c & SV_QUIT) && word == KIND_QUIT) c = SV_QUIT | gen;  // lane 0's word is the kind
     __threadfence();
     *(volatile u64 *)(dev + SV_DSEQ) = c;
   }
-  return __shfl_sync(0xffffffffu, c, 0);
+  return __shfl_sync(full, c, 0);
 }
 
 template <class T, int OP>
