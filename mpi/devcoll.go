@@ -24,7 +24,7 @@ import (
 // Where each rank of a host has a GPU of its own, the collectives that run
 // in one kernel (the "push" algorithms: small and medium buffers among the
 // ranks of one host) are handed to a kernel that stays resident on the
-// device between calls instead of a launch a call (3-4 µs less a call);
+// device between calls instead of a launch a call (3-4.5 µs less a call);
 // it ends after GORUN_COLL_GPU_SERVE (100 µs) without a call. Until then it
 // holds up to 128 blocks of the device (two an SM), and a synchronization
 // of the whole device (cudaDeviceSynchronize, cudaFree) waits for it to
