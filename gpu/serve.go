@@ -26,7 +26,7 @@ import (
 // (ServerFor); the next call launches it again. While it runs it holds its
 // grid (up to AllreducePushMaxBlocks blocks of 512 threads, as many as
 // the device holds at once, at most 64 registers a thread: two blocks an
-// SM; one thread of block 0 polls host memory, one a block polls device
+// SM; warp 0 of block 0 polls host memory, one thread a block polls device
 // memory, the rest wait at a barrier), and a synchronization of the whole
 // device waits for it to end.
 //

@@ -678,7 +678,7 @@ extern "C" __global__ void gorun_bcpush(const u64 *regions, unsigned char *buf, 
 // start, as under MPS limits on the SMs a process may use, a call would
 // wait for it for good: gpu/serve.go does not serve there.)
 //
-// Thread 0 of block 0 alone polls host memory (every block polling it
+// Warp 0 of block 0 alone polls host memory (every block polling it
 // made a call take 50 us with 16 blocks instead of 3.3: the probe
 // serve/gpus=1/blocks=16); it copies the call's words into device memory
 // and publishes the call's number there, where the other blocks poll.
