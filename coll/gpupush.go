@@ -3,8 +3,6 @@ package coll
 import (
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
 	"sync"
 	"time"
 
@@ -215,9 +213,16 @@ func (d *devCall) push(c *Comm, a *Args, what string, size int, fallback func(*C
 	}
 }
 
+// localRanks is how many ranks of the job run on this host (SetLocalRanks).
+var localRanks = 1
+
+// SetLocalRanks tells the package how many ranks of the job run on this
+// host (the launcher's placement; 1 when unknown).
+func SetLocalRanks(n int) { localRanks = max(n, 1) }
+
 // gpusEnough reports whether this host has at least as many GPUs as
-// ranks (GORUN_LOCAL_SIZE, which gorun sets; 1 without it), so that ranks
-// that take a GPU each, as most programs do, share none. Where ranks
+// ranks (SetLocalRanks), so that ranks that take a GPU each, as most
+// programs do, share none. Where ranks
 // outnumber the GPUs, some share one, and a resident kernel would hold
 // back the kernels of the other process on its device by a time slice a
 // call (ipcState.shared), even where the communicator at hand has one
@@ -226,8 +231,7 @@ func (d *devCall) push(c *Comm, a *Args, what string, size int, fallback func(*C
 // GPU while there are GPUs enough sets GORUN_COLL_GPU_SERVE=0.
 var gpusEnough = sync.OnceValue(func() bool {
 	n, err := gpu.DeviceCount()
-	local, _ := strconv.Atoi(os.Getenv("GORUN_LOCAL_SIZE"))
-	return err == nil && max(local, 1) <= n
+	return err == nil && localRanks <= n
 })
 
 // pushWait is what a push call does each time its kernel gave up

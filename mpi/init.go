@@ -72,6 +72,7 @@ func Init() error {
 	}
 	eng := p2p.Alloc(env.Rank, env.Size)
 	coll.SetJob(env.JobID)
+	coll.SetLocalRanks(env.LocalSize)
 	place := env.Placement()
 	benv := btl.Env{
 		Rank: env.Rank, Size: env.Size, JobID: env.JobID, HostID: env.HostID,
