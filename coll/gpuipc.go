@@ -73,6 +73,11 @@ type ipcState struct {
 	// run on a GPU by turns, and a resident kernel spinning in its turn
 	// would hold the other rank's calls back by a time slice each.
 	shared bool
+	// server is the region device's resident kernel, where this rank's
+	// push calls go (those whose buffers are on that device): nil where
+	// shared, where ranks outnumber the host's GPUs (gpusEnough), or
+	// where it could not be made.
+	server *gpu.Server
 	table  gpu.Buffer     // rank r's region address (u64) at 8r
 	words  *gpu.PushWords // the push kernels' error and completion words
 	reg    gpu.PushRegion // the push kernel's view of the regions
@@ -167,7 +172,8 @@ func (c *Comm) ipcSetup(d *devCall) (*ipcState, error) {
 	arm() // and free the regions of freed communicators whose peers have unmapped them
 	st := &ipcState{n: n, dev: d.dev, slot: ipcSlot(n), peers: make([]gpu.Buffer, n), handles: make([][handleBytes]byte, n), devs: []int{d.dev}}
 	msg := make([]byte, 1+gpu.IPCHandleSize+8) // ok flag, handle, device id
-	binary.LittleEndian.PutUint64(msg[1+gpu.IPCHandleSize:], deviceID(d.dev))
+	id := deviceID(d.dev)
+	binary.LittleEndian.PutUint64(msg[1+gpu.IPCHandleSize:], id)
 	if own, err := gpu.Alloc(d.dev, gpu.Uint8, st.region()); err == nil {
 		st.own = own
 		// The push kernels' words start at zero (their calls' numbers
@@ -192,7 +198,7 @@ func (c *Comm) ipcSetup(d *devCall) (*ipcState, error) {
 	ok := true
 	for r := range n {
 		got := all[r*len(msg) : (r+1)*len(msg)]
-		if id := binary.LittleEndian.Uint64(got[1+gpu.IPCHandleSize:]); r != me && id != 0 && id == deviceID(d.dev) {
+		if r != me && id != 0 && binary.LittleEndian.Uint64(got[1+gpu.IPCHandleSize:]) == id {
 			st.shared = true
 		}
 		var h gpu.IPCHandle
@@ -280,6 +286,11 @@ func (st *ipcState) pushSetup(me int) bool {
 	st.reg = gpu.PushRegion{Table: table.DevicePtr(), Ranks: st.n, Rank: me, Slot: st.slot,
 		Flags: ipcFlags(st.n, st.slot), Words: w, Timeout: pushSlice}
 	st.spin = pPushSpin()
+	if !st.shared && gpusEnough() {
+		// Where it cannot be made, the calls are launched: the peers
+		// cannot tell.
+		st.server, _ = gpu.ServerFor(st.dev, pGPUServe())
+	}
 	return true
 }
 

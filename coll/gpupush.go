@@ -150,14 +150,11 @@ func (d *devCall) push(c *Comm, a *Args, what string, size int, fallback func(*C
 		}
 	}
 	// The device's resident kernel runs the call where the buffers are
-	// on the region's device and no other rank shares it (gpu.Server,
-	// ipcState.shared); a rank whose kernel is not resident launches it,
-	// which its peers cannot tell apart.
+	// on the region's device (ipcState.server); a rank whose kernel is
+	// not resident launches it, which its peers cannot tell apart.
 	st.reg.Server = nil
-	if st.dev == d.dev && !st.shared && gpusEnough() {
-		// Where it cannot be made, the call is launched: the peers cannot
-		// tell.
-		st.reg.Server, _ = gpu.ServerFor(st.dev, pGPUServe())
+	if st.dev == d.dev {
+		st.reg.Server = st.server
 	}
 	if st.reg.Server != nil {
 		// The kernel's stores to the error and completion words may reach
