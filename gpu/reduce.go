@@ -391,36 +391,33 @@ func reducePush(s *cuda.Stream, what string, op Op, reg PushRegion, call PushCal
 	if f == nil {
 		return fmt.Errorf("gpu: %s push: the loaded kernels have no %s", what, name)
 	}
-	if reg.Server != nil {
-		kind := uint64(kindAR)
-		switch {
-		case stride != 0:
-			kind = kindRS
-		case root >= 0:
-			kind = kindRD
-		}
-		if served, err := serveCall(reg, call, kind, op, dt, in.DevicePtr(), out.DevicePtr(), uint64(out.Count()), stride, root, AllreducePushBlocks(out.bytes)); served {
-			if err != nil {
-				return fmt.Errorf("gpu: %s push %v %v: %w", what, op, dt, err)
-			}
-			return nil
-		}
+	kind := uint64(kindAR)
+	switch {
+	case stride != 0:
+		kind = kindRS
+	case root >= 0:
+		kind = kindRD
 	}
-	if err := launchPush(s, f, AllreducePushBlocks(out.bytes), func(a *cuda.KernelArgs) {
-		a.U64(uint64(reg.Table))
-		a.U64(uint64(in.DevicePtr()))
-		a.U64(uint64(out.DevicePtr()))
-		a.U64(uint64(out.Count()))
-		if stride != 0 {
-			a.U64(stride)
-		}
-		a.U32(uint32(reg.Ranks))
-		a.U32(uint32(reg.Rank))
-		if root >= 0 {
-			a.U32(uint32(root))
-		}
-		call.args(a, reg)
-	}); err != nil {
+	blocks := AllreducePushBlocks(out.bytes)
+	served, err := serveCall(reg, call, kind, op, dt, in.DevicePtr(), out.DevicePtr(), uint64(out.Count()), stride, root, blocks)
+	if !served {
+		err = launchPush(s, f, blocks, func(a *cuda.KernelArgs) {
+			a.U64(uint64(reg.Table))
+			a.U64(uint64(in.DevicePtr()))
+			a.U64(uint64(out.DevicePtr()))
+			a.U64(uint64(out.Count()))
+			if stride != 0 {
+				a.U64(stride)
+			}
+			a.U32(uint32(reg.Ranks))
+			a.U32(uint32(reg.Rank))
+			if root >= 0 {
+				a.U32(uint32(root))
+			}
+			call.args(a, reg)
+		})
+	}
+	if err != nil {
 		return fmt.Errorf("gpu: %s push %v %v: %w", what, op, dt, err)
 	}
 	return nil
@@ -445,23 +442,20 @@ func AllgatherPush(s *cuda.Stream, reg PushRegion, call PushCall, in, out Buffer
 	if ks.agpush == nil {
 		return fmt.Errorf("gpu: allgather push: the loaded kernels have no %s", kernels.AllgatherPushName)
 	}
-	if reg.Server != nil {
-		if served, err := serveCall(reg, call, kindAG, 0, 0, in.DevicePtr(), out.DevicePtr(), uint64(in.bytes), 0, -1, AllreducePushBlocks(in.bytes)); served {
-			if err != nil {
-				return fmt.Errorf("gpu: allgather push: %w", err)
-			}
-			return nil
-		}
+	blocks := AllreducePushBlocks(in.bytes)
+	served, err := serveCall(reg, call, kindAG, 0, 0, in.DevicePtr(), out.DevicePtr(), uint64(in.bytes), 0, -1, blocks)
+	if !served {
+		err = launchPush(s, ks.agpush, blocks, func(a *cuda.KernelArgs) {
+			a.U64(uint64(reg.Table))
+			a.U64(uint64(in.DevicePtr()))
+			a.U64(uint64(out.DevicePtr()))
+			a.U64(uint64(in.bytes))
+			a.U32(uint32(reg.Ranks))
+			a.U32(uint32(reg.Rank))
+			call.args(a, reg)
+		})
 	}
-	if err := launchPush(s, ks.agpush, AllreducePushBlocks(in.bytes), func(a *cuda.KernelArgs) {
-		a.U64(uint64(reg.Table))
-		a.U64(uint64(in.DevicePtr()))
-		a.U64(uint64(out.DevicePtr()))
-		a.U64(uint64(in.bytes))
-		a.U32(uint32(reg.Ranks))
-		a.U32(uint32(reg.Rank))
-		call.args(a, reg)
-	}); err != nil {
+	if err != nil {
 		return fmt.Errorf("gpu: allgather push: %w", err)
 	}
 	return nil
@@ -486,23 +480,20 @@ func BcastPush(s *cuda.Stream, reg PushRegion, call PushCall, root int, buf Buff
 	if ks.bcpush == nil {
 		return fmt.Errorf("gpu: bcast push: the loaded kernels have no %s", kernels.BcastPushName)
 	}
-	if reg.Server != nil {
-		if served, err := serveCall(reg, call, kindBC, 0, 0, 0, buf.DevicePtr(), uint64(buf.bytes), 0, root, AllreducePushBlocks(buf.bytes)); served {
-			if err != nil {
-				return fmt.Errorf("gpu: bcast push: %w", err)
-			}
-			return nil
-		}
+	blocks := AllreducePushBlocks(buf.bytes)
+	served, err := serveCall(reg, call, kindBC, 0, 0, 0, buf.DevicePtr(), uint64(buf.bytes), 0, root, blocks)
+	if !served {
+		err = launchPush(s, ks.bcpush, blocks, func(a *cuda.KernelArgs) {
+			a.U64(uint64(reg.Table))
+			a.U64(uint64(buf.DevicePtr()))
+			a.U64(uint64(buf.bytes))
+			a.U32(uint32(reg.Ranks))
+			a.U32(uint32(reg.Rank))
+			a.U32(uint32(root))
+			call.args(a, reg)
+		})
 	}
-	if err := launchPush(s, ks.bcpush, AllreducePushBlocks(buf.bytes), func(a *cuda.KernelArgs) {
-		a.U64(uint64(reg.Table))
-		a.U64(uint64(buf.DevicePtr()))
-		a.U64(uint64(buf.bytes))
-		a.U32(uint32(reg.Ranks))
-		a.U32(uint32(reg.Rank))
-		a.U32(uint32(root))
-		call.args(a, reg)
-	}); err != nil {
+	if err != nil {
 		return fmt.Errorf("gpu: bcast push: %w", err)
 	}
 	return nil

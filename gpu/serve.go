@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,11 +64,11 @@ const (
 	serveThreads                   = 512        // gorun_serve's __launch_bounds__
 )
 
-// serveTypes and serveOps are the kernel's codes of the element types and
-// operations (SV_T_*, OP_*), by kernel name.
+// serveTypes and serveOps list the element types and operations in the
+// order of the kernel's codes (SV_T_*, OP_*): a code is an index.
 var (
-	serveTypes = []string{"f32", "f64", "f16", "bf16", "i32", "i64", "u8"}
-	serveOps   = []string{"sum", "prod", "min", "max"}
+	serveTypes = []DType{Float32, Float64, Float16, BFloat16, Int32, Int64, Uint8}
+	serveOps   = []Op{Sum, Prod, Min, Max}
 )
 
 var servers struct {
@@ -364,13 +365,16 @@ func HoldServer(dev int) (release func()) {
 	return release
 }
 
-// serveCall fills a call's words and hands it to reg.Server; false: the
-// Server is held, and the caller launches the call.
+// serveCall fills a call's words and hands it to reg.Server; false: there
+// is none, or it is held, and the caller launches the call.
 func serveCall(reg PushRegion, call PushCall, kind uint64, op Op, dt DType, in, out cuda.DevicePtr, n, stride uint64, root int, nvb int) (bool, error) {
+	if reg.Server == nil {
+		return false, nil
+	}
 	var cmd [cmdWords]uint64
 	cmd[0] = kind
 	if kind <= kindRD {
-		o, t := indexOf(serveOps, op.String()), indexOf(serveTypes, dt.kernelName())
+		o, t := slices.Index(serveOps, op), slices.Index(serveTypes, dt)
 		if o < 0 || t < 0 {
 			return true, errors.New("gpu: resident kernel: no such operation or type")
 		}
@@ -382,13 +386,4 @@ func serveCall(reg PushRegion, call PushCall, kind uint64, op Op, dt DType, in, 
 	cmd[14], cmd[15], cmd[16] = uint64(reg.Slot), uint64(reg.Flags), uint64(reg.Timeout.Nanoseconds())
 	cmd[17], cmd[18], cmd[19] = uint64(reg.Words.Err()), uint64(reg.Words.Done()), uint64(nvb)
 	return reg.Server.run(&cmd)
-}
-
-func indexOf(names []string, s string) int {
-	for i, n := range names {
-		if n == s {
-			return i
-		}
-	}
-	return -1
 }
