@@ -190,15 +190,12 @@ func newServer(dev int, idle time.Duration) (*Server, error) {
 	return v, nil
 }
 
-// free releases what newServer allocated, for a Server never launched
-// (the device memory straight: Buffer.Free would hold the Servers).
+// free releases what newServer allocated, for a Server never launched.
 func (v *Server) free() {
 	if v.s != nil {
 		_ = v.s.Destroy()
 	}
-	if v.words.mem != nil && !v.words.mem.freed.Swap(true) {
-		_ = v.words.mem.ctx.MemFree(v.words.mem.base)
-	}
+	_ = v.words.Free() // nothing for a Buffer never allocated
 	_ = v.host.Free()
 }
 
