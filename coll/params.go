@@ -27,7 +27,7 @@ var (
 	pPushSpin = params.Duration("GORUN_COLL_GPU_PUSH_SPIN", time.Millisecond,
 		"how long a GPU push collective polls the completion word its kernel writes in host memory before it waits in cuStreamSynchronize instead; 0 synchronizes at once (a few microseconds more per call, MEASUREMENTS.md)")
 	pGPUServe = params.Duration("GORUN_COLL_GPU_SERVE", 100*time.Microsecond,
-		"how long a device's resident kernel, which runs the GPU push collectives handed to it through host memory instead of a launch a call (3-4 µs less a call, MEASUREMENTS.md), waits for the next call before it ends and gives its SMs back (a synchronization of the whole device by the program right after a call waits that long); 0: every push call launches its own kernel")
+		"how long a device's resident kernel, which runs the GPU push collectives handed to it through host memory instead of a launch a call (3-4 µs less a call, MEASUREMENTS.md), waits for the next call before it ends and gives its SMs back (a synchronization of the whole device by the program right after a call waits that long, and a kernel of the program's that fills the device in one wave, started meanwhile, runs some blocks in a second wave); 0: every push call launches its own kernel")
 	pFakeNodes = params.Int("GORUN_COLL_FAKE_NODES", 0,
 		"testing: pretend world rank r runs on node r mod N (N > 1), so that the hierarchical algorithms run on one host")
 	pSeqSkip = params.Int("GORUN_COLL_SEQ_SKIP", 0,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -37,7 +38,18 @@ import (
 //     one per GPU, lined up before every call by a spin barrier, as the
 //     OSU loop's barrier lines the ranks up), waited for by
 //     synchronizing the stream (wait=sync) or by polling the completion
-//     word (wait=poll); ns/op is the slower goroutine's average.
+//     word (wait=poll), or on the devices' resident kernels
+//     (wait=serve); ns/call is the slower goroutine's average;
+//   - push/.../wait=poll+compute and serve+compute: each 8-byte call
+//     followed by a reduce of 32 MiB float32 (memory-bound) on another
+//     stream of each device, a program's own kernel, which wants every
+//     SM; +fma the same with testdata/probe.cu's probe_fma (compute-bound:
+//     one wave of 2048 threads an SM, or GORUN_GPU_FLOOR_FMA_WAVES waves,
+//     4x1000 FMAs each); compute-ns is its time, launch to its stream's
+//     synchronization: with serve, the resident kernel, waiting for the
+//     next call, holds its grid's blocks meanwhile (a grid of
+//     GORUN_GPU_FLOOR_SERVE_GRID blocks where set, for the measurement;
+//     bench/results/gpu-serve-neighbor-2026-11-27-h200x2.txt).
 //
 // The probe kernels come from GORUN_GPU_PROBE_PTX (default
 // testdata/probe.ptx); without them those parts are skipped.
@@ -125,8 +137,8 @@ func BenchmarkGPUFloor(b *testing.B) {
 		}
 		g := newFloorGroup(b, ranks)
 		for _, size := range []int{8, 16 << 10, 256 << 10, 1 << 20, 4 << 20} {
-			for _, wait := range []string{"sync", "poll", "serve", "serve+ctxsync"} {
-				if wait == "serve+ctxsync" && size != 8 {
+			for _, wait := range []string{"sync", "poll", "serve", "serve+ctxsync", "poll+compute", "serve+compute", "poll+fma", "serve+fma"} {
+				if strings.Contains(wait, "+") && size != 8 {
 					continue
 				}
 				spin := time.Duration(0)
@@ -299,6 +311,52 @@ type floorGroup struct {
 	in, out        []Buffer
 	seq            uint64
 	sets           PushSets
+	// the compute variants' reduce (dst = a + b), probe_fma (nil without
+	// the probe kernels) and stream, per GPU
+	ca, cb, cd []Buffer
+	fma        []*cuda.Function
+	fmaGrid    []int
+	cs         []*cuda.Stream
+}
+
+// floorCompute is the compute variants' reduce: elements of float32.
+const floorCompute = 8 << 20
+
+// envInt is the integer in environment variable name, or 0.
+func envInt(name string) int {
+	n, _ := strconv.Atoi(os.Getenv(name))
+	return n
+}
+
+// computeSetUp allocates the compute variants' buffers and streams, once.
+func (g *floorGroup) computeSetUp(b testing.TB) {
+	if g.cs != nil {
+		return
+	}
+	for d := range g.ranks {
+		for _, p := range []*[]Buffer{&g.ca, &g.cb, &g.cd} {
+			buf, err := Alloc(d, Float32, floorCompute)
+			must(b, err)
+			must(b, buf.CopyFromHost(make([]byte, 4*floorCompute)))
+			*p = append(*p, buf)
+		}
+		c, _ := DeviceContext(d)
+		s, err := c.NewStream()
+		must(b, err)
+		g.cs = append(g.cs, s)
+		var f *cuda.Function
+		grid := 0
+		if bb, ok := b.(*testing.B); ok {
+			if m := loadProbe(bb, c); m != nil {
+				f, err = m.Function("probe_fma")
+				must(b, err)
+				sms, err := c.Device().Attribute(cuda.AttrMultiprocessorCount)
+				must(b, err)
+				grid = 4 * sms * max(1, envInt("GORUN_GPU_FLOOR_FMA_WAVES")) // 2048 threads an SM
+			}
+		}
+		g.fma, g.fmaGrid = append(g.fma, f), append(g.fmaGrid, grid)
+	}
 }
 
 const floorSlot = 4 << 20
@@ -363,13 +421,21 @@ func (g *floorGroup) next() PushCall {
 // cudaDeviceSynchronize after a call costs).
 func (g *floorGroup) run(b *testing.B, size int, spin time.Duration, wait string) {
 	serve := strings.HasPrefix(wait, "serve")
+	fma := strings.HasSuffix(wait, "+fma")
+	compute := fma || strings.HasSuffix(wait, "+compute")
+	if compute {
+		g.computeSetUp(b)
+		if fma && g.fma[0] == nil {
+			b.Skip("no probe kernels: no probe_fma")
+		}
+	}
 	calls := make([]PushCall, b.N)
 	for i := range calls {
 		calls[i] = g.next()
 	}
 	var bar spinBarrier
 	bar.n = int32(g.ranks)
-	total := make([]time.Duration, g.ranks)
+	total, computed := make([]time.Duration, g.ranks), make([]time.Duration, g.ranks)
 	errs := make([]error, g.ranks)
 	var wg sync.WaitGroup
 	b.ResetTimer()
@@ -385,6 +451,9 @@ func (g *floorGroup) run(b *testing.B, size int, spin time.Duration, wait string
 				var err error
 				if reg.Server, err = ServerFor(d, 100*time.Microsecond); err == nil && reg.Server == nil {
 					err = errors.New("no resident kernel in the loaded PTX")
+				}
+				if n := envInt("GORUN_GPU_FLOOR_SERVE_GRID"); err == nil && n > 0 && reg.Server.blocks != n {
+					setGrid(reg.Server, n)
 				}
 				if err != nil {
 					errs[d] = err
@@ -405,6 +474,21 @@ func (g *floorGroup) run(b *testing.B, size int, spin time.Duration, wait string
 				if err == nil && wait == "serve+ctxsync" {
 					err = g.streams[d].Context().Synchronize()
 				}
+				if err == nil && compute {
+					c0 := time.Now()
+					if fma {
+						var a cuda.KernelArgs
+						a.U64(uint64(g.cd[d].DevicePtr()))
+						a.U32(1000)
+						err = g.cs[d].LaunchArgs(g.fma[d], cuda.D1(g.fmaGrid[d]), cuda.D1(512), 0, &a)
+					} else {
+						err = Reduce(g.cs[d], Sum, g.cd[d], g.ca[d], g.cb[d])
+					}
+					if err == nil {
+						err = g.cs[d].Synchronize()
+					}
+					computed[d] += time.Since(c0)
+				}
 				if err != nil {
 					errs[d] = err
 					return
@@ -418,9 +502,9 @@ func (g *floorGroup) run(b *testing.B, size int, spin time.Duration, wait string
 	for _, err := range errs {
 		must(b, err)
 	}
-	slowest := time.Duration(0)
+	slowest, slowestCompute := time.Duration(0), time.Duration(0)
 	for d := range g.ranks {
-		slowest = max(slowest, total[d])
+		slowest, slowestCompute = max(slowest, total[d]), max(slowestCompute, computed[d])
 		must(b, g.streams[d].Synchronize())
 		got := make([]float32, size/4)
 		must(b, Download(got, g.out[d].Slice(0, size/4)))
@@ -433,9 +517,18 @@ func (g *floorGroup) run(b *testing.B, size int, spin time.Duration, wait string
 		must(b, g.out[d].CopyFromHost(make([]byte, size))) // the next run must write it again
 	}
 	b.ReportMetric(float64(slowest.Nanoseconds())/float64(b.N), "ns/call")
+	if compute {
+		b.ReportMetric(float64(slowestCompute.Nanoseconds())/float64(b.N), "compute-ns")
+	}
 }
 
 func (g *floorGroup) free() {
+	for d := range len(g.cs) {
+		_ = g.cs[d].Destroy()
+		for _, buf := range []Buffer{g.ca[d], g.cb[d], g.cd[d]} {
+			_ = buf.Free()
+		}
+	}
 	for d := range g.ranks {
 		_ = g.streams[d].Destroy()
 		_ = g.words[d].Free()

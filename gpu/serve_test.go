@@ -17,12 +17,16 @@ import (
 // call launches it again, through the race of kernels/reduce.cu's Dekker
 // protocol); HoldServer between two calls, and around one (which is then
 // launched); a GPU whose calls are
-// launched beside one whose calls are served; a GPU 10 ms late with 2 ms
+// launched beside one whose calls are served; kernels of a 2-block grid
+// (fewer blocks than a call's, as on a device that holds fewer than
+// kernels.AllreducePushMaxBlocks at once), which take a call's 8 blocks in
+// turn; a GPU 10 ms late with 2 ms
 // timeouts (the served call gives up, is handed over again and resumes);
 // then every operation and element type of allreduce, and reduce-scatter
 // and reduce, served, against the CPU's fold. Every result is checked
 // against values the host computes, fresh for every call; at the end both
-// kernels must have ended by themselves.
+// kernels must have ended by themselves. Every call must have been
+// handed to the kernel (served) or not (launched) as its step says.
 func TestGPUServe(t *testing.T) {
 	n := requireGPU(t, 1)
 	ranks := min(n, 2)
@@ -50,6 +54,7 @@ func TestGPUServe(t *testing.T) {
 		late   time.Duration // the last rank's delay
 		stop   bool          // HoldServer after the call
 		hold   bool          // the call made while HoldServer holds the devices: launched
+		grid   int           // the kernels' grid for this call (0: as made)
 	}
 	all, mixed := []bool{true, true}, []bool{true, false}
 	var steps []step
@@ -60,7 +65,8 @@ func TestGPUServe(t *testing.T) {
 		steps = append(steps, step{coll: coll, size: 8, served: all, pause: 2 * time.Millisecond},
 			step{coll: coll, size: 8, served: all, pause: 2 * time.Millisecond},
 			step{coll: coll, size: 64, served: all, stop: true}, step{coll: coll, size: 64, served: all},
-			step{coll: coll, size: 64 << 10, served: all, hold: true})
+			step{coll: coll, size: 64 << 10, served: all, hold: true},
+			step{coll: coll, size: 8 << 10, served: all, grid: 2}, step{coll: coll, size: 64 << 10, served: all, grid: 2})
 		if ranks == 2 {
 			steps = append(steps, step{coll: coll, size: 4096, served: mixed}, step{coll: coll, size: 4096, served: []bool{false, true}},
 				step{coll: coll, size: 256 << 10, served: all, late: 10 * time.Millisecond})
@@ -86,15 +92,22 @@ func TestGPUServe(t *testing.T) {
 		if st.late > 0 {
 			timeout = 2 * time.Millisecond
 		}
-		gens := make([]uint64, ranks)
-		for d := range ranks {
-			gens[d] = srv[d].gen
+		grids := make([]int, ranks)
+		if st.grid > 0 {
+			for d := range ranks {
+				grids[d] = setGrid(srv[d], st.grid)
+			}
 		}
 		var releases []func()
 		if st.hold {
 			for d := range ranks {
 				releases = append(releases, HoldServer(d))
 			}
+		}
+		// After the holds, whose quit calls count as calls handed over.
+		gens, seqs := make([]uint64, ranks), make([]uint64, ranks)
+		for d := range ranks {
+			gens[d], seqs[d] = srv[d].gen, srv[d].seq
 		}
 		gaveUp := g.serveCall(t, name, srv, st.served, timeout, st.pause, st.late, func(d int, reg PushRegion, pc PushCall) error {
 			if st.hold && srv[d].running.Load() {
@@ -117,6 +130,11 @@ func TestGPUServe(t *testing.T) {
 		for _, release := range releases {
 			release()
 		}
+		if st.grid > 0 {
+			for d := range ranks {
+				setGrid(srv[d], grids[d])
+			}
+		}
 		if st.hold {
 			for d := range ranks {
 				if srv[d].running.Load() {
@@ -128,6 +146,9 @@ func TestGPUServe(t *testing.T) {
 			t.Errorf("%s: device 0 never gave up waiting for the late device", name)
 		}
 		for d := range ranks {
+			if got, want := srv[d].seq > seqs[d], st.served[d] && !st.hold; got != want {
+				t.Errorf("%s: device %d: handed to the resident kernel: %v, want %v", name, d, got, want)
+			}
 			if st.pause > 0 && st.served[d] && srv[d].gen == gens[d] {
 				t.Errorf("%s: device %d: the resident kernel was not launched again after the pause", name, d)
 			}
@@ -324,6 +345,18 @@ func stopped(v *Server) error {
 		err = fmt.Errorf("device %d: the resident kernel still runs after HoldServer", v.dev)
 	}
 	return err
+}
+
+// setGrid ends v's kernel and sets the grid of its next launch to blocks;
+// it returns the grid it had.
+func setGrid(v *Server, blocks int) int {
+	release := HoldServer(v.dev)
+	defer release()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	old := v.blocks
+	v.blocks = blocks
+	return old
 }
 
 // asBytes is b as bytes (the allgather and bcast kernels move bytes).

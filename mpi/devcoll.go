@@ -30,7 +30,10 @@ import (
 // of the whole device (cudaDeviceSynchronize, cudaFree) waits for it to
 // end: that long after the program's last collective (its stream does not
 // block the legacy default stream). gorun ends it first where it frees
-// device memory itself. A host whose ranks each see one GPU of their own
+// device memory itself. A kernel of the program's that fills the device in
+// one wave and starts meanwhile runs some of its blocks in a second wave
+// (on 2 H200, a compute-bound one of 45 µs took 54; a memory-bound one, or
+// one of many waves, lost nothing measurable: coll/MEASUREMENTS.md). A host whose ranks each see one GPU of their own
 // through CUDA_VISIBLE_DEVICES looks like one with fewer GPUs than ranks,
 // where some must share one, and gets launches. GORUN_COLL_GPU_SERVE=0
 // launches a kernel a call everywhere.

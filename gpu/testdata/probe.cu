@@ -123,3 +123,17 @@ extern "C" __global__ void probe_serve(volatile u64 *cmd, volatile u64 *ans, vol
     }
   }
 }
+
+// probe_fma: a compute-bound kernel, a program's own work that wants every
+// SM (BenchmarkGPUFloor's +fma variants): each thread runs iters rounds of
+// four independent FMA chains and stores their sum.
+extern "C" __global__ void probe_fma(float *out, unsigned iters) {
+  float a = threadIdx.x, b = blockIdx.x, c = 1.0f, d = 2.0f;
+  for (unsigned i = 0; i < iters; i++) {
+    a = fmaf(a, 0.999f, 1.0f);
+    b = fmaf(b, 0.999f, 1.0f);
+    c = fmaf(c, 0.999f, 1.0f);
+    d = fmaf(d, 0.999f, 1.0f);
+  }
+  out[blockIdx.x * blockDim.x + threadIdx.x] = a + b + c + d;
+}
