@@ -29,7 +29,10 @@ import (
 // the device holds at once, at most 64 registers a thread: two blocks an
 // SM; warp 0 of block 0 polls host memory, one thread a block polls device
 // memory, the rest wait at a barrier), and a synchronization of the whole
-// device waits for it to end.
+// device waits for it to end. A launch whose grid does not all start
+// within 2 ms (other kernels holding SMs, or limits on the SMs the process
+// may use) takes no call; its calls, and the next for a second, are
+// launched instead (serveStartWait, serveOffFor).
 //
 // One call at a time: run holds the Server until its call is answered,
 // so calls of several communicators on one device take turns, as they do
@@ -49,18 +52,24 @@ type Server struct {
 	running atomic.Bool   // launched, not seen ended (set and cleared under mu)
 	broken  error         // a fault of the kernel: every later call fails with it
 	args    cuda.KernelArgs
+	// A launch whose grid did not all start within startWait took no call
+	// (kernels/reduce.cu, SV_UNRESIDENT): calls are launched until offUntil,
+	// offFor later, and then until its late blocks have ended.
+	startWait, offFor time.Duration
+	offUntil          time.Time
 }
 
 // The words, as kernels/reduce.cu lays them out (SV_*, CMD_*, KIND_*).
 const (
 	svSeq, svExited, svAns, svBody = 0, 1, 2, 8
 	svHostWords                    = svBody + 2*cmdWords
-	svCount                        = 1 // device word: blocks done, this launch
+	svCount, svStarted             = 1, 2 // device words: blocks done, blocks started, this launch
 	svDevWords                     = 8 + cmdWords
 	cmdWords                       = 20
 	kindAR, kindRS, kindRD         = 0, 1, 2
 	kindAG, kindBC, kindQuit       = 3, 4, 5
 	svNone                         = ^uint64(0) // SV_EXITED: no kernel ending
+	svUnresident                   = ^uint64(1) // SV_EXITED: the grid did not all start
 	serveThreads                   = 512        // gorun_serve's __launch_bounds__
 )
 
@@ -141,8 +150,8 @@ func ServerFor(dev int, idle time.Duration) (*Server, error) {
 // newServer makes a Server for device dev (nil where the kernels have no
 // resident kernel, or where the process may be held to fewer SMs than the
 // device has: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, under which the grid the
-// occupancy allows might never be resident at once, and a call would wait
-// for its last blocks for good; kernels/reduce.cu).
+// occupancy allows might never be resident at once, and every launch
+// would give up after serveStartWait; kernels/reduce.cu).
 func newServer(dev int, idle time.Duration) (*Server, error) {
 	if os.Getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE") != "" {
 		return nil, nil
@@ -158,15 +167,12 @@ func newServer(dev int, idle time.Duration) (*Server, error) {
 	// The grid: as many blocks as the device holds at once, so that a
 	// call's blocks never wait for each other's SMs (at most the push
 	// kernels' largest grid; fewer take a call's blocks in turn).
-	perSM, err := ks.serve.BlocksPerSM(serveThreads, 0)
+	most, err := residentBlocks(ctx, ks.serve)
 	if err != nil {
-		return nil, fmt.Errorf("gpu: resident kernel: %w", err)
+		return nil, err
 	}
-	sms, err := ctx.Device().Attribute(cuda.AttrMultiprocessorCount)
-	if err != nil {
-		return nil, fmt.Errorf("gpu: resident kernel: %w", err)
-	}
-	v := &Server{dev: dev, idle: idle, f: ks.serve, blocks: min(kernels.AllreducePushMaxBlocks, perSM*sms)}
+	v := &Server{dev: dev, idle: idle, f: ks.serve, blocks: min(kernels.AllreducePushMaxBlocks, most),
+		startWait: serveStartWait, offFor: serveOffFor}
 	if v.blocks < 1 {
 		return nil, nil
 	}
@@ -188,6 +194,29 @@ func newServer(dev int, idle time.Duration) (*Server, error) {
 		return nil, fmt.Errorf("gpu: resident kernel: %w", err)
 	}
 	return v, nil
+}
+
+// serveStartWait is how long block 0 of a launch waits for the rest of
+// its grid to start before it gives up (a block may start late while
+// other kernels hold SMs); serveOffFor, how long calls are launched after
+// a launch gave up, before the next try.
+const (
+	serveStartWait = 2 * time.Millisecond
+	serveOffFor    = time.Second
+)
+
+// residentBlocks is how many blocks of the resident kernel f the device of
+// ctx holds at once.
+func residentBlocks(ctx *cuda.Context, f *cuda.Function) (int, error) {
+	perSM, err := f.BlocksPerSM(serveThreads, 0)
+	if err != nil {
+		return 0, fmt.Errorf("gpu: resident kernel: %w", err)
+	}
+	sms, err := ctx.Device().Attribute(cuda.AttrMultiprocessorCount)
+	if err != nil {
+		return 0, fmt.Errorf("gpu: resident kernel: %w", err)
+	}
+	return perSM * sms, nil
 }
 
 // free releases what newServer allocated, for a Server never launched.
@@ -218,6 +247,21 @@ func (v *Server) run(cmd *[cmdWords]uint64) (bool, error) {
 	if v.broken != nil {
 		return true, v.broken
 	}
+	if !v.offUntil.IsZero() {
+		// The last launch's grid did not all start: launched calls until
+		// offUntil, and until its late blocks have ended.
+		done, err := v.s.Done()
+		if err != nil {
+			v.broken = fmt.Errorf("gpu: resident kernel on device %d: %w", v.dev, err)
+			return true, v.broken
+		}
+		if time.Now().Before(v.offUntil) || !done {
+			return false, nil
+		}
+		v.offUntil = time.Time{}
+		v.running.Store(false)
+		v.word(svExited).Store(svNone)
+	}
 	seq := v.post(cmd)
 	if !v.running.Load() {
 		if err := v.launch(seq - 1); err != nil {
@@ -233,6 +277,13 @@ func (v *Server) run(cmd *[cmdWords]uint64) (bool, error) {
 		}
 		if i&63 != 63 {
 			continue
+		}
+		if exited.Load() == svUnresident {
+			// Block 0 gave up waiting for the rest of the grid to start
+			// and took no call (kernels/reduce.cu): the caller launches
+			// this one, and the next until offUntil.
+			v.offUntil = time.Now().Add(v.offFor)
+			return false, nil
 		}
 		// The kernel ending (it found no call for idle and stored the
 		// last it ran: Dekker's algorithm with svSeq, kernels/reduce.cu),
@@ -293,9 +344,10 @@ func (v *Server) post(cmd *[cmdWords]uint64) uint64 {
 }
 
 // launch starts the kernel, waiting for the call after last, with its
-// count of blocks done (a multiple of the grid between calls) reset.
+// counts of blocks done (a multiple of the grid between calls) and started
+// reset.
 func (v *Server) launch(last uint64) error {
-	if err := v.s.MemsetAsync(v.words.DevicePtr()+8*svCount, 0, 8); err != nil {
+	if err := v.s.MemsetAsync(v.words.DevicePtr()+8*svCount, 0, 8*(svStarted-svCount+1)); err != nil {
 		return fmt.Errorf("gpu: launch the resident kernel on device %d: %w", v.dev, err)
 	}
 	v.gen++
@@ -305,6 +357,7 @@ func (v *Server) launch(last uint64) error {
 	v.args.U64(last)
 	v.args.U64(uint64(v.idle.Nanoseconds()))
 	v.args.U64(v.gen)
+	v.args.U64(uint64(v.startWait.Nanoseconds()))
 	if err := v.s.LaunchArgs(v.f, cuda.D1(v.blocks), cuda.D1(serveThreads), 0, &v.args); err != nil {
 		return fmt.Errorf("gpu: launch the resident kernel on device %d: %w", v.dev, err)
 	}

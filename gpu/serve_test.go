@@ -23,7 +23,8 @@ import (
 // turn; a GPU 10 ms late with 2 ms
 // timeouts (the served call gives up, is handed over again and resumes);
 // then every operation and element type of allreduce, and reduce-scatter
-// and reduce, served, against the CPU's fold. Every result is checked
+// and reduce, served, against the CPU's fold; then kernels of one block
+// more than the device holds at once (serveUnresident). Every result is checked
 // against values the host computes, fresh for every call; at the end both
 // kernels must have ended by themselves. Every call must have been
 // handed to the kernel (served) or not (launched) as its step says.
@@ -183,6 +184,7 @@ func TestGPUServe(t *testing.T) {
 		}
 	}
 	serveEveryKind(t, g, srv)
+	serveUnresident(t, g, srv)
 	// Each kernel must end by itself (after idle; a second is room for a
 	// loaded machine, not a measure).
 	for d, v := range srv {
@@ -345,6 +347,80 @@ func stopped(v *Server) error {
 		err = fmt.Errorf("device %d: the resident kernel still runs after HoldServer", v.dev)
 	}
 	return err
+}
+
+// serveUnresident gives the kernels one block more than their devices
+// hold at once, as where other kernels hold SMs for good: the launch must
+// give up (its block 0 cannot see the whole grid start) and take no call,
+// which the host launches instead, and so the next call, without handing
+// it over, until offUntil; then the grid is put back and the next call
+// served. Every result is checked; a kernel that waited for its last
+// block would hang the test.
+func serveUnresident(t *testing.T, g *floorGroup, srv []*Server) {
+	ranks := g.ranks
+	const m = 1024
+	served := []bool{true, true}
+	grids := make([]int, ranks)
+	for d, v := range srv {
+		most, err := residentBlocks(v.s.Context(), v.f)
+		must(t, err)
+		grids[d] = setGrid(v, most+1)
+		v.mu.Lock()
+		v.offFor = time.Hour
+		v.mu.Unlock()
+	}
+	for i, want := range []string{"given up", "launched while off"} {
+		name := fmt.Sprintf("unresident grid, call %d", i)
+		seqs := make([]uint64, ranks)
+		for d := range ranks {
+			in := make([]float32, m)
+			for k := range in {
+				in[k] = float32(i*7 + d*3 + k%11)
+			}
+			must(t, Upload(g.in[d].Slice(0, m), in))
+			seqs[d] = srv[d].seq
+		}
+		g.serveCall(t, name, srv, served, time.Second, 0, 0, func(d int, reg PushRegion, pc PushCall) error {
+			return AllreducePush(g.streams[d], Sum, reg, pc, g.in[d].Slice(0, m), g.out[d].Slice(0, m))
+		})
+		for d, v := range srv {
+			got := make([]float32, m)
+			must(t, Download(got, g.out[d].Slice(0, m)))
+			for k := range got {
+				w := float32(0)
+				for p := range ranks {
+					w += float32(i*7 + p*3 + k%11)
+				}
+				if got[k] != w {
+					t.Fatalf("%s: device %d: element %d is %v, want %v", name, d, k, got[k], w)
+				}
+			}
+			if v.offUntil.IsZero() {
+				t.Errorf("%s: device %d: the launch did not give up (grid of %d blocks)", name, d, v.blocks)
+			}
+			if handed := v.seq > seqs[d]; handed != (want == "given up") {
+				t.Errorf("%s: device %d: handed to the resident kernel: %v (%s)", name, d, handed, want)
+			}
+		}
+	}
+	for d, v := range srv {
+		setGrid(v, grids[d])
+		v.mu.Lock()
+		v.offUntil, v.offFor = time.Time{}, serveOffFor
+		v.mu.Unlock()
+	}
+	seqs := make([]uint64, ranks)
+	for d := range ranks {
+		seqs[d] = srv[d].seq
+	}
+	g.serveCall(t, "grid put back", srv, served, time.Second, 0, 0, func(d int, reg PushRegion, pc PushCall) error {
+		return AllreducePush(g.streams[d], Sum, reg, pc, g.in[d].Slice(0, m), g.out[d].Slice(0, m))
+	})
+	for d, v := range srv {
+		if v.seq == seqs[d] || !v.offUntil.IsZero() {
+			t.Errorf("grid put back: device %d: not served (off until %v)", d, v.offUntil)
+		}
+	}
 }
 
 // setGrid ends v's kernel and sets the grid of its next launch to blocks;

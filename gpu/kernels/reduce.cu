@@ -652,7 +652,7 @@ extern "C" __global__ void gorun_bcpush(const u64 *regions, unsigned char *buf, 
 // answer by the host, within 3.3 us (coll/MEASUREMENTS.md, GPU
 // collectives, "A resident kernel").
 //
-//   (volatile u64 *host, u64 *dev, u64 last, u64 idle_ns, u64 gen)
+//   (volatile u64 *host, u64 *dev, u64 last, u64 idle_ns, u64 gen, u64 start_ns)
 //
 // host is a page of mapped host memory, u64 words: SV_SEQ, the number of
 // the call the host hands over (it grows by one a call; the host stores
@@ -664,8 +664,9 @@ extern "C" __global__ void gorun_bcpush(const u64 *regions, unsigned char *buf, 
 // and the number of the call's blocks, which the grid's blocks take in
 // turn (block b runs the call's blocks b, b + gridDim.x, ...). dev is
 // device memory: the number of the call handed to every block (SV_DSEQ),
-// the count of blocks done with this launch's calls (SV_COUNT, which the
-// host zeroes before each launch) and a copy of the call's words
+// the count of blocks done with this launch's calls (SV_COUNT), the count
+// of blocks started (SV_STARTED; the host zeroes both before each launch)
+// and a copy of the call's words
 // (SV_DBODY: one is enough, since the host hands a call over only once
 // every block is done with the one before).
 //
@@ -674,9 +675,14 @@ extern "C" __global__ void gorun_bcpush(const u64 *regions, unsigned char *buf, 
 // some blocks may start late, while other kernels hold SMs. So block 0
 // takes the next call, or starts counting its idle time, only once every
 // block has counted itself done with the last one: a block that starts
-// late finds that call, not the kernel's end. (Where a block could never
-// start, as under MPS limits on the SMs a process may use, a call would
-// wait for it for good: gpu/serve.go does not serve there.)
+// late finds that call, not the kernel's end. Where a block could never
+// start (MPS limits on the SMs a process may use, a green context, another
+// kernel that holds SMs for good) the calls would wait for it for good; so
+// every block counts itself started first, and block 0, before the first
+// call of a launch, waits start_ns at most for the whole grid: past that it
+// stores SV_UNRESIDENT in SV_EXITED, without taking the call, and ends the
+// launch (SV_QUIT | gen, which a block that starts later takes for its
+// end); the host then launches its calls (gpu/serve.go).
 //
 // Warp 0 of block 0 alone polls host memory (every block polling it
 // made a call take 50 us with 16 blocks instead of 3.3: the probe
@@ -700,7 +706,7 @@ extern "C" __global__ void gorun_bcpush(const u64 *regions, unsigned char *buf, 
 // the answer or the end of the stream's work, and launches the kernel
 // again in the latter case.
 enum { SV_SEQ = 0, SV_EXITED = 1, SV_ANS = 2, SV_BODY = 8 };
-enum { SV_DSEQ = 0, SV_COUNT = 1, SV_DBODY = 8 };
+enum { SV_DSEQ = 0, SV_COUNT = 1, SV_STARTED = 2, SV_DBODY = 8 };
 enum {
   CMD_KIND, CMD_OP, CMD_TYPE, CMD_TABLE, CMD_IN, CMD_OUT, CMD_N, CMD_STRIDE, CMD_NRANKS, CMD_RANK,
   CMD_ROOT, CMD_SEQ, CMD_WSET, CMD_NEED, CMD_SLOT, CMD_FLAGS, CMD_TIMEOUT, CMD_ERR, CMD_DONE,
@@ -709,7 +715,8 @@ enum {
 enum { KIND_AR, KIND_RS, KIND_RD, KIND_AG, KIND_BC, KIND_QUIT };
 enum { SV_T_f32, SV_T_f64, SV_T_f16, SV_T_bf16, SV_T_i32, SV_T_i64, SV_T_u8 };
 #define SV_QUIT 0x8000000000000000ull
-#define SV_NONE 0xffffffffffffffffull  // SV_EXITED: no end under way
+#define SV_NONE 0xffffffffffffffffull        // SV_EXITED: no end under way
+#define SV_UNRESIDENT 0xfffffffffffffffeull  // SV_EXITED: the grid never all started
 
 DEV u64 loadAcquireSys(const volatile u64 *p) {
   u64 v;
@@ -718,7 +725,8 @@ DEV u64 loadAcquireSys(const volatile u64 *p) {
 }
 
 // serveFetch (warp 0 of block 0) waits until every block has counted
-// itself done with this launch's calls so far (counted of them), then for
+// itself done with this launch's calls so far (counted of them; before
+// the first, until every block has started, start_ns at most), then for
 // the call after last, and copies its words into dev; it returns the
 // call's number, or SV_QUIT | gen once the kernel is to end.
 //
@@ -728,12 +736,30 @@ DEV u64 loadAcquireSys(const volatile u64 *p) {
 // data) before SV_SEQ: the warp polls the words themselves, 8 bytes a
 // load, single-copy atomic, so that one read across PCIe brings the call
 // and its words (polling SV_SEQ, then reading the words, took two).
-DEV u64 serveFetch(volatile u64 *host, u64 *dev, u64 last, u64 idle, u64 gen, u64 counted) {
+DEV u64 serveFetch(volatile u64 *host, u64 *dev, u64 last, u64 idle, u64 gen, u64 counted, u64 startWait) {
   const unsigned lane = threadIdx.x;
   const unsigned full = 0xffffffffu;
-  if (lane == 0)
-    while (*(volatile u64 *)(dev + SV_COUNT) < counted) {
+  int unresident = 0;
+  if (lane == 0) {
+    if (counted == 0) {
+      const u64 t0 = globaltimer();
+      while (*(volatile u64 *)(dev + SV_STARTED) < gridDim.x)
+        if (globaltimer() - t0 > startWait) {
+          unresident = 1;
+          break;
+        }
     }
+    while (!unresident && *(volatile u64 *)(dev + SV_COUNT) < counted) {
+    }
+  }
+  if (__shfl_sync(full, unresident, 0)) {
+    if (lane == 0) {
+      host[SV_EXITED] = SV_UNRESIDENT;
+      asm volatile("fence.sc.sys;" ::: "memory");
+      *(volatile u64 *)(dev + SV_DSEQ) = SV_QUIT | gen;
+    }
+    return SV_QUIT | gen;
+  }
   __syncwarp();
   const unsigned tag = (unsigned)(last + 1);
   const unsigned extra = 2 * CMD_WORDS - 32;  // halves past the warp's first 32
@@ -803,17 +829,18 @@ DEV void serveBlock(const Call &c, const u64 *w, unsigned char *set) {
 }
 
 extern "C" __global__ void __launch_bounds__(512, 2)
-    gorun_serve(volatile u64 *host, u64 *dev, u64 last, u64 idle, u64 gen) {
+    gorun_serve(volatile u64 *host, u64 *dev, u64 last, u64 idle, u64 gen, u64 startWait) {
   __shared__ u64 w[CMD_WORDS];
   __shared__ u64 cur;
   __shared__ int stop;
   __shared__ unsigned char set[ARPUSH_MAXR];
   const unsigned t = threadIdx.x;
   u64 calls = 0;  // this launch's, so far
+  if (t == 0) atomicAdd((unsigned long long *)(dev + SV_STARTED), 1ull);
   for (;;) {
     if (blockIdx.x == 0) {
       if (t < 32) {
-        const u64 c = serveFetch(host, dev, last, idle, gen, calls * gridDim.x);
+        const u64 c = serveFetch(host, dev, last, idle, gen, calls * gridDim.x, startWait);
         if (t == 0) cur = c;
       }
     } else if (t == 0) {
