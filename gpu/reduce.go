@@ -70,6 +70,11 @@ func kernelsFor(c *cuda.Context) (*kernelSet, error) {
 		// parameters; the collectives run the algorithms they replace.
 		entries = slices.DeleteFunc(entries, func(e string) bool { return strings.Contains(e, "push") })
 	}
+	if !kernels.ServeCurrent(ptx) {
+		// An older resident kernel would wait for good for blocks that
+		// never start (kernels.ServeCurrent): the calls launch.
+		entries = slices.DeleteFunc(entries, func(e string) bool { return e == kernels.ServeName })
+	}
 	for _, op := range Ops {
 		for _, dt := range DTypes {
 			f, err := mod.Function(kernels.ReduceName(op.String(), dt.kernelName()))

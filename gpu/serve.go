@@ -31,8 +31,9 @@ import (
 // memory, the rest wait at a barrier), and a synchronization of the whole
 // device waits for it to end. A launch whose grid does not all start
 // within 2 ms (other kernels holding SMs, or limits on the SMs the process
-// may use) takes no call; its calls, and the next for a second, are
-// launched instead (serveStartWait, serveOffFor).
+// may use) takes no call: that call is launched instead, and so are the
+// calls of the next second, and after it until the late blocks have ended
+// (serveStartWait, serveOffFor).
 //
 // One call at a time: run holds the Server until its call is answered,
 // so calls of several communicators on one device take turns, as they do
@@ -237,7 +238,9 @@ func (v *Server) word(i int) *atomic.Uint64 {
 // is not running, and returns once every block is done with the call: it
 // completed, or gave up waiting (the error word of its PushRegion says
 // which, as after a launch). It reports false, with nothing done, while
-// the Server is held (HoldServer): the caller launches the call instead.
+// the Server is held (HoldServer), when the launch gave up because its
+// grid did not all start, and in the off time after that (offUntil): the
+// caller launches the call instead.
 func (v *Server) run(cmd *[cmdWords]uint64) (bool, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -308,10 +311,17 @@ func (v *Server) run(cmd *[cmdWords]uint64) (bool, error) {
 		if !done {
 			continue
 		}
-		v.running.Store(false)
 		if ans.Load() == seq {
+			v.running.Store(false)
 			return true, nil
 		}
+		if exited.Load() == svUnresident {
+			// It gave up (above) and ended between the two reads: off,
+			// as there, its blocks all ended.
+			v.offUntil = time.Now().Add(v.offFor)
+			return false, nil
+		}
+		v.running.Store(false)
 		if !ending {
 			// Not a fault of the driver's; the kernel's bookkeeping is
 			// off. Once more, from a fresh launch (its count reset).
@@ -416,7 +426,8 @@ func HoldServer(dev int) (release func()) {
 }
 
 // serveCall fills a call's words and hands it to reg.Server; false: there
-// is none, or it is held, and the caller launches the call.
+// is none, or it did not take the call (Server.run), and the caller
+// launches the call.
 func serveCall(reg PushRegion, call PushCall, kind uint64, op Op, dt DType, in, out cuda.DevicePtr, n, stride uint64, root int, nvb int) (bool, error) {
 	if reg.Server == nil {
 		return false, nil

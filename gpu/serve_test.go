@@ -150,6 +150,11 @@ func TestGPUServe(t *testing.T) {
 			if got, want := srv[d].seq > seqs[d], st.served[d] && !st.hold; got != want {
 				t.Errorf("%s: device %d: handed to the resident kernel: %v, want %v", name, d, got, want)
 			}
+			if !srv[d].offUntil.IsZero() {
+				// (another process's kernels holding SMs for 2 ms would
+				// do it too: the test wants the GPUs to itself)
+				t.Errorf("%s: device %d: a launch of the resident kernel gave up: its grid did not all start", name, d)
+			}
 			if st.pause > 0 && st.served[d] && srv[d].gen == gens[d] {
 				t.Errorf("%s: device %d: the resident kernel was not launched again after the pause", name, d)
 			}
@@ -411,6 +416,12 @@ func serveUnresident(t *testing.T, g *floorGroup, srv []*Server) {
 	}
 	seqs := make([]uint64, ranks)
 	for d := range ranks {
+		in := make([]float32, m)
+		for k := range in {
+			in[k] = float32(d*5 + k%13)
+		}
+		must(t, Upload(g.in[d].Slice(0, m), in))
+		must(t, g.out[d].CopyFromHost(bytes.Repeat([]byte{0xa5}, 4*m)))
 		seqs[d] = srv[d].seq
 	}
 	g.serveCall(t, "grid put back", srv, served, time.Second, 0, 0, func(d int, reg PushRegion, pc PushCall) error {
@@ -419,6 +430,17 @@ func serveUnresident(t *testing.T, g *floorGroup, srv []*Server) {
 	for d, v := range srv {
 		if v.seq == seqs[d] || !v.offUntil.IsZero() {
 			t.Errorf("grid put back: device %d: not served (off until %v)", d, v.offUntil)
+		}
+		got := make([]float32, m)
+		must(t, Download(got, g.out[d].Slice(0, m)))
+		for k := range got {
+			w := float32(0)
+			for p := range ranks {
+				w += float32(p*5 + k%13)
+			}
+			if got[k] != w {
+				t.Fatalf("grid put back: device %d: element %d is %v, want %v", d, k, got[k], w)
+			}
 		}
 	}
 }

@@ -35,10 +35,11 @@ import (
 // (on 2 H200, a compute-bound one of 45 µs took 54; a memory-bound one, or
 // one of many waves, lost nothing measurable: coll/MEASUREMENTS.md). A
 // launch of it whose blocks do not all start within 2 ms (other kernels
-// holding SMs) takes no call: the calls are launched for a second. A host whose ranks each see one GPU of their own
-// through CUDA_VISIBLE_DEVICES looks like one with fewer GPUs than ranks,
-// where some must share one, and gets launches. GORUN_COLL_GPU_SERVE=0
-// launches a kernel a call everywhere.
+// holding SMs) takes no call: the calls are launched for a second, and
+// until its late blocks have ended. A host whose ranks each see one GPU
+// of their own through CUDA_VISIBLE_DEVICES looks like one with fewer
+// GPUs than ranks, where some must share one, and gets launches.
+// GORUN_COLL_GPU_SERVE=0 launches a kernel a call everywhere.
 
 // isZeroBuf reports whether b is the zero gpu.Buffer (in place).
 func isZeroBuf(b gpu.Buffer) bool { return b.Len() == 0 && b.DType() == 0 && b.Ptr() == 0 }

@@ -77,8 +77,18 @@ const AllgatherPushName = "gorun_agpush"
 
 // ServeName is the resident kernel that runs push calls handed to it
 // through mapped host memory (reduce.cu, gorun_serve; package gpu's
-// Server): (u64 *host, u64 *dev, u64 last, u64 idle_ns, u64 gen).
+// Server): (u64 *host, u64 *dev, u64 last, u64 idle_ns, u64 gen,
+// u64 start_ns).
 const ServeName = "gorun_serve"
+
+// ServeCurrent reports whether a PTX image's resident kernel takes the
+// parameters named above. One from before start_ns never gives up a
+// launch whose grid does not all start (its calls would wait for the
+// missing blocks for good); package gpu treats it as absent, and the push
+// calls launch their kernels.
+func ServeCurrent(ptx []byte) bool {
+	return bytes.Contains(ptx, []byte(ServeName+"_param_5"))
+}
 
 // AllreducePushMaxBlocks is the most blocks a push kernel runs with: its
 // words hold two data words per rank and one progress word per block.
