@@ -210,23 +210,34 @@ func (d *devCall) push(c *Comm, a *Args, what string, size int, fallback func(*C
 	}
 }
 
-// localRanks is how many ranks of the job run on this host (SetLocalRanks).
-var localRanks = 1
+// localRanks is how many ranks of the job run on this host
+// (SetLocalRanks); ownGPUs, whether each of them sees GPUs no other sees.
+var (
+	localRanks = 1
+	ownGPUs    bool
+)
 
 // SetLocalRanks tells the package how many ranks of the job run on this
-// host (the launcher's placement; 1 when unknown).
-func SetLocalRanks(n int) { localRanks = max(n, 1) }
+// host (the launcher's placement; 1 when unknown) and whether each of
+// them sees GPUs of its own, none of which another rank of the host sees
+// (their placements: CUDA_VISIBLE_DEVICES set apart for each rank, as a
+// scheduler's binding of a GPU to a task does).
+func SetLocalRanks(n int, own bool) { localRanks, ownGPUs = max(n, 1), own }
 
-// gpusEnough reports whether this host has at least as many GPUs as
-// ranks (SetLocalRanks), so that ranks that take a GPU each, as most
-// programs do, share none. Where ranks
-// outnumber the GPUs, some share one, and a resident kernel would hold
-// back the kernels of the other process on its device by a time slice a
-// call (ipcState.shared), even where the communicator at hand has one
-// rank a GPU (the hierarchical algorithms' sub-communicators): no rank
-// hands calls to one then. A program that puts ranks of one host on one
-// GPU while there are GPUs enough sets GORUN_COLL_GPU_SERVE=0.
+// gpusEnough reports whether no two ranks of this host can share a GPU:
+// each sees GPUs of its own (SetLocalRanks), or the host has at least as
+// many GPUs as ranks, so that ranks that take a GPU each, as most programs
+// do, share none. Where ranks outnumber the GPUs, some share one, and a
+// resident kernel would hold back the kernels of the other process on its
+// device by a time slice a call (ipcState.shared), even where the
+// communicator at hand has one rank a GPU (the hierarchical algorithms'
+// sub-communicators): no rank hands calls to one then. A program that
+// puts ranks of one host on one GPU while there are GPUs enough sets
+// GORUN_COLL_GPU_SERVE=0.
 var gpusEnough = sync.OnceValue(func() bool {
+	if ownGPUs {
+		return true
+	}
 	n, err := gpu.DeviceCount()
 	return err == nil && localRanks <= n
 })

@@ -36,10 +36,11 @@ import (
 // one of many waves, lost nothing measurable: coll/MEASUREMENTS.md). A
 // launch of it whose blocks do not all start within 2 ms (other kernels
 // holding SMs) takes no call: the calls are launched for a second, and
-// until its late blocks have ended. A host whose ranks each see one GPU
-// of their own through CUDA_VISIBLE_DEVICES looks like one with fewer
-// GPUs than ranks, where some must share one, and gets launches.
-// GORUN_COLL_GPU_SERVE=0 launches a kernel a call everywhere.
+// until its late blocks have ended. It is used where no two ranks of the
+// host can share a GPU: each sees GPUs of its own (CUDA_VISIBLE_DEVICES
+// set apart for each, as a scheduler's binding of GPUs to tasks does), or
+// the host has at least as many GPUs as ranks; elsewhere the calls
+// launch. GORUN_COLL_GPU_SERVE=0 launches a kernel a call everywhere.
 
 // isZeroBuf reports whether b is the zero gpu.Buffer (in place).
 func isZeroBuf(b gpu.Buffer) bool { return b.Len() == 0 && b.DType() == 0 && b.Ptr() == 0 }

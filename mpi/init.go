@@ -72,7 +72,6 @@ func Init() error {
 	}
 	eng := p2p.Alloc(env.Rank, env.Size)
 	coll.SetJob(env.JobID)
-	coll.SetLocalRanks(env.LocalSize)
 	place := env.Placement()
 	benv := btl.Env{
 		Rank: env.Rank, Size: env.Size, JobID: env.JobID, HostID: env.HostID,
@@ -104,6 +103,7 @@ func Init() error {
 		}
 		peers[i] = btl.Peer{Rank: c.Rank, HostID: c.HostID, PID: c.PID, Placement: btlPlacement(c.Placement), Addrs: c.Addrs}
 	}
+	coll.SetLocalRanks(env.LocalSize, ownGPUs(cards, env.HostID))
 	if testHookTransports != nil {
 		testHookTransports(benv, peers)
 	}
@@ -135,6 +135,30 @@ func Init() error {
 	state.self = newComm("MPI_COMM_SELF", state, 2, []int{env.Rank}, 0)
 	live.Store(state)
 	return nil
+}
+
+// ownGPUs reports whether every rank on host sees at least one GPU and
+// none that another rank there sees (their placements' PCI bus ids: each
+// rank's CUDA_VISIBLE_DEVICES set apart), so that no two can share a GPU.
+// An unknown list (empty: no driver, GPUs of several models without
+// CUDA_DEVICE_ORDER, MIG instances) counts as none.
+func ownGPUs(cards []boot.Card, host string) bool {
+	seen := map[string]bool{}
+	for _, c := range cards {
+		if c.HostID != host {
+			continue
+		}
+		if len(c.Placement.GPUs) == 0 {
+			return false
+		}
+		for _, g := range c.Placement.GPUs {
+			if seen[g] {
+				return false
+			}
+			seen[g] = true
+		}
+	}
+	return len(seen) > 0
 }
 
 // btlPlacement is a business card's placement as the transports take it.

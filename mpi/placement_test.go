@@ -14,6 +14,7 @@ import (
 
 	"github.com/gorun/gorun/btl"
 	"github.com/gorun/gorun/launcher"
+	"github.com/gorun/gorun/launcher/boot"
 	"golang.org/x/sys/unix"
 )
 
@@ -129,4 +130,31 @@ func numaOfBoundCPU() int {
 		return -1
 	}
 	return n
+}
+
+// TestOwnGPUs: the ranks of a host see GPUs of their own when every one
+// lists some and no two list the same one; other hosts' ranks do not
+// count, and an unknown list (empty) makes it false.
+func TestOwnGPUs(t *testing.T) {
+	card := func(host string, gpus ...string) boot.Card {
+		return boot.Card{HostID: host, Placement: boot.Placement{GPUs: gpus}}
+	}
+	for _, c := range []struct {
+		name  string
+		cards []boot.Card
+		want  bool
+	}{
+		{"one each", []boot.Card{card("a", "0000:01:00.0"), card("a", "0000:02:00.0")}, true},
+		{"two each", []boot.Card{card("a", "0000:01:00.0", "0000:03:00.0"), card("a", "0000:02:00.0", "0000:04:00.0")}, true},
+		{"one shared", []boot.Card{card("a", "0000:01:00.0"), card("a", "0000:01:00.0")}, false},
+		{"all see all", []boot.Card{card("a", "0000:01:00.0", "0000:02:00.0"), card("a", "0000:01:00.0", "0000:02:00.0")}, false},
+		{"one unknown", []boot.Card{card("a", "0000:01:00.0"), card("a")}, false},
+		{"other host shares", []boot.Card{card("a", "0000:01:00.0"), card("b", "0000:01:00.0"), card("a", "0000:02:00.0")}, true},
+		{"other host unknown", []boot.Card{card("a", "0000:01:00.0"), card("b")}, true},
+		{"none here", []boot.Card{card("b", "0000:01:00.0")}, false},
+	} {
+		if got := ownGPUs(c.cards, "a"); got != c.want {
+			t.Errorf("%s: ownGPUs = %v, want %v", c.name, got, c.want)
+		}
+	}
 }
