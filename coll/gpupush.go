@@ -3,6 +3,7 @@ package coll
 import (
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -211,36 +212,55 @@ func (d *devCall) push(c *Comm, a *Args, what string, size int, fallback func(*C
 }
 
 // localRanks is how many ranks of the job run on this host
-// (SetLocalRanks); ownGPUs, whether each of them sees GPUs no other sees.
+// (SetLocalRanks); ownGPUs, how many GPUs of its own this rank sees (0:
+// none, or some that another rank of the host sees too), and ownVisible
+// the CUDA_VISIBLE_DEVICES they were told from.
 var (
 	localRanks = 1
-	ownGPUs    bool
+	ownGPUs    int
+	ownVisible string
 )
 
 // SetLocalRanks tells the package how many ranks of the job run on this
-// host (the launcher's placement; 1 when unknown) and whether each of
-// them sees GPUs of its own, none of which another rank of the host sees
-// (their placements: CUDA_VISIBLE_DEVICES set apart for each rank, as a
-// scheduler's binding of a GPU to a task does).
-func SetLocalRanks(n int, own bool) { localRanks, ownGPUs = max(n, 1), own }
+// host (the launcher's placement; 1 when unknown) and how many GPUs this
+// rank sees that no other rank of the host sees, where every rank there
+// sees GPUs of its own (their placements: CUDA_VISIBLE_DEVICES set apart
+// for each rank, as a scheduler's binding of GPUs to tasks does), else 0.
+func SetLocalRanks(n, own int) { localRanks, ownGPUs, ownVisible = max(n, 1), own, visibleEnv() }
 
-// gpusEnough reports whether no two ranks of this host can share a GPU:
-// each sees GPUs of its own (SetLocalRanks), or the host has at least as
-// many GPUs as ranks, so that ranks that take a GPU each, as most programs
-// do, share none. Where ranks outnumber the GPUs, some share one, and a
-// resident kernel would hold back the kernels of the other process on its
-// device by a time slice a call (ipcState.shared), even where the
+// visibleEnv is CUDA_VISIBLE_DEVICES, or a string no value can be where
+// it is unset.
+func visibleEnv() string {
+	if v, ok := os.LookupEnv("CUDA_VISIBLE_DEVICES"); ok {
+		return v
+	}
+	return "\x00unset"
+}
+
+// gpusEnough reports whether the ranks of this host are taken to use a
+// GPU each (gpusApart). Where ranks outnumber the GPUs, some share one,
+// and a resident kernel would hold back the kernels of the other process
+// on its device by a time slice a call (ipcState.shared), even where the
 // communicator at hand has one rank a GPU (the hierarchical algorithms'
 // sub-communicators): no rank hands calls to one then. A program that
 // puts ranks of one host on one GPU while there are GPUs enough sets
 // GORUN_COLL_GPU_SERVE=0.
 var gpusEnough = sync.OnceValue(func() bool {
-	if ownGPUs {
-		return true
-	}
 	n, err := gpu.DeviceCount()
-	return err == nil && localRanks <= n
+	return err == nil && gpusApart(n, localRanks, ownGPUs, ownVisible == visibleEnv())
 })
+
+// gpusApart reports, for a rank whose CUDA sees devices GPUs, whether the
+// ranks of its host (ranks of them) use a GPU each: every one sees GPUs
+// of its own (own of them here, SetLocalRanks), as long as CUDA sees just
+// those (a device cgroup that the placement could not see, or
+// CUDA_VISIBLE_DEVICES changed since Init, makes them differ: sameEnv);
+// or the host has at least as many GPUs as ranks, assumed to take one
+// each, as most programs do (a communicator whose ranks share a device
+// launches its calls all the same: ipcState.shared).
+func gpusApart(devices, ranks, own int, sameEnv bool) bool {
+	return own > 0 && devices == own && sameEnv || ranks <= devices
+}
 
 // pushWait is what a push call does each time its kernel gave up
 // waiting: it lets the engine poll its transports and run its idle hooks

@@ -57,3 +57,28 @@ func TestIPCRegionSize(t *testing.T) {
 		}
 	}
 }
+
+// TestGPUsApart: the resident kernel's host-wide rule. Ranks that each see
+// GPUs of their own pass while CUDA sees just those GPUs and
+// CUDA_VISIBLE_DEVICES is as at Init; else the count decides.
+func TestGPUsApart(t *testing.T) {
+	for _, c := range []struct {
+		name                string
+		devices, ranks, own int
+		sameEnv, want       bool
+	}{
+		{"bound, one each", 1, 8, 1, true, true},
+		{"bound, two each", 2, 4, 2, true, true},
+		{"bound, CUDA sees more", 8, 8, 1, true, true}, // the count passes
+		{"bound, CUDA sees more than its own", 2, 8, 1, true, false},
+		{"bound, env changed", 1, 8, 1, false, false},
+		{"not own, one visible", 1, 8, 0, true, false},
+		{"enough GPUs", 8, 8, 0, true, true},
+		{"too few GPUs", 4, 8, 0, true, false},
+		{"one rank", 1, 1, 0, false, true},
+	} {
+		if got := gpusApart(c.devices, c.ranks, c.own, c.sameEnv); got != c.want {
+			t.Errorf("%s: gpusApart(%d, %d, %d, %v) = %v, want %v", c.name, c.devices, c.ranks, c.own, c.sameEnv, got, c.want)
+		}
+	}
+}

@@ -36,11 +36,14 @@ import (
 // one of many waves, lost nothing measurable: coll/MEASUREMENTS.md). A
 // launch of it whose blocks do not all start within 2 ms (other kernels
 // holding SMs) takes no call: the calls are launched for a second, and
-// until its late blocks have ended. It is used where no two ranks of the
-// host can share a GPU: each sees GPUs of its own (CUDA_VISIBLE_DEVICES
-// set apart for each, as a scheduler's binding of GPUs to tasks does), or
-// the host has at least as many GPUs as ranks; elsewhere the calls
-// launch. GORUN_COLL_GPU_SERVE=0 launches a kernel a call everywhere.
+// until its late blocks have ended. It is used where the ranks of the
+// host use a GPU each: each sees GPUs of its own (CUDA_VISIBLE_DEVICES set
+// apart for each, as a scheduler's binding of GPUs to tasks does, and
+// resolvable at Init: GPUs of one model or CUDA_DEVICE_ORDER=PCI_BUS_ID,
+// no MIG instances), or the host has at least as many GPUs as ranks,
+// taken to use one each (a communicator whose ranks share a device
+// launches all the same); elsewhere the calls launch.
+// GORUN_COLL_GPU_SERVE=0 launches a kernel a call everywhere.
 
 // isZeroBuf reports whether b is the zero gpu.Buffer (in place).
 func isZeroBuf(b gpu.Buffer) bool { return b.Len() == 0 && b.DType() == 0 && b.Ptr() == 0 }

@@ -103,7 +103,11 @@ func Init() error {
 		}
 		peers[i] = btl.Peer{Rank: c.Rank, HostID: c.HostID, PID: c.PID, Placement: btlPlacement(c.Placement), Addrs: c.Addrs}
 	}
-	coll.SetLocalRanks(env.LocalSize, ownGPUs(cards, env.HostID))
+	own := 0
+	if pFakeHosts() <= 1 && ownGPUs(cards, env.HostID) { // pretend hosts share the real one's GPUs
+		own = len(place.GPUs)
+	}
+	coll.SetLocalRanks(env.LocalSize, own)
 	if testHookTransports != nil {
 		testHookTransports(benv, peers)
 	}
