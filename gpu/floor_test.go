@@ -352,7 +352,8 @@ func (g *floorGroup) computeSetUp(b testing.TB) {
 				must(b, err)
 				sms, err := c.Device().Attribute(cuda.AttrMultiprocessorCount)
 				must(b, err)
-				grid = 4 * sms * max(1, envInt("GORUN_GPU_FLOOR_FMA_WAVES")) // 2048 threads an SM
+				// 2048 threads an SM, each storing one float32 of cd
+				grid = min(4*sms*max(1, envInt("GORUN_GPU_FLOOR_FMA_WAVES")), floorCompute/512)
 			}
 		}
 		g.fma, g.fmaGrid = append(g.fma, f), append(g.fmaGrid, grid)
