@@ -350,14 +350,33 @@ func (g *floorGroup) computeSetUp(b testing.TB) {
 			if m := loadProbe(bb, c); m != nil {
 				f, err = m.Function("probe_fma")
 				must(b, err)
-				sms, err := c.Device().Attribute(cuda.AttrMultiprocessorCount)
+				ks, err := kernelsFor(c)
 				must(b, err)
-				// 2048 threads an SM, each storing one float32 of cd
-				grid = min(4*sms*max(1, envInt("GORUN_GPU_FLOOR_FMA_WAVES")), floorCompute/512)
+				// one wave of 512-thread blocks (the reduce kernels'), each
+				// thread storing one float32 of cd
+				grid = min(ks.maxBlocks*max(1, envInt("GORUN_GPU_FLOOR_FMA_WAVES")), floorCompute/512)
 			}
 		}
 		g.fma, g.fmaGrid = append(g.fma, f), append(g.fmaGrid, grid)
 	}
+}
+
+// compute runs the compute variants' kernel on device d's own stream, to
+// its end: probe_fma, or the reduce.
+func (g *floorGroup) compute(d int, fma bool) error {
+	var err error
+	if fma {
+		var a cuda.KernelArgs
+		a.U64(uint64(g.cd[d].DevicePtr()))
+		a.U32(1000)
+		err = g.cs[d].LaunchArgs(g.fma[d], cuda.D1(g.fmaGrid[d]), cuda.D1(reduceThreads), 0, &a)
+	} else {
+		err = Reduce(g.cs[d], Sum, g.cd[d], g.ca[d], g.cb[d])
+	}
+	if err != nil {
+		return err
+	}
+	return g.cs[d].Synchronize()
 }
 
 const floorSlot = 4 << 20
@@ -434,71 +453,51 @@ func (g *floorGroup) run(b *testing.B, size int, spin time.Duration, wait string
 	for i := range calls {
 		calls[i] = g.next()
 	}
-	var bar spinBarrier
-	bar.n = int32(g.ranks)
 	total, computed := make([]time.Duration, g.ranks), make([]time.Duration, g.ranks)
 	errs := make([]error, g.ranks)
-	var wg sync.WaitGroup
 	b.ResetTimer()
-	for d := range g.ranks {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
-			in, out := g.in[d].Slice(0, size/4), g.out[d].Slice(0, size/4)
-			reg := g.reg[d]
-			if serve {
-				var err error
-				if reg.Server, err = ServerFor(d, 100*time.Microsecond); err == nil && reg.Server == nil {
-					err = errors.New("no resident kernel in the loaded PTX")
-				}
-				if n := envInt("GORUN_GPU_FLOOR_SERVE_GRID"); err == nil && n > 0 && reg.Server.blocks != n {
-					setGrid(reg.Server, n)
-				}
-				if err != nil {
-					errs[d] = err
-					return
-				}
+	inLockstep(g.ranks, func(d int, bar *spinBarrier) {
+		in, out := g.in[d].Slice(0, size/4), g.out[d].Slice(0, size/4)
+		reg := g.reg[d]
+		if serve {
+			var err error
+			if reg.Server, err = ServerFor(d, 100*time.Microsecond); err == nil && reg.Server == nil {
+				err = errors.New("no resident kernel in the loaded PTX")
 			}
-			for _, pc := range calls {
-				bar.wait()
-				t0 := time.Now()
-				if err := AllreducePush(g.streams[d], Sum, reg, pc, in, out); err != nil {
-					errs[d] = err
-					return
-				}
-				gaveUp, err := g.words[d].Wait(g.streams[d], pc.Seq, spin)
-				if err == nil && gaveUp {
-					err = fmt.Errorf("device %d: call %d gave up waiting", d, pc.Seq)
-				}
-				if err == nil && wait == "serve+ctxsync" {
-					err = g.streams[d].Context().Synchronize()
-				}
-				if err == nil && compute {
-					c0 := time.Now()
-					if fma {
-						var a cuda.KernelArgs
-						a.U64(uint64(g.cd[d].DevicePtr()))
-						a.U32(1000)
-						err = g.cs[d].LaunchArgs(g.fma[d], cuda.D1(g.fmaGrid[d]), cuda.D1(512), 0, &a)
-					} else {
-						err = Reduce(g.cs[d], Sum, g.cd[d], g.ca[d], g.cb[d])
-					}
-					if err == nil {
-						err = g.cs[d].Synchronize()
-					}
-					computed[d] += time.Since(c0)
-				}
-				if err != nil {
-					errs[d] = err
-					return
-				}
-				total[d] += time.Since(t0)
+			if n := envInt("GORUN_GPU_FLOOR_SERVE_GRID"); err == nil && n > 0 && reg.Server.blocks != n {
+				setGrid(reg.Server, n)
 			}
-		}()
-	}
-	wg.Wait()
+			if err != nil {
+				errs[d] = err
+				return
+			}
+		}
+		for _, pc := range calls {
+			bar.wait()
+			t0 := time.Now()
+			if err := AllreducePush(g.streams[d], Sum, reg, pc, in, out); err != nil {
+				errs[d] = err
+				return
+			}
+			gaveUp, err := g.words[d].Wait(g.streams[d], pc.Seq, spin)
+			if err == nil && gaveUp {
+				err = fmt.Errorf("device %d: call %d gave up waiting", d, pc.Seq)
+			}
+			if err == nil && wait == "serve+ctxsync" {
+				err = g.streams[d].Context().Synchronize()
+			}
+			if err == nil && compute {
+				c0 := time.Now()
+				err = g.compute(d, fma)
+				computed[d] += time.Since(c0)
+			}
+			if err != nil {
+				errs[d] = err
+				return
+			}
+			total[d] += time.Since(t0)
+		}
+	})
 	b.StopTimer()
 	for _, err := range errs {
 		must(b, err)
@@ -557,6 +556,24 @@ func (s *spinBarrier) wait() {
 	}
 	for s.gen.Load() == g {
 	}
+}
+
+// inLockstep runs f(d, bar) for d from 0 to n-1 at once, each on a
+// goroutine locked to an OS thread of its own, with bar a spinBarrier of
+// the n, and returns when all have.
+func inLockstep(n int, f func(d int, bar *spinBarrier)) {
+	bar := &spinBarrier{n: int32(n)}
+	var wg sync.WaitGroup
+	for d := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			f(d, bar)
+		}()
+	}
+	wg.Wait()
 }
 
 // benchServe times probe_serve (testdata/probe.cu): calls handed to a
@@ -628,33 +645,23 @@ func benchServe(b *testing.B, probe0 *cuda.Module) {
 					ka.U64(uint64(sd.out.DevicePtr()))
 					must(b, sd.s.LaunchArgs(sd.f, cuda.D1(blocks), cuda.D1(32), 0, &ka))
 				}
-				var bar spinBarrier
-				bar.n = int32(g)
 				total := make([]time.Duration, g)
-				var wg sync.WaitGroup
 				b.ResetTimer()
-				for d := range g {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						runtime.LockOSThread()
-						defer runtime.UnlockOSThread()
-						sd := &sides[d]
-						for i := 1; i <= b.N; i++ {
-							v := base + uint64(i)
-							bar.wait()
-							t0 := time.Now()
-							sd.cmd.done.Store(v)
-							for j := 0; sd.ans.done.Load() != v; j++ {
-								if j&1023 == 0 && time.Since(t0) > 5*time.Second {
-									return // the kernel's out[1] says why
-								}
+				inLockstep(g, func(d int, bar *spinBarrier) {
+					sd := &sides[d]
+					for i := 1; i <= b.N; i++ {
+						v := base + uint64(i)
+						bar.wait()
+						t0 := time.Now()
+						sd.cmd.done.Store(v)
+						for j := 0; sd.ans.done.Load() != v; j++ {
+							if j&1023 == 0 && time.Since(t0) > 5*time.Second {
+								return // the kernel's out[1] says why
 							}
-							total[d] += time.Since(t0)
 						}
-					}()
-				}
-				wg.Wait()
+						total[d] += time.Since(t0)
+					}
+				})
 				b.StopTimer()
 				slowest := time.Duration(0)
 				for d := range g {

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
-	"runtime"
-	"sync"
 	"testing"
 	"time"
 )
@@ -296,45 +294,35 @@ func (g *floorGroup) serveCall(t *testing.T, name string, srv []*Server, served 
 	t.Helper()
 	ranks := g.ranks
 	pc := g.next()
-	var bar spinBarrier
-	bar.n = int32(ranks)
 	errs := make([]error, ranks)
 	gaveUp := make([]int, ranks)
-	var wg sync.WaitGroup
-	for d := range ranks {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
-			reg := g.reg[d]
-			reg.Timeout = timeout
-			if served[d] {
-				reg.Server = srv[d]
+	inLockstep(ranks, func(d int, bar *spinBarrier) {
+		reg := g.reg[d]
+		reg.Timeout = timeout
+		if served[d] {
+			reg.Server = srv[d]
+		}
+		bar.wait()
+		time.Sleep(pause)
+		if d == ranks-1 {
+			time.Sleep(late)
+		}
+		for {
+			if err := call(d, reg, pc); err != nil {
+				errs[d] = err
+				return
 			}
-			bar.wait()
-			time.Sleep(pause)
-			if d == ranks-1 {
-				time.Sleep(late)
+			again, err := g.words[d].Wait(g.streams[d], pc.Seq, time.Millisecond)
+			if err != nil || !again {
+				errs[d] = err
+				return
 			}
-			for {
-				if err := call(d, reg, pc); err != nil {
-					errs[d] = err
-					return
-				}
-				again, err := g.words[d].Wait(g.streams[d], pc.Seq, time.Millisecond)
-				if err != nil || !again {
-					errs[d] = err
-					return
-				}
-				if gaveUp[d]++; gaveUp[d] > 100 {
-					errs[d] = fmt.Errorf("gave up waiting %d times", gaveUp[d])
-					return
-				}
+			if gaveUp[d]++; gaveUp[d] > 100 {
+				errs[d] = fmt.Errorf("gave up waiting %d times", gaveUp[d])
+				return
 			}
-		}()
-	}
-	wg.Wait()
+		}
+	})
 	for d, err := range errs {
 		if err != nil {
 			t.Fatalf("%s: device %d: %v", name, d, err)
@@ -374,18 +362,34 @@ func serveUnresident(t *testing.T, g *floorGroup, srv []*Server) {
 		v.offFor = time.Hour
 		v.mu.Unlock()
 	}
-	for i, want := range []string{"given up", "launched while off"} {
-		name := fmt.Sprintf("unresident grid, call %d", i)
+	for i, st := range []struct {
+		name        string
+		handed, off bool // after the call
+	}{
+		{"unresident grid, given up", true, true},
+		{"unresident grid, launched while off", false, true},
+		{"grid put back", true, false},
+	} {
+		if i == 2 {
+			for d, v := range srv {
+				setGrid(v, grids[d])
+				v.mu.Lock()
+				v.offUntil, v.offFor = time.Time{}, serveOffFor
+				v.mu.Unlock()
+			}
+		}
+		value := func(d, k int) float32 { return float32(i*7 + d*3 + k%11) }
 		seqs := make([]uint64, ranks)
 		for d := range ranks {
 			in := make([]float32, m)
 			for k := range in {
-				in[k] = float32(i*7 + d*3 + k%11)
+				in[k] = value(d, k)
 			}
 			must(t, Upload(g.in[d].Slice(0, m), in))
+			must(t, g.out[d].CopyFromHost(bytes.Repeat([]byte{0xa5}, 4*m)))
 			seqs[d] = srv[d].seq
 		}
-		g.serveCall(t, name, srv, served, time.Second, 0, 0, func(d int, reg PushRegion, pc PushCall) error {
+		g.serveCall(t, st.name, srv, served, time.Second, 0, 0, func(d int, reg PushRegion, pc PushCall) error {
 			return AllreducePush(g.streams[d], Sum, reg, pc, g.in[d].Slice(0, m), g.out[d].Slice(0, m))
 		})
 		for d, v := range srv {
@@ -394,52 +398,17 @@ func serveUnresident(t *testing.T, g *floorGroup, srv []*Server) {
 			for k := range got {
 				w := float32(0)
 				for p := range ranks {
-					w += float32(i*7 + p*3 + k%11)
+					w += value(p, k)
 				}
 				if got[k] != w {
-					t.Fatalf("%s: device %d: element %d is %v, want %v", name, d, k, got[k], w)
+					t.Fatalf("%s: device %d: element %d is %v, want %v", st.name, d, k, got[k], w)
 				}
 			}
-			if v.offUntil.IsZero() {
-				t.Errorf("%s: device %d: the launch did not give up (grid of %d blocks)", name, d, v.blocks)
+			if off := !v.offUntil.IsZero(); off != st.off {
+				t.Errorf("%s: device %d: launches given up (off until %v): %v, want %v (grid of %d blocks)", st.name, d, v.offUntil, off, st.off, v.blocks)
 			}
-			if handed := v.seq > seqs[d]; handed != (want == "given up") {
-				t.Errorf("%s: device %d: handed to the resident kernel: %v (%s)", name, d, handed, want)
-			}
-		}
-	}
-	for d, v := range srv {
-		setGrid(v, grids[d])
-		v.mu.Lock()
-		v.offUntil, v.offFor = time.Time{}, serveOffFor
-		v.mu.Unlock()
-	}
-	seqs := make([]uint64, ranks)
-	for d := range ranks {
-		in := make([]float32, m)
-		for k := range in {
-			in[k] = float32(d*5 + k%13)
-		}
-		must(t, Upload(g.in[d].Slice(0, m), in))
-		must(t, g.out[d].CopyFromHost(bytes.Repeat([]byte{0xa5}, 4*m)))
-		seqs[d] = srv[d].seq
-	}
-	g.serveCall(t, "grid put back", srv, served, time.Second, 0, 0, func(d int, reg PushRegion, pc PushCall) error {
-		return AllreducePush(g.streams[d], Sum, reg, pc, g.in[d].Slice(0, m), g.out[d].Slice(0, m))
-	})
-	for d, v := range srv {
-		if v.seq == seqs[d] || !v.offUntil.IsZero() {
-			t.Errorf("grid put back: device %d: not served (off until %v)", d, v.offUntil)
-		}
-		got := make([]float32, m)
-		must(t, Download(got, g.out[d].Slice(0, m)))
-		for k := range got {
-			w := float32(0)
-			for p := range ranks {
-				w += float32(p*5 + k%13)
-			}
-			if got[k] != w {
-				t.Fatalf("grid put back: device %d: element %d is %v, want %v", d, k, got[k], w)
+			if handed := v.seq > seqs[d]; handed != st.handed {
+				t.Errorf("%s: device %d: handed to the resident kernel: %v, want %v", st.name, d, handed, st.handed)
 			}
 		}
 	}
