@@ -253,17 +253,19 @@ func (v *Server) run(cmd *[cmdWords]uint64) (bool, error) {
 	if !v.offUntil.IsZero() {
 		// The last launch's grid did not all start: launched calls until
 		// offUntil, and until its late blocks have ended.
+		if time.Now().Before(v.offUntil) {
+			return false, nil
+		}
 		done, err := v.s.Done()
 		if err != nil {
 			v.broken = fmt.Errorf("gpu: resident kernel on device %d: %w", v.dev, err)
 			return true, v.broken
 		}
-		if time.Now().Before(v.offUntil) || !done {
+		if !done {
 			return false, nil
 		}
 		v.offUntil = time.Time{}
-		v.running.Store(false)
-		v.word(svExited).Store(svNone)
+		v.ended()
 	}
 	seq := v.post(cmd)
 	if !v.running.Load() {
@@ -285,8 +287,7 @@ func (v *Server) run(cmd *[cmdWords]uint64) (bool, error) {
 			// Block 0 gave up waiting for the rest of the grid to start
 			// and took no call (kernels/reduce.cu): the caller launches
 			// this one, and the next until offUntil.
-			v.offUntil = time.Now().Add(v.offFor)
-			return false, nil
+			return v.giveUp()
 		}
 		// The kernel ending (it found no call for idle and stored the
 		// last it ran: Dekker's algorithm with svSeq, kernels/reduce.cu),
@@ -316,10 +317,8 @@ func (v *Server) run(cmd *[cmdWords]uint64) (bool, error) {
 			return true, nil
 		}
 		if exited.Load() == svUnresident {
-			// It gave up (above) and ended between the two reads: off,
-			// as there, its blocks all ended.
-			v.offUntil = time.Now().Add(v.offFor)
-			return false, nil
+			// It gave up (above) and ended between the two reads.
+			return v.giveUp()
 		}
 		v.running.Store(false)
 		if !ending {
@@ -336,6 +335,20 @@ func (v *Server) run(cmd *[cmdWords]uint64) (bool, error) {
 			return true, err
 		}
 	}
+}
+
+// giveUp is run's answer to a launch whose grid did not all start: the
+// call is the caller's to launch, and so are the calls until offUntil.
+func (v *Server) giveUp() (bool, error) {
+	v.offUntil = time.Now().Add(v.offFor)
+	return false, nil
+}
+
+// ended records that the kernel has ended (its stream's work is done), so
+// that the next call launches it again. The caller holds mu.
+func (v *Server) ended() {
+	v.running.Store(false)
+	v.word(svExited).Store(svNone)
 }
 
 // post hands the next call over: its words, each as two halves tagged
@@ -419,8 +432,7 @@ func HoldServer(dev int) (release func()) {
 			}
 			runtime.Gosched()
 		}
-		v.word(svExited).Store(svNone)
-		v.running.Store(false)
+		v.ended()
 	}
 	return release
 }
