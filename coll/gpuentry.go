@@ -23,10 +23,25 @@ const gpuOneshotMax = 256 << 10
 // tableGPUAllreduce is tableGPUReduction with the allreduce push kernel
 // where the regions serve: on 2×H200 it took 15-17 µs against ipc's 20-21
 // from 4 B to 128 KiB, 21.4 against 24.7 at 1 MiB, 31.6 against 32.9 at 4
-// MiB (MEASUREMENTS.md, GPU collectives).
+// MiB (MEASUREMENTS.md, GPU collectives). From three ranks the two-shot
+// push (reduce-scatter, then allgather) where its blocks fit the slots and
+// the ring was the choice, and from four ranks from gpuTwoshotMin on
+// where the one-shot push was: on 4×H100 it took 52.9 µs at 4 MiB against
+// the push's 73, 84 at 8 MiB and 154 at 16 MiB against the ring's 177-317
+// and 219-248, 38 against 40.5 at 2 MiB, and lost up to 1 MiB (30 against
+// 26.4) (MEASUREMENTS.md, GPU collectives at four ranks).
 func tableGPUAllreduce(n, size int, commutative bool) string {
-	return pushForIPC(tableGPUReduction(n, size, commutative))
+	alg := pushForIPC(tableGPUReduction(n, size, commutative))
+	if n > 2 && size <= n*ipcSlot(n) && (alg == "ring" || n >= 4 && size >= gpuTwoshotMin) {
+		return "twoshot"
+	}
+	return alg
 }
+
+// gpuTwoshotMin is the smallest allreduce the two-shot push takes from
+// four ranks on (at three, each rank's bytes are 2/3 of the one-shot's
+// instead of 1/2: not measured there, so the one-shot stays up to a slot).
+const gpuTwoshotMin = 2 << 20
 
 // tableGPUReduceScatter and tableGPUAllgather take the push kernels where
 // ipc served, as the allreduce does (MEASUREMENTS.md, GPU collectives).
@@ -125,6 +140,7 @@ func init() {
 		{name: "ring", run: gpuAlg(gpuAllreduceRing)},
 		{name: "ipc", run: gpuAlg(gpuAllreduceIPC)},
 		{name: "push", run: gpuAlg(gpuAllreducePush)},
+		{name: "twoshot", run: gpuAlg(gpuAllreduceTwoshot)},
 		{name: "hier", run: gpuAllreduceHier, commutative: true, hier: true},
 	}, table: tableGPUAllreduce, size: recvLen})
 	collGPUBcast = register(&collective{name: "gpu_bcast", algs: []algorithm{

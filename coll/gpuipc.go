@@ -91,10 +91,19 @@ type ipcState struct {
 	pc   gpu.PushCall
 }
 
-// nextPush numbers push call c and takes the set of slots it writes: the
-// other one than last time, written again only once every peer it writes
-// to has acknowledged a call after the one that last wrote it.
-func (st *ipcState) nextPush(c *Comm) gpu.PushCall { return st.sets.Next(c.seq) }
+// nextPush numbers launch phase (0, or 1 for the second launch of a call
+// that makes two: gpuAllreduceTwoshot) of push call c and takes the set
+// of slots it writes: the other one than last time, written again only
+// once every peer it writes to has acknowledged a launch after the one
+// that last wrote it.
+func (st *ipcState) nextPush(c *Comm, phase int) gpu.PushCall {
+	return st.sets.Next(pushNum(c.seq, phase))
+}
+
+// pushNum is the number the push kernels know launch phase (0 or 1) of
+// the call of sequence number seq by: two a call, in call order, so that
+// the two launches of a two-shot call are told apart like two calls.
+func pushNum(seq uint64, phase int) uint64 { return 2*seq + uint64(phase) }
 
 // ipcFlags is the byte offset of a region's flag area (after its two sets
 // of n slots), and ipcFlagBytes its size: the push kernels' words
@@ -360,8 +369,9 @@ func (d *devCall) ipcExchange(c *Comm, st *ipcState, send func(r int) gpu.Buffer
 		return nil, err
 	}
 	// A later push call writes this set again only once every peer has
-	// acknowledged a call after this one (its ipc reads are over).
-	st.sets.Wrote[c.seq&1] = c.seq
+	// acknowledged a call after this one (its ipc reads are over): after
+	// the call's last push number.
+	st.sets.Wrote[c.seq&1] = pushNum(c.seq, 1)
 	for r := range c.Size() {
 		if b := send(r); r != c.Rank() && b.Len() > 0 {
 			if err := d.copy(st.at(c, st.peers[r], c.Rank(), b.Len()), b); err != nil {

@@ -66,6 +66,49 @@ func gpuAllreducePush(c *Comm, a *Args, d *devCall) error {
 	})
 }
 
+// gpuAllreduceTwoshot: the allreduce as two push launches on the regions,
+// the reduce-scatter kernel (rank r folds block r of every rank's vector,
+// in rank order, into block r of its receive buffer) and then the
+// allgather kernel (each rank's folded block to every peer). Each rank
+// moves 2(n-1)/n of the vector where the one-shot push moves n-1 times
+// it, and every rank holds the same bits (block r folded once, at rank
+// r). For a vector whose count n does not divide, or whose blocks exceed
+// a slot, or where the regions do not serve (a nonblocking call, a view
+// of part of the communicator, ranks on other hosts), twoshotElse: every
+// rank sees the same count and communicator, so all take the same path.
+func gpuAllreduceTwoshot(c *Comm, a *Args, d *devCall) error {
+	n, size, es := c.Size(), d.rcv.Len(), d.dt.Size()
+	if n < 2 || size%(n*es) != 0 {
+		return twoshotElse(c, a, d)
+	}
+	m, me := size/n, c.Rank()
+	served := false
+	err := d.push(c, a, "allreduce (reduce-scatter)", m, twoshotElse, func(s *cuda.Stream, st *ipcState) error {
+		served = true
+		return gpu.ReduceScatterPush(s, d.op, st.reg, st.pc, typed(d.own, d.dt, 0, size), typed(d.rcv, d.dt, me*m, m))
+	})
+	if err != nil || !served {
+		return err
+	}
+	d.phase = 1
+	defer func() { d.phase = 0 }()
+	return d.push(c, a, "allreduce (allgather)", m, func(*Comm, *Args, *devCall) error {
+		// The regions served the first launch of this call a moment ago.
+		return errors.New("GPU allreduce: the IPC regions served the reduce-scatter but not the allgather")
+	}, func(s *cuda.Stream, st *ipcState) error {
+		return gpu.AllgatherPush(s, st.reg, st.pc, bytesOf(d.rcv, me*m, m), bytesOf(d.rcv, 0, size))
+	})
+}
+
+// twoshotElse is the table's choice where the two-shot does not apply:
+// the one-shot push up to a slot (with its own fall-backs), else the ring.
+func twoshotElse(c *Comm, a *Args, d *devCall) error {
+	if d.rcv.Len() <= ipcSlot(c.Size()) {
+		return gpuAllreducePush(c, a, d)
+	}
+	return gpuAllreduceRing(c, a, d)
+}
+
 // gpuReduceScatterPush is gpuReduceScatterIPC in one kernel
 // (gpu.ReduceScatterPush), as gpuAllreducePush is gpuAllreduceIPC: block r
 // of every input goes to rank r's region alone.
@@ -133,7 +176,7 @@ func (d *devCall) push(c *Comm, a *Args, what string, size int, fallback func(*C
 	}
 	// Before anything can fail: every rank that runs this call counts it
 	// alike, and this rank's writes (if any) go to the set it takes now.
-	st.pc = st.nextPush(c)
+	st.pc = st.nextPush(c, d.phase)
 	s, spin := d.s, st.spin
 	if st.dev != d.dev {
 		// This call's buffers are on another device than the region (the

@@ -2,14 +2,17 @@ package coll
 
 import "testing"
 
-// TestPushNumbering: push calls take the two sets in turn, and a set is
-// written again only after an acknowledgement of a call after the one that
-// last wrote it (an ipc call's write counts), also past 2^32 calls.
+// TestPushNumbering: push launches take the two sets in turn, and a set
+// is written again only after an acknowledgement of a launch after the one
+// that last wrote it (an ipc call's write counts, as its call's last
+// number), also past 2^32 calls; a call's two launches (phase 0 and 1:
+// the two-shot allreduce) are numbered apart, before the next call's.
 func TestPushNumbering(t *testing.T) {
 	st := &ipcState{}
 	c := &Comm{}
 	type step struct {
 		seq       uint64
+		phase     int
 		ipc       bool
 		wantSet   int
 		wantNeed  uint64
@@ -17,24 +20,31 @@ func TestPushNumbering(t *testing.T) {
 		wantWrote [2]uint64
 	}
 	for i, s := range []step{
-		{seq: 3, wantSet: 1, wantNeed: 0, wantNum: 3, wantWrote: [2]uint64{0, 3}},
-		{seq: 5, wantSet: 0, wantNeed: 0, wantNum: 5, wantWrote: [2]uint64{5, 3}},
-		{seq: 7, wantSet: 1, wantNeed: 4, wantNum: 7, wantWrote: [2]uint64{5, 7}},
+		{seq: 3, wantSet: 1, wantNeed: 0, wantNum: 6, wantWrote: [2]uint64{0, 6}},
+		{seq: 5, wantSet: 0, wantNeed: 0, wantNum: 10, wantWrote: [2]uint64{10, 6}},
+		{seq: 7, wantSet: 1, wantNeed: 7, wantNum: 14, wantWrote: [2]uint64{10, 14}},
 		// An ipc call of odd sequence writes set 1 (its parity).
-		{seq: 9, ipc: true, wantWrote: [2]uint64{5, 9}},
-		{seq: 10, wantSet: 0, wantNeed: 6, wantNum: 10, wantWrote: [2]uint64{10, 9}},
-		{seq: 12, wantSet: 1, wantNeed: 10, wantNum: 12, wantWrote: [2]uint64{10, 12}},
-		{seq: 0xffffffff, wantSet: 0, wantNeed: 11, wantNum: 0xffffffff, wantWrote: [2]uint64{0xffffffff, 12}},
-		{seq: 1<<32 | 1, wantSet: 1, wantNeed: 13, wantNum: 1<<32 | 1, wantWrote: [2]uint64{0xffffffff, 1<<32 | 1}},
-		{seq: 1<<32 | 2, wantSet: 0, wantNeed: 0x100000000, wantNum: 1<<32 | 2, wantWrote: [2]uint64{1<<32 | 2, 1<<32 | 1}},
+		{seq: 9, ipc: true, wantWrote: [2]uint64{10, 19}},
+		{seq: 10, wantSet: 0, wantNeed: 11, wantNum: 20, wantWrote: [2]uint64{20, 19}},
+		{seq: 12, wantSet: 1, wantNeed: 20, wantNum: 24, wantWrote: [2]uint64{20, 24}},
+		// A two-shot call: its second launch needs the first one's
+		// predecessor on its set acknowledged, and the next call needs
+		// the second launch's successor.
+		{seq: 13, wantSet: 0, wantNeed: 21, wantNum: 26, wantWrote: [2]uint64{26, 24}},
+		{seq: 13, phase: 1, wantSet: 1, wantNeed: 25, wantNum: 27, wantWrote: [2]uint64{26, 27}},
+		{seq: 14, wantSet: 0, wantNeed: 27, wantNum: 28, wantWrote: [2]uint64{28, 27}},
+		{seq: 15, wantSet: 1, wantNeed: 28, wantNum: 30, wantWrote: [2]uint64{28, 30}},
+		{seq: 0xffffffff, wantSet: 0, wantNeed: 29, wantNum: 0x1fffffffe, wantWrote: [2]uint64{0x1fffffffe, 30}},
+		{seq: 1<<32 | 1, wantSet: 1, wantNeed: 31, wantNum: 2<<32 | 2, wantWrote: [2]uint64{0x1fffffffe, 2<<32 | 2}},
+		{seq: 1<<32 | 2, wantSet: 0, wantNeed: 0x1ffffffff, wantNum: 2<<32 | 4, wantWrote: [2]uint64{2<<32 | 4, 2<<32 | 2}},
 	} {
 		c.seq = s.seq
 		if s.ipc {
-			st.sets.Wrote[c.seq&1] = c.seq
+			st.sets.Wrote[c.seq&1] = pushNum(c.seq, 1)
 		} else {
-			pc := st.nextPush(c)
+			pc := st.nextPush(c, s.phase)
 			if pc.Set != s.wantSet || pc.Need != s.wantNeed || pc.Seq != s.wantNum {
-				t.Errorf("step %d (seq %d): set %d need %d num %#x, want %d %d %#x", i, s.seq, pc.Set, pc.Need, pc.Seq, s.wantSet, s.wantNeed, s.wantNum)
+				t.Errorf("step %d (seq %d phase %d): set %d need %d num %#x, want %d %d %#x", i, s.seq, s.phase, pc.Set, pc.Need, pc.Seq, s.wantSet, s.wantNeed, s.wantNum)
 			}
 		}
 		if st.sets.Wrote != s.wantWrote {

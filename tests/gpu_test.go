@@ -258,10 +258,11 @@ func testDevice(me int) (int, error) {
 }
 
 // pushForcedAbsent refuses push kernels forced (GORUN_COLL_GPU_ALLREDUCE=
-// push) that device dev's loaded PTX lacks (an old GORUN_GPU_PTX): the ipc
-// algorithms would run instead, and the case pass for the wrong reason.
+// push or twoshot) that device dev's loaded PTX lacks (an old
+// GORUN_GPU_PTX): the ipc algorithms or the ring would run instead, and
+// the case pass for the wrong reason.
 func pushForcedAbsent(dev int) error {
-	if os.Getenv("GORUN_COLL_GPU_ALLREDUCE") == "push" && !gpu.HasPushKernels(dev) {
+	if f := os.Getenv("GORUN_COLL_GPU_ALLREDUCE"); (f == "push" || f == "twoshot") && !gpu.HasPushKernels(dev) {
 		return fmt.Errorf("push forced, but device %d's kernels (GORUN_GPU_PTX=%q) have no current push kernels", dev, os.Getenv("GORUN_GPU_PTX"))
 	}
 	return nil

@@ -412,7 +412,9 @@ func caseGPUColl(w *mpi.Comm) error {
 
 	for _, dt := range gpu.DTypes {
 		for _, op := range []mpi.Op{mpi.Sum, mpi.Prod, mpi.Min, mpi.Max} {
-			for _, count := range []int{1, 7, 4099, 70001} {
+			// 12*4099: a count that 2, 3, 4 and 6 ranks divide (the
+			// two-shot allreduce's blocks; the others take the ring).
+			for _, count := range []int{1, 7, 4099, 12 * 4099, 70001} {
 				if err := g.reductions(dt, op, count); err != nil {
 					return err
 				}
@@ -428,6 +430,11 @@ func caseGPUColl(w *mpi.Comm) error {
 		if err := g.reductions(dt, mpi.Sum, big); err != nil {
 			return err
 		}
+	}
+	// 12 MiB of float32 in blocks that 2, 3, 4 and 6 ranks divide: the
+	// two-shot allreduce's largest at three and four ranks.
+	if err := g.reductions(gpu.Float32, mpi.Sum, big-5); err != nil {
+		return err
 	}
 	if err := g.movements(gpu.Float32, big); err != nil {
 		return err
@@ -616,6 +623,12 @@ func TestGPUCollectives(t *testing.T) {
 	t.Run("np3", func(t *testing.T) { job{np: 3, cas: "gpu-coll"}.ok(t) })
 	t.Run("np4", func(t *testing.T) { job{np: 4, cas: "gpu-coll"}.ok(t) })
 	t.Run("np4-ring", func(t *testing.T) { job{np: 4, cas: "gpu-coll", env: ringPieces}.ok(t) })
+	// The two-shot allreduce (reduce-scatter push, then allgather push)
+	// forced at every size: counts that the ranks divide, and the ring
+	// for the others.
+	twoshot := []string{"GORUN_COLL_GPU_ALLREDUCE=twoshot"}
+	t.Run("np3-twoshot", func(t *testing.T) { job{np: 3, cas: "gpu-coll", env: twoshot}.ok(t) })
+	t.Run("np4-twoshot", func(t *testing.T) { job{np: 4, cas: "gpu-coll", env: twoshot}.ok(t) })
 	t.Run("np3-ring", func(t *testing.T) { job{np: 3, cas: "gpu-coll", env: ringPieces}.ok(t) })
 	// The pipelined broadcast chain (gpupipe.go) forced at every size, in
 	// segments of 64 KiB.
