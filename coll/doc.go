@@ -39,7 +39,9 @@
 // buffers in Args.SendD and RecvD and are registered as collectives of
 // their own (gpu_allreduce, ...): ipc (per-communicator CUDA IPC regions:
 // one copy-engine push and two empty host messages per call), push (the
-// allreduce on those regions in one kernel: push, flags, fold), oneshot
+// allreduce on those regions in one kernel: push, flags, fold), twoshot
+// (the allreduce as the reduce-scatter push kernel, then the allgather
+// push kernel), oneshot
 // (device point-to-point, pipelined pieces reduced on arrival), ring, and
 // plain movements for bcast, allgather, gather, scatter and alltoall. They
 // move bytes through p2p's device path and reduce with package gpu's

@@ -85,8 +85,8 @@ type ipcState struct {
 
 	// The call numbering of the push kernels (gpupush.go): this rank's
 	// alternation of the two sets of slots (sets.Wrote: also an ipc
-	// call's write of its parity's set), by the calls' sequence numbers.
-	// pc is the current push call's.
+	// call's write of its parity's set), by the launches' numbers
+	// (pushNum). pc is the current push launch's.
 	sets gpu.PushSets
 	pc   gpu.PushCall
 }
@@ -102,7 +102,10 @@ func (st *ipcState) nextPush(c *Comm, phase int) gpu.PushCall {
 
 // pushNum is the number the push kernels know launch phase (0 or 1) of
 // the call of sequence number seq by: two a call, in call order, so that
-// the two launches of a two-shot call are told apart like two calls.
+// the two launches of a two-shot call are told apart like two calls. It
+// holds for sequence numbers below 2^63 (GORUN_COLL_SEQ_START and
+// GORUN_COLL_SEQ_SKIP, the test knobs that start them high, stay below
+// 2^62).
 func pushNum(seq uint64, phase int) uint64 { return 2*seq + uint64(phase) }
 
 // ipcFlags is the byte offset of a region's flag area (after its two sets

@@ -17,7 +17,8 @@ import (
 // its data straight into the peers' slots, raises a data word per block in
 // each peer's region (after a system-wide fence) and waits, on the device,
 // for the data words it needs in its own; then it folds or copies out what
-// came. One launch per call, waited for by polling a completion word the
+// came. One launch per call (two for the two-shot allreduce, one kernel
+// after the other), each waited for by polling a completion word the
 // kernel writes in host memory (gpu.PushWords.Wait), where the ipc
 // algorithms pay two host barriers, copies, a synchronization, the reduce
 // launches and a second synchronization. Where a rank cannot run the
@@ -31,11 +32,11 @@ import (
 // the two sets of slots in turn, so that it writes a set again only once
 // every peer it writes to has acknowledged a call after the one that last
 // wrote it, that is, has finished reading that call's data (gpu.PushCall,
-// kernels/reduce.cu). The call numbers are the communicator's call
-// sequence numbers (extended to 64 bits), which every rank gives the same
-// call even when the call failed before its algorithm ran on some rank: a
-// call that was aborted half-way leaves nothing a later call mistakes for
-// its own. The ipc algorithms' own barriers order them against the push
+// kernels/reduce.cu). A launch's number is twice its call's sequence
+// number on the communicator (64 bits), plus one for a call's second
+// launch (pushNum), which every rank gives the same launch even when the
+// call failed before its algorithm ran on some rank: a call that was
+// aborted half-way leaves nothing a later call mistakes for its own. The ipc algorithms' own barriers order them against the push
 // calls before them; a push call after them waits, in the kernel, for the
 // acknowledgement of a call after theirs (ipcState.wrote).
 

@@ -413,7 +413,8 @@ func caseGPUColl(w *mpi.Comm) error {
 	for _, dt := range gpu.DTypes {
 		for _, op := range []mpi.Op{mpi.Sum, mpi.Prod, mpi.Min, mpi.Max} {
 			// 12*4099: a count that 2, 3, 4 and 6 ranks divide (the
-			// two-shot allreduce's blocks; the others take the ring).
+			// two-shot allreduce's blocks; where they do not divide,
+			// twoshot runs the one-shot push up to a slot, the ring above).
 			for _, count := range []int{1, 7, 4099, 12 * 4099, 70001} {
 				if err := g.reductions(dt, op, count); err != nil {
 					return err
@@ -527,6 +528,25 @@ func gpuCollLate(w *mpi.Comm, g *gpuColl) error {
 		}
 		if err := g.expect(fmt.Sprintf("AllreduceGPU with rank %d late", late), one, gpu.Float32,
 			[]float64{float64(n*(n-1)/2 + n*i)}); err != nil {
+			return err
+		}
+		// Twelve elements, which 2, 3, 4 and 6 ranks divide: the two-shot
+		// allreduce where it is forced (its first launch waits).
+		in, want := make([]float64, 12), make([]float64, 12)
+		for k := range in {
+			in[k], want[k] = float64(me+i+k), float64(n*(n-1)/2+n*(i+k))
+		}
+		if _, err := g.upload(g.send, gpu.Float32, in); err != nil {
+			return err
+		}
+		if me == late {
+			time.Sleep(lateBy)
+		}
+		twelve := view(g.recv, gpu.Float32, 12)
+		if err := mpi.AllreduceGPU(w, view(g.send, gpu.Float32, 12), twelve, mpi.Sum); err != nil {
+			return fmt.Errorf("AllreduceGPU of 12 with rank %d late: %w", late, err)
+		}
+		if err := g.expect(fmt.Sprintf("AllreduceGPU of 12 with rank %d late", late), twelve, gpu.Float32, want); err != nil {
 			return err
 		}
 		if me == 0 {

@@ -25,7 +25,7 @@ const (
 	gpuDieVictim = 2
 	gpuDieAt     = 20
 	gpuDieIters  = 60
-	gpuDieCount  = 64 << 10 // float32s: 256 KiB, within the push kernels' slots
+	gpuDieCount  = 48 << 10 // float32s: 192 KiB, within the push kernels' slots, in blocks of 3 and of 2 (twoshot's)
 )
 
 // caseGPUDie: an AllreduceGPU loop in which world rank 2 enters iteration
@@ -133,13 +133,14 @@ func caseGPUDie(w *mpi.Comm) error {
 
 // TestGPUPushPeerDies needs a GPU (the lent GPU hosts run it): three
 // ranks on the GPUs there are, the push kernels (the tables' choice at
-// this size) and the copy-engine ipc algorithm forced in turn.
+// this size), the two-shot allreduce (two push launches a call) and the
+// copy-engine ipc algorithm forced in turn.
 func TestGPUPushPeerDies(t *testing.T) {
 	if ok, why := gpu.Available(); !ok {
 		t.Skipf("no GPU: %s", why)
 	}
 	push := []string{"GORUN_COLL_GPU_ALLREDUCE=push"}
-	for _, env := range [][]string{push, {"GORUN_COLL_GPU_ALLREDUCE=ipc"}} {
+	for _, env := range [][]string{push, {"GORUN_COLL_GPU_ALLREDUCE=twoshot"}, {"GORUN_COLL_GPU_ALLREDUCE=ipc"}} {
 		t.Run(strings.TrimPrefix(env[0], "GORUN_COLL_GPU_ALLREDUCE="), func(t *testing.T) {
 			r := job{np: 3, cas: "gpu-die", env: env, flags: []string{"--enable-recovery"}, timeout: 90 * time.Second}.run(t)
 			if r.code != 0 || !strings.Contains(r.stdout, "gpu-die: survivors finished") {
