@@ -129,8 +129,9 @@ type devCall struct {
 	// communicator: it never uses the IPC regions (gpuipc.go), whose slots
 	// calls take in turn.
 	nb bool
-	// phase: which push launch of the call runs next (0; 1 for the second
-	// of gpuAllreduceTwoshot's), for its number (ipcState.nextPush).
+	// phase: which push launch of the call runs next (0; 1 and 2 for the
+	// later ones of gpuAllreduceTwoshot's), for its number
+	// (ipcState.nextPush).
 	phase int
 	// scratch taken with take, and events taken with events, given back
 	// by done.

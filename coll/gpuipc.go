@@ -91,22 +91,25 @@ type ipcState struct {
 	pc   gpu.PushCall
 }
 
-// nextPush numbers launch phase (0, or 1 for the second launch of a call
-// that makes two: gpuAllreduceTwoshot) of push call c and takes the set
-// of slots it writes: the other one than last time, written again only
-// once every peer it writes to has acknowledged a launch after the one
-// that last wrote it.
+// nextPush numbers launch phase (0; 1 and 2 for the later launches of a
+// call that makes several: gpuAllreduceTwoshot) of push call c and takes
+// the set of slots it writes: the other one than last time, written again
+// only once every peer it writes to has acknowledged a launch after the
+// one that last wrote it.
 func (st *ipcState) nextPush(c *Comm, phase int) gpu.PushCall {
 	return st.sets.Next(pushNum(c.seq, phase))
 }
 
-// pushNum is the number the push kernels know launch phase (0 or 1) of
-// the call of sequence number seq by: two a call, in call order, so that
-// the two launches of a two-shot call are told apart like two calls. It
-// holds for sequence numbers below 2^63 (GORUN_COLL_SEQ_START and
-// GORUN_COLL_SEQ_SKIP, the test knobs that start them high, stay below
-// 2^62).
-func pushNum(seq uint64, phase int) uint64 { return 2*seq + uint64(phase) }
+// pushNum is the number the push kernels know launch phase (0 to
+// pushPhases-1) of the call of sequence number seq by: pushPhases a call,
+// in call order, so that the launches of a two-shot call are told apart
+// like calls. It holds for sequence numbers below 2^62
+// (GORUN_COLL_SEQ_START and GORUN_COLL_SEQ_SKIP, the test knobs that
+// start them high, stay below that).
+func pushNum(seq uint64, phase int) uint64 { return pushPhases*seq + uint64(phase) }
+
+// pushPhases bounds the push launches of one call.
+const pushPhases = 4
 
 // ipcFlags is the byte offset of a region's flag area (after its two sets
 // of n slots), and ipcFlagBytes its size: the push kernels' words
@@ -374,7 +377,7 @@ func (d *devCall) ipcExchange(c *Comm, st *ipcState, send func(r int) gpu.Buffer
 	// A later push call writes this set again only once every peer has
 	// acknowledged a call after this one (its ipc reads are over): after
 	// the call's last push number.
-	st.sets.Wrote[c.seq&1] = pushNum(c.seq, 1)
+	st.sets.Wrote[c.seq&1] = pushNum(c.seq, pushPhases-1)
 	for r := range c.Size() {
 		if b := send(r); r != c.Rank() && b.Len() > 0 {
 			if err := d.copy(st.at(c, st.peers[r], c.Rank(), b.Len()), b); err != nil {

@@ -17,8 +17,8 @@ import (
 // its data straight into the peers' slots, raises a data word per block in
 // each peer's region (after a system-wide fence) and waits, on the device,
 // for the data words it needs in its own; then it folds or copies out what
-// came. One launch per call (two for the two-shot allreduce, one kernel
-// after the other), each waited for by polling a completion word the
+// came. One launch per call (two or three for the two-shot allreduce, one
+// kernel after the other), each waited for by polling a completion word the
 // kernel writes in host memory (gpu.PushWords.Wait), where the ipc
 // algorithms pay two host barriers, copies, a synchronization, the reduce
 // launches and a second synchronization. Where a rank cannot run the
@@ -32,9 +32,9 @@ import (
 // the two sets of slots in turn, so that it writes a set again only once
 // every peer it writes to has acknowledged a call after the one that last
 // wrote it, that is, has finished reading that call's data (gpu.PushCall,
-// kernels/reduce.cu). A launch's number is twice its call's sequence
-// number on the communicator (64 bits), plus one for a call's second
-// launch (pushNum), which every rank gives the same launch even when the
+// kernels/reduce.cu). A launch's number is four times its call's
+// sequence number on the communicator (64 bits), plus the launch's index
+// in its call (pushNum), which every rank gives the same launch even when the
 // call failed before its algorithm ran on some rank: a call that was
 // aborted half-way leaves nothing a later call mistakes for its own. The ipc algorithms' own barriers order them against the push
 // calls before them; a push call after them waits, in the kernel, for the
@@ -67,37 +67,48 @@ func gpuAllreducePush(c *Comm, a *Args, d *devCall) error {
 	})
 }
 
-// gpuAllreduceTwoshot: the allreduce as two push launches on the regions,
-// the reduce-scatter kernel (rank r folds block r of every rank's vector,
-// in rank order, into block r of its receive buffer) and then the
-// allgather kernel (each rank's folded block to every peer). Each rank
-// moves 2(n-1)/n of the vector where the one-shot push moves n-1 times
-// it, and every rank holds the same bits (block r folded once, at rank
-// r). For a vector whose count n does not divide, or whose blocks exceed
-// a slot, or where the regions do not serve (a nonblocking call, a view
-// of part of the communicator, ranks on other hosts), twoshotElse: every
-// rank sees the same count and communicator, so all take the same path.
+// gpuAllreduceTwoshot: the allreduce as push launches on the regions,
+// one after the other: the reduce-scatter kernel (rank r folds block r of
+// every rank's vector, in rank order, into block r of its receive buffer),
+// then the allgather kernel (each rank's folded block to every peer), on
+// the first n*m elements (m: the count over n, rounded down); then, where
+// n does not divide the count, the one-shot push kernel on the last
+// fewer than n. Each rank moves 2(n-1)/n of the vector where the one-shot
+// push moves n-1 times it, and every rank holds the same bits (each
+// element folded once, in rank order, and copied). Where a block would
+// exceed a slot, the count is below n, or the regions do not serve (a
+// nonblocking call, a view of part of the communicator, ranks on other
+// hosts), twoshotElse: every rank sees the same count and communicator,
+// so all take the same path.
 func gpuAllreduceTwoshot(c *Comm, a *Args, d *devCall) error {
 	n, size, es := c.Size(), d.rcv.Len(), d.dt.Size()
-	if n < 2 || size%(n*es) != 0 {
+	m := size / es / n * es // a block's bytes
+	if m == 0 {
 		return twoshotElse(c, a, d)
 	}
-	m, me := size/n, c.Rank()
+	me, body := c.Rank(), n*m
 	served := false
 	err := d.push(c, a, "allreduce (reduce-scatter)", m, twoshotElse, func(s *cuda.Stream, st *ipcState) error {
 		served = true
-		return gpu.ReduceScatterPush(s, d.op, st.reg, st.pc, typed(d.own, d.dt, 0, size), typed(d.rcv, d.dt, me*m, m))
+		return gpu.ReduceScatterPush(s, d.op, st.reg, st.pc, typed(d.own, d.dt, 0, body), typed(d.rcv, d.dt, me*m, m))
 	})
 	if err != nil || !served {
 		return err
 	}
-	d.phase = 1
 	defer func() { d.phase = 0 }()
-	return d.push(c, a, "allreduce (allgather)", m, func(*Comm, *Args, *devCall) error {
+	lost := func(*Comm, *Args, *devCall) error {
 		// The regions served the first launch of this call a moment ago.
-		return errors.New("GPU allreduce: the IPC regions served the reduce-scatter but not the allgather")
-	}, func(s *cuda.Stream, st *ipcState) error {
-		return gpu.AllgatherPush(s, st.reg, st.pc, bytesOf(d.rcv, me*m, m), bytesOf(d.rcv, 0, size))
+		return errors.New("GPU allreduce: the IPC regions served the reduce-scatter but not a later launch")
+	}
+	d.phase = 1
+	if err := d.push(c, a, "allreduce (allgather)", m, lost, func(s *cuda.Stream, st *ipcState) error {
+		return gpu.AllgatherPush(s, st.reg, st.pc, bytesOf(d.rcv, me*m, m), bytesOf(d.rcv, 0, body))
+	}); err != nil || body == size {
+		return err
+	}
+	d.phase = 2
+	return d.push(c, a, "allreduce (the last elements)", size-body, lost, func(s *cuda.Stream, st *ipcState) error {
+		return gpu.AllreducePush(s, d.op, st.reg, st.pc, typed(d.own, d.dt, body, size-body), typed(d.rcv, d.dt, body, size-body))
 	})
 }
 

@@ -5,8 +5,8 @@ import "testing"
 // TestPushNumbering: push launches take the two sets in turn, and a set
 // is written again only after an acknowledgement of a launch after the one
 // that last wrote it (an ipc call's write counts, as its call's last
-// number), also past 2^32 calls; a call's two launches (phase 0 and 1:
-// the two-shot allreduce) are numbered apart, before the next call's.
+// number), also past 2^32 calls; a call's launches (phases 0-2: the
+// two-shot allreduce) are numbered apart, before the next call's.
 func TestPushNumbering(t *testing.T) {
 	st := &ipcState{}
 	c := &Comm{}
@@ -20,27 +20,30 @@ func TestPushNumbering(t *testing.T) {
 		wantWrote [2]uint64
 	}
 	for i, s := range []step{
-		{seq: 3, wantSet: 1, wantNeed: 0, wantNum: 6, wantWrote: [2]uint64{0, 6}},
-		{seq: 5, wantSet: 0, wantNeed: 0, wantNum: 10, wantWrote: [2]uint64{10, 6}},
-		{seq: 7, wantSet: 1, wantNeed: 7, wantNum: 14, wantWrote: [2]uint64{10, 14}},
-		// An ipc call of odd sequence writes set 1 (its parity).
-		{seq: 9, ipc: true, wantWrote: [2]uint64{10, 19}},
-		{seq: 10, wantSet: 0, wantNeed: 11, wantNum: 20, wantWrote: [2]uint64{20, 19}},
-		{seq: 12, wantSet: 1, wantNeed: 20, wantNum: 24, wantWrote: [2]uint64{20, 24}},
-		// A two-shot call: its second launch needs the first one's
-		// predecessor on its set acknowledged, and the next call needs
-		// the second launch's successor.
-		{seq: 13, wantSet: 0, wantNeed: 21, wantNum: 26, wantWrote: [2]uint64{26, 24}},
-		{seq: 13, phase: 1, wantSet: 1, wantNeed: 25, wantNum: 27, wantWrote: [2]uint64{26, 27}},
-		{seq: 14, wantSet: 0, wantNeed: 27, wantNum: 28, wantWrote: [2]uint64{28, 27}},
-		{seq: 15, wantSet: 1, wantNeed: 28, wantNum: 30, wantWrote: [2]uint64{28, 30}},
-		{seq: 0xffffffff, wantSet: 0, wantNeed: 29, wantNum: 0x1fffffffe, wantWrote: [2]uint64{0x1fffffffe, 30}},
-		{seq: 1<<32 | 1, wantSet: 1, wantNeed: 31, wantNum: 2<<32 | 2, wantWrote: [2]uint64{0x1fffffffe, 2<<32 | 2}},
-		{seq: 1<<32 | 2, wantSet: 0, wantNeed: 0x1ffffffff, wantNum: 2<<32 | 4, wantWrote: [2]uint64{2<<32 | 4, 2<<32 | 2}},
+		{seq: 3, wantSet: 1, wantNeed: 0, wantNum: 12, wantWrote: [2]uint64{0, 12}},
+		{seq: 5, wantSet: 0, wantNeed: 0, wantNum: 20, wantWrote: [2]uint64{20, 12}},
+		{seq: 7, wantSet: 1, wantNeed: 13, wantNum: 28, wantWrote: [2]uint64{20, 28}},
+		// An ipc call of odd sequence writes set 1 (its parity), as its
+		// call's last launch number.
+		{seq: 9, ipc: true, wantWrote: [2]uint64{20, 39}},
+		{seq: 10, wantSet: 0, wantNeed: 21, wantNum: 40, wantWrote: [2]uint64{40, 39}},
+		{seq: 12, wantSet: 1, wantNeed: 40, wantNum: 48, wantWrote: [2]uint64{40, 48}},
+		// A two-shot call of three launches: each needs its set's last
+		// writer's successor acknowledged (the second launch: the
+		// previous call's; the third: the second's), and so does the
+		// next call.
+		{seq: 13, wantSet: 0, wantNeed: 41, wantNum: 52, wantWrote: [2]uint64{52, 48}},
+		{seq: 13, phase: 1, wantSet: 1, wantNeed: 49, wantNum: 53, wantWrote: [2]uint64{52, 53}},
+		{seq: 13, phase: 2, wantSet: 0, wantNeed: 53, wantNum: 54, wantWrote: [2]uint64{54, 53}},
+		{seq: 14, wantSet: 1, wantNeed: 54, wantNum: 56, wantWrote: [2]uint64{54, 56}},
+		{seq: 15, wantSet: 0, wantNeed: 55, wantNum: 60, wantWrote: [2]uint64{60, 56}},
+		{seq: 0xffffffff, wantSet: 1, wantNeed: 57, wantNum: 0x3fffffffc, wantWrote: [2]uint64{60, 0x3fffffffc}},
+		{seq: 1<<32 | 1, wantSet: 0, wantNeed: 61, wantNum: 4<<32 | 4, wantWrote: [2]uint64{4<<32 | 4, 0x3fffffffc}},
+		{seq: 1<<32 | 2, wantSet: 1, wantNeed: 0x3fffffffd, wantNum: 4<<32 | 8, wantWrote: [2]uint64{4<<32 | 4, 4<<32 | 8}},
 	} {
 		c.seq = s.seq
 		if s.ipc {
-			st.sets.Wrote[c.seq&1] = pushNum(c.seq, 1)
+			st.sets.Wrote[c.seq&1] = pushNum(c.seq, pushPhases-1)
 		} else {
 			pc := st.nextPush(c, s.phase)
 			if pc.Set != s.wantSet || pc.Need != s.wantNeed || pc.Seq != s.wantNum {

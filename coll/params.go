@@ -33,7 +33,7 @@ var (
 	pSeqSkip = params.Int("GORUN_COLL_SEQ_SKIP", 0,
 		"testing: after every call whose number is a multiple of 64, the numbering jumps ahead this many, as if that many calls with no shared-memory algorithm had run (the same in every process; a jump of 2^37 or more crosses an epoch, whose renewal waits for the bcast ring's readers; a smaller one past 2^30 needs GORUN_COLL_SHM_AHEAD=0, since the ring takes a slot as free once its call is 2^30 calls back)")
 	pSeqStart = params.Int("GORUN_COLL_SEQ_START", 0,
-		"testing: number every communicator's collective calls from one past this on instead of from 1, so that tests cross the wrap of the widths the numbers are stored in (the same in every process; below 2^62, as the GPU push kernels number their launches twice the call's number)")
+		"testing: number every communicator's collective calls from one past this on instead of from 1, so that tests cross the wrap of the widths the numbers are stored in (the same in every process; below 2^62, as the GPU push kernels number their launches four times the call's number)")
 )
 
 // segSize returns the segment size for a pipelined algorithm whose
