@@ -412,9 +412,10 @@ func caseGPUColl(w *mpi.Comm) error {
 
 	for _, dt := range gpu.DTypes {
 		for _, op := range []mpi.Op{mpi.Sum, mpi.Prod, mpi.Min, mpi.Max} {
-			// 12*4099: a count that 2, 3, 4 and 6 ranks divide (the
-			// two-shot allreduce's blocks alone; the others add its
-			// third launch, the one-shot push of the last elements).
+			// 12*4099: a count that 2, 3, 4 and 6 ranks divide; the
+			// two-shot allreduce's 16-byte blocks take all of it at
+			// some of them (float32 at 3 ranks) and leave a rest to its
+			// third launch (the one-shot push) at others.
 			for _, count := range []int{1, 7, 4099, 12 * 4099, 70001} {
 				if err := g.reductions(dt, op, count); err != nil {
 					return err
@@ -645,9 +646,9 @@ func TestGPUCollectives(t *testing.T) {
 	t.Run("np4-ring", func(t *testing.T) { job{np: 4, cas: "gpu-coll", env: ringPieces}.ok(t) })
 	// The two-shot allreduce (reduce-scatter push, then allgather push,
 	// then the one-shot push of the last count mod n elements) forced at
-	// every size: counts that the ranks divide and others, one below n
-	// (the one-shot push alone), and big (beyond a slot at three ranks:
-	// the ring).
+	// every size: counts that the ranks divide in 16-byte blocks and
+	// others, ones under 16n bytes (the one-shot push alone), and big
+	// (beyond a slot at three ranks: the ring).
 	twoshot := []string{"GORUN_COLL_GPU_ALLREDUCE=twoshot"}
 	t.Run("np3-twoshot", func(t *testing.T) { job{np: 3, cas: "gpu-coll", env: twoshot}.ok(t) })
 	t.Run("np4-twoshot", func(t *testing.T) { job{np: 4, cas: "gpu-coll", env: twoshot}.ok(t) })
