@@ -41,8 +41,8 @@
 // one copy-engine push and two empty host messages per call), push (the
 // allreduce on those regions in one kernel: push, flags, fold), twoshot
 // (the allreduce as the reduce-scatter push kernel, then the allgather
-// push kernel), oneshot
-// (device point-to-point, pipelined pieces reduced on arrival), ring, and
+// push kernel, then the one-shot push of what their 16-byte blocks
+// leave), oneshot (device point-to-point, pipelined pieces reduced on arrival), ring, and
 // plain movements for bcast, allgather, gather, scatter and alltoall. They
 // move bytes through p2p's device path and reduce with package gpu's
 // kernels.

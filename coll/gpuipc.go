@@ -105,7 +105,7 @@ func (st *ipcState) nextPush(c *Comm, phase int) gpu.PushCall {
 // in call order, so that the launches of a two-shot call are told apart
 // like calls. It holds for sequence numbers below 2^62
 // (GORUN_COLL_SEQ_START and GORUN_COLL_SEQ_SKIP, the test knobs that
-// start them high, stay below that).
+// start them high, stay well below that).
 func pushNum(seq uint64, phase int) uint64 { return pushPhases*seq + uint64(phase) }
 
 // pushPhases bounds the push launches of one call.

@@ -412,10 +412,11 @@ func caseGPUColl(w *mpi.Comm) error {
 
 	for _, dt := range gpu.DTypes {
 		for _, op := range []mpi.Op{mpi.Sum, mpi.Prod, mpi.Min, mpi.Max} {
-			// 12*4099: a count that 2, 3, 4 and 6 ranks divide; the
-			// two-shot allreduce's 16-byte blocks take all of it at
-			// some of them (float32 at 3 ranks) and leave a rest to its
-			// third launch (the one-shot push) at others.
+			// 12*4099: with the two-shot allreduce forced, its 16-byte
+			// blocks take all of it in 4- and 8-byte types at 3 ranks
+			// (two launches); the other counts and types leave a rest
+			// to its third launch (the one-shot push), and 1 and 7 are
+			// under its 16 bytes a rank (the one-shot push alone).
 			for _, count := range []int{1, 7, 4099, 12 * 4099, 70001} {
 				if err := g.reductions(dt, op, count); err != nil {
 					return err
@@ -531,9 +532,10 @@ func gpuCollLate(w *mpi.Comm, g *gpuColl) error {
 			[]float64{float64(n*(n-1)/2 + n*i)}); err != nil {
 			return err
 		}
-		// Twelve elements, which 2, 3, 4 and 6 ranks divide: the two-shot
-		// allreduce where it is forced (its first launch waits).
-		in, want := make([]float64, 12), make([]float64, 12)
+		// A hundred elements: where the two-shot allreduce is forced, its
+		// three launches at 2, 3 and 4 ranks (16-byte blocks of 384 bytes
+		// in all, then 16 bytes), the first of which waits.
+		in, want := make([]float64, 100), make([]float64, 100)
 		for k := range in {
 			in[k], want[k] = float64(me+i+k), float64(n*(n-1)/2+n*(i+k))
 		}
@@ -543,11 +545,11 @@ func gpuCollLate(w *mpi.Comm, g *gpuColl) error {
 		if me == late {
 			time.Sleep(lateBy)
 		}
-		twelve := view(g.recv, gpu.Float32, 12)
-		if err := mpi.AllreduceGPU(w, view(g.send, gpu.Float32, 12), twelve, mpi.Sum); err != nil {
-			return fmt.Errorf("AllreduceGPU of 12 with rank %d late: %w", late, err)
+		hundred := view(g.recv, gpu.Float32, 100)
+		if err := mpi.AllreduceGPU(w, view(g.send, gpu.Float32, 100), hundred, mpi.Sum); err != nil {
+			return fmt.Errorf("AllreduceGPU of 100 with rank %d late: %w", late, err)
 		}
-		if err := g.expect(fmt.Sprintf("AllreduceGPU of 12 with rank %d late", late), twelve, gpu.Float32, want); err != nil {
+		if err := g.expect(fmt.Sprintf("AllreduceGPU of 100 with rank %d late", late), hundred, gpu.Float32, want); err != nil {
 			return err
 		}
 		if me == 0 {
@@ -647,8 +649,8 @@ func TestGPUCollectives(t *testing.T) {
 	// The two-shot allreduce (reduce-scatter push, then allgather push,
 	// then the one-shot push of the last count mod n elements) forced at
 	// every size: counts that the ranks divide in 16-byte blocks and
-	// others, ones under 16n bytes (the one-shot push alone), and big
-	// (beyond a slot at three ranks: the ring).
+	// others, ones under 16n bytes (the one-shot push alone), and big in
+	// float64 (blocks beyond a slot: the ring).
 	twoshot := []string{"GORUN_COLL_GPU_ALLREDUCE=twoshot"}
 	t.Run("np3-twoshot", func(t *testing.T) { job{np: 3, cas: "gpu-coll", env: twoshot}.ok(t) })
 	t.Run("np4-twoshot", func(t *testing.T) { job{np: 4, cas: "gpu-coll", env: twoshot}.ok(t) })

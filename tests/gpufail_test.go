@@ -25,7 +25,7 @@ const (
 	gpuDieVictim = 2
 	gpuDieAt     = 20
 	gpuDieIters  = 60
-	gpuDieCount  = 48 << 10 // float32s: 192 KiB, within the push kernels' slots, in blocks of 3 and of 2 (twoshot's)
+	gpuDieCount  = 48<<10 + 5 // float32s: 192 KiB and 20 bytes, within the push kernels' slots; twoshot's three launches at 3 and 2 ranks
 )
 
 // caseGPUDie: an AllreduceGPU loop in which world rank 2 enters iteration
