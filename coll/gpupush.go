@@ -18,8 +18,8 @@ import (
 // each peer's region (after a system-wide fence) and waits, on the device,
 // for the data words it needs in its own; then it folds or copies out what
 // came. One launch per call (two or three for the two-shot allreduce, one
-// kernel after the other), each waited for by polling a completion word the
-// kernel writes in host memory (gpu.PushWords.Wait), where the ipc
+// kernel after the other), each waited for by polling a completion word
+// the kernel writes in host memory (gpu.PushWords.Wait), where the ipc
 // algorithms pay two host barriers, copies, a synchronization, the reduce
 // launches and a second synchronization. Where a rank cannot run the
 // kernels, every rank runs the algorithm the push one stands for (the ipc
@@ -34,10 +34,11 @@ import (
 // wrote it, that is, has finished reading that call's data (gpu.PushCall,
 // kernels/reduce.cu). A launch's number is four times its call's
 // sequence number on the communicator (64 bits), plus the launch's index
-// in its call (pushNum), which every rank gives the same launch even when the
-// call failed before its algorithm ran on some rank: a call that was
-// aborted half-way leaves nothing a later call mistakes for its own. The ipc algorithms' own barriers order them against the push
-// calls before them; a push call after them waits, in the kernel, for the
+// in its call (pushNum), which every rank gives the same launch even when
+// the call failed before its algorithm ran on some rank: a call that was
+// aborted half-way leaves nothing a later call mistakes for its own. The
+// ipc algorithms' own barriers order them against the push calls before
+// them; a push call after them waits, in the kernel, for the
 // acknowledgement of a call after theirs (ipcState.wrote).
 
 // pushSlice bounds one launch's wait for a peer (its acknowledgement or its
@@ -77,10 +78,9 @@ func gpuAllreducePush(c *Comm, a *Args, d *devCall) error {
 // the one-shot push moves n-1 times it, and every rank holds the same
 // bits (each element folded once, in rank order, and copied). Where a
 // block would exceed a slot, the vector is under 16n bytes, or the
-// regions do not serve (a
-// nonblocking call, a view of part of the communicator, ranks on other
-// hosts), twoshotElse: every rank sees the same count and communicator,
-// so all take the same path.
+// regions do not serve (a nonblocking call, a view of part of the
+// communicator, ranks on other hosts), twoshotElse: every rank sees the
+// same count and communicator, so all take the same path.
 func gpuAllreduceTwoshot(c *Comm, a *Args, d *devCall) error {
 	n, size, es := c.Size(), d.rcv.Len(), d.dt.Size()
 	// A block's bytes: a multiple of 16 where the element size divides

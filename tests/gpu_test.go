@@ -263,7 +263,7 @@ func testDevice(me int) (int, error) {
 // the case pass for the wrong reason.
 func pushForcedAbsent(dev int) error {
 	if f := os.Getenv("GORUN_COLL_GPU_ALLREDUCE"); (f == "push" || f == "twoshot") && !gpu.HasPushKernels(dev) {
-		return fmt.Errorf("push forced, but device %d's kernels (GORUN_GPU_PTX=%q) have no current push kernels", dev, os.Getenv("GORUN_GPU_PTX"))
+		return fmt.Errorf("push kernels forced (%s), but device %d's kernels (GORUN_GPU_PTX=%q) have no current push kernels", f, dev, os.Getenv("GORUN_GPU_PTX"))
 	}
 	return nil
 }

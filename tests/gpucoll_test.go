@@ -647,7 +647,7 @@ func TestGPUCollectives(t *testing.T) {
 	t.Run("np4", func(t *testing.T) { job{np: 4, cas: "gpu-coll"}.ok(t) })
 	t.Run("np4-ring", func(t *testing.T) { job{np: 4, cas: "gpu-coll", env: ringPieces}.ok(t) })
 	// The two-shot allreduce (reduce-scatter push, then allgather push,
-	// then the one-shot push of the last count mod n elements) forced at
+	// then the one-shot push of what their 16-byte blocks leave) forced at
 	// every size: counts that the ranks divide in 16-byte blocks and
 	// others, ones under 16n bytes (the one-shot push alone), and big in
 	// float64 (blocks beyond a slot: the ring).

@@ -133,8 +133,8 @@ func caseGPUDie(w *mpi.Comm) error {
 
 // TestGPUPushPeerDies needs a GPU (the lent GPU hosts run it): three
 // ranks on the GPUs there are, the push kernels (the tables' choice at
-// this size), the two-shot allreduce (two push launches a call) and the
-// copy-engine ipc algorithm forced in turn.
+// this size), the two-shot allreduce (three push launches a call at this
+// count) and the copy-engine ipc algorithm forced in turn.
 func TestGPUPushPeerDies(t *testing.T) {
 	if ok, why := gpu.Available(); !ok {
 		t.Skipf("no GPU: %s", why)
