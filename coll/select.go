@@ -58,6 +58,8 @@ type collective struct {
 
 	once   sync.Once
 	forced atomic.Int32 // 1 + index into algs; 0: none
+	// ran counts the calls of each algorithm (report.go).
+	ran []atomic.Uint64
 }
 
 // collectives by name (lower case, as in GORUN_COLL_<NAME>), and in
@@ -87,6 +89,7 @@ func register(k *collective) *collective {
 	}
 	k.id = uint16(len(collList))
 	collList = append(collList, k)
+	k.ran = make([]atomic.Uint64, len(k.algs))
 	// The key holds the override in 6 bits and the choice in 7.
 	k.memoOff = len(k.algs) >= 1<<6
 	var names []string
@@ -212,6 +215,7 @@ func (k *collective) call(c *Comm, a *Args, local func()) error {
 		return nil
 	}
 	i := k.pick(c, a)
+	k.count(i)
 	al := &k.algs[i]
 	rec := callRec{coll: k.id, alg: uint16(i), size: int64(k.size(c, a))}
 	if k.varSize {
@@ -238,7 +242,9 @@ func (k *collective) runFlat(c *Comm, a *Args, local func()) error {
 		}
 		return nil
 	}
-	return k.algs[k.flat(c, a)].run(c, a)
+	i := k.flat(c, a)
+	k.count(i)
+	return k.algs[i].run(c, a)
 }
 
 // SetAlgorithm forces algorithm alg for collective name in this process

@@ -230,6 +230,9 @@ func Finalize() error {
 	if berr == nil {
 		berr = err
 	}
+	if coll.Reporting() {
+		fmt.Fprintf(os.Stderr, "gorun: rank %d: collectives: %s\n", s.world.Rank(), coll.Report())
+	}
 	stateMu.Lock()
 	state, finalized = nil, true
 	live.Store(nil)
