@@ -12,7 +12,8 @@ import (
 // The report of GORUN_COLL_REPORT: how many calls each algorithm of each
 // collective ran in this process on communicators of more than one rank
 // (the tables' choices, an override, or the table's choice where a forced
-// algorithm does not apply), and how
+// algorithm does not apply; a hierarchical algorithm's levels count as
+// runs of their own algorithms too), and how
 // many GPU push collectives ran their kernels or fell back where the IPC
 // regions or the kernels did not serve. For a user who wants to know
 // what a job's calls took, and for tests that force an algorithm. Nothing
