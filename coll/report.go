@@ -13,20 +13,20 @@ import (
 // collective ran in this process on communicators of more than one rank
 // (the tables' choices, an override, or the table's choice where a forced
 // algorithm does not apply; a hierarchical algorithm's levels count as
-// runs of their own algorithms too), and how
-// many GPU push collectives ran their kernels or fell back where the IPC
-// regions or the kernels did not serve. For a user who wants to know
-// what a job's calls took, and for tests that force an algorithm. Nothing
-// is counted while the report is off.
+// runs of their own algorithms too), and how many GPU push launches ran
+// their kernels or fell back where the IPC regions or the kernels did not
+// serve. For a user who wants to know what a job's calls took, and for
+// tests that force an algorithm. Nothing is counted while the report is
+// off.
 
 var pReport = params.Int("GORUN_COLL_REPORT", 0,
-	"1: print, as the process finalizes, how many calls each collective algorithm ran in it and how many GPU push collectives ran their kernels or fell back (stderr, a line a rank)")
+	"1: print, as the process finalizes, how many calls each collective algorithm ran in it and how many GPU push launches ran their kernels (a two-shot allreduce makes two or three a call) or fell back (stderr, a line a rank)")
 
 // reporting reports whether calls are counted (GORUN_COLL_REPORT=1).
 var reporting = sync.OnceValue(func() bool { return pReport() == 1 })
 
 // pushRan and pushFellBack count the GPU push launches (devCall.push)
-// that ran their kernels, and the push calls that ran their fall-back.
+// that ran their kernels, and those that ran their fall-back instead.
 var pushRan, pushFellBack atomic.Uint64
 
 // count counts a call of algorithm i of k.
