@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -10,6 +11,41 @@ import (
 )
 
 func init() { rankCases["coll-report"] = caseCollReport }
+
+// reportLine is a rank's line of GORUN_COLL_REPORT: its rank and counts.
+var reportLine = regexp.MustCompile(`(?m)^gorun: rank (\d+): collectives: (.*)$`)
+
+// checkRan fails t unless each of the np ranks of r (run with
+// GORUN_COLL_REPORT=1) reports at least one call of every algorithm in
+// algs (collective/algorithm) and, with push, at least one GPU push
+// launch that ran its kernels: a forced algorithm that fell back to
+// another would pass a results check for the wrong reason.
+func checkRan(t *testing.T, r result, np int, push bool, algs ...string) {
+	t.Helper()
+	for _, e := range ranErrors(r, np, push, algs...) {
+		t.Error(e)
+	}
+}
+
+// ranErrors is what checkRan finds missing.
+func ranErrors(r result, np int, push bool, algs ...string) []string {
+	got := reportLine.FindAllStringSubmatch(r.stderr, -1)
+	if len(got) != np {
+		return []string{fmt.Sprintf("%d report lines for %d ranks (GORUN_COLL_REPORT=1)\nstderr:\n%s", len(got), np, r.stderr)}
+	}
+	var errs []string
+	for _, g := range got {
+		for _, a := range algs {
+			if !regexp.MustCompile(`(^|, )` + regexp.QuoteMeta(a) + ` [1-9]`).MatchString(g[2]) {
+				errs = append(errs, fmt.Sprintf("rank %s ran no %s: %s", g[1], a, g[2]))
+			}
+		}
+		if push && strings.Contains(g[2], "GPU push: 0 ran") {
+			errs = append(errs, fmt.Sprintf("rank %s ran no GPU push kernel: %s", g[1], g[2]))
+		}
+	}
+	return errs
+}
 
 // caseCollReport: five Allreduces and three Bcasts on the world, for the
 // report of GORUN_COLL_REPORT at Finalize.
@@ -33,7 +69,7 @@ func caseCollReport(w *mpi.Comm) error {
 // allreduce algorithm (ring) and no other, the bcast's, and no GPU push;
 // without it, nothing.
 func TestCollReport(t *testing.T) {
-	line := regexp.MustCompile(`(?m)^gorun: rank (\d+): collectives: (.*)$`)
+	line := reportLine
 	r := job{np: 2, cas: "coll-report", env: []string{"GORUN_COLL_REPORT=1", "GORUN_COLL_ALLREDUCE=ring"}}.ok(t)
 	got := line.FindAllStringSubmatch(r.stderr, -1)
 	if len(got) != 2 {
@@ -61,6 +97,20 @@ func TestCollReport(t *testing.T) {
 		if !strings.HasSuffix(g[2], "; GPU push: 0 ran, 0 fell back") {
 			t.Errorf("rank %s: GPU push calls counted in a job with none: %s", g[1], g[2])
 		}
+	}
+	// checkRan, which the GPU tests use, on this report: what ran
+	// passes; an algorithm that did not run, or GPU push kernels, fail.
+	if e := ranErrors(r, 2, false, "allreduce/ring", "bcast/shm"); len(e) > 0 {
+		t.Errorf("checkRan refuses what ran: %v", e)
+	}
+	if e := ranErrors(r, 2, false, "allreduce/recursive_doubling"); len(e) != 2 {
+		t.Errorf("checkRan on an algorithm that did not run: %d errors, want one a rank: %v", len(e), e)
+	}
+	if e := ranErrors(r, 2, true); len(e) != 2 {
+		t.Errorf("checkRan on GPU push kernels in a job with none: %d errors, want one a rank: %v", len(e), e)
+	}
+	if e := ranErrors(r, 3, false); len(e) != 1 {
+		t.Errorf("checkRan with a rank's line missing: %v", e)
 	}
 	r = job{np: 2, cas: "coll-report"}.ok(t)
 	if line.MatchString(r.stderr) {

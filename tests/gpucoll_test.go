@@ -637,10 +637,15 @@ func TestGPUCollectives(t *testing.T) {
 	// and Bcast one-way, to or from the root), on two GPUs and with ranks
 	// sharing one, and the copy-engine ipc algorithms they replaced in the
 	// table (their fallback where a rank cannot run the kernels).
-	push := append(force("push", "push", "push"), "GORUN_COLL_GPU_REDUCE=push")
+	// The report (GORUN_COLL_REPORT) shows that the forced kernels ran.
+	push := append(force("push", "push", "push"), "GORUN_COLL_GPU_REDUCE=push", "GORUN_COLL_REPORT=1")
+	pushAlgs := []string{"gpu_allreduce/push", "gpu_reduce_scatter_block/push", "gpu_allgather/push", "gpu_bcast/push", "gpu_reduce/push"}
 	ipc := force("ipc", "ipc", "ipc")
-	t.Run("np2-push", func(t *testing.T) { job{np: 2, cas: "gpu-coll", env: push}.ok(t) })
-	t.Run("np3-push", func(t *testing.T) { job{np: 3, cas: "gpu-coll", env: push}.ok(t) })
+	for _, np := range []int{2, 3} {
+		t.Run(fmt.Sprintf("np%d-push", np), func(t *testing.T) {
+			checkRan(t, job{np: np, cas: "gpu-coll", env: push}.ok(t), np, true, pushAlgs...)
+		})
+	}
 	t.Run("np2-ipc", func(t *testing.T) { job{np: 2, cas: "gpu-coll", env: ipc}.ok(t) })
 	t.Run("np3-ipc", func(t *testing.T) { job{np: 3, cas: "gpu-coll", env: ipc}.ok(t) })
 	t.Run("np3", func(t *testing.T) { job{np: 3, cas: "gpu-coll"}.ok(t) })
@@ -651,9 +656,12 @@ func TestGPUCollectives(t *testing.T) {
 	// every size: counts that the ranks divide in 16-byte blocks and
 	// others, ones under 16n bytes (the one-shot push alone), and big in
 	// float64 (blocks beyond a slot: the ring).
-	twoshot := []string{"GORUN_COLL_GPU_ALLREDUCE=twoshot"}
-	t.Run("np3-twoshot", func(t *testing.T) { job{np: 3, cas: "gpu-coll", env: twoshot}.ok(t) })
-	t.Run("np4-twoshot", func(t *testing.T) { job{np: 4, cas: "gpu-coll", env: twoshot}.ok(t) })
+	twoshot := []string{"GORUN_COLL_GPU_ALLREDUCE=twoshot", "GORUN_COLL_REPORT=1"}
+	for _, np := range []int{3, 4} {
+		t.Run(fmt.Sprintf("np%d-twoshot", np), func(t *testing.T) {
+			checkRan(t, job{np: np, cas: "gpu-coll", env: twoshot}.ok(t), np, true, "gpu_allreduce/twoshot")
+		})
+	}
 	t.Run("np3-ring", func(t *testing.T) { job{np: 3, cas: "gpu-coll", env: ringPieces}.ok(t) })
 	// The pipelined broadcast chain (gpupipe.go) forced at every size, in
 	// segments of 64 KiB.
