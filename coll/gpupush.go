@@ -193,14 +193,10 @@ func (d *devCall) push(c *Comm, a *Args, what string, size int, fallback func(*C
 		return err
 	}
 	if st == nil || !st.push {
-		if reporting() {
-			pushFellBack.Add(1)
-		}
+		countPush(what, true)
 		return fallback(c, a, d)
 	}
-	if reporting() {
-		pushRan.Add(1)
-	}
+	countPush(what, false)
 	// Before anything can fail: every rank that runs this call counts it
 	// alike, and this rank's writes (if any) go to the set it takes now.
 	st.pc = st.nextPush(c, d.phase)

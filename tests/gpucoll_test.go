@@ -640,10 +640,11 @@ func TestGPUCollectives(t *testing.T) {
 	// The report (GORUN_COLL_REPORT) shows that the forced kernels ran.
 	push := append(force("push", "push", "push"), "GORUN_COLL_GPU_REDUCE=push", "GORUN_COLL_REPORT=1")
 	pushAlgs := []string{"gpu_allreduce/push", "gpu_reduce_scatter_block/push", "gpu_allgather/push", "gpu_bcast/push", "gpu_reduce/push"}
+	pushKinds := []string{"allreduce", "reduce-scatter", "allgather", "bcast", "reduce"}
 	ipc := force("ipc", "ipc", "ipc")
 	for _, np := range []int{2, 3} {
 		t.Run(fmt.Sprintf("np%d-push", np), func(t *testing.T) {
-			checkRan(t, job{np: np, cas: "gpu-coll", env: push}.ok(t), np, true, pushAlgs...)
+			checkRan(t, job{np: np, cas: "gpu-coll", env: push}.ok(t), np, pushAlgs, pushKinds)
 		})
 	}
 	t.Run("np2-ipc", func(t *testing.T) { job{np: 2, cas: "gpu-coll", env: ipc}.ok(t) })
@@ -659,7 +660,8 @@ func TestGPUCollectives(t *testing.T) {
 	twoshot := []string{"GORUN_COLL_GPU_ALLREDUCE=twoshot", "GORUN_COLL_REPORT=1"}
 	for _, np := range []int{3, 4} {
 		t.Run(fmt.Sprintf("np%d-twoshot", np), func(t *testing.T) {
-			checkRan(t, job{np: np, cas: "gpu-coll", env: twoshot}.ok(t), np, true, "gpu_allreduce/twoshot")
+			checkRan(t, job{np: np, cas: "gpu-coll", env: twoshot}.ok(t), np, []string{"gpu_allreduce/twoshot"},
+				[]string{"allreduce (reduce-scatter)", "allreduce (allgather)", "allreduce (the last elements)"})
 		})
 	}
 	t.Run("np3-ring", func(t *testing.T) { job{np: 3, cas: "gpu-coll", env: ringPieces}.ok(t) })
