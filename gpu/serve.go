@@ -53,11 +53,11 @@ type Server struct {
 	running atomic.Bool   // launched, not seen ended (set and cleared under mu)
 	broken  error         // a fault of the kernel: every later call fails with it
 	args    cuda.KernelArgs
-	// A launch whose grid did not all start within startWait took no call
-	// (kernels/reduce.cu, SV_UNRESIDENT): calls are launched until offUntil,
-	// offFor later, and then until its late blocks have ended.
-	startWait, offFor time.Duration
-	offUntil          time.Time
+	// A launch whose grid did not all start within serveStartWait took no
+	// call (kernels/reduce.cu, SV_UNRESIDENT): calls are launched until
+	// offUntil, offFor later, and then until its late blocks have ended.
+	offFor   time.Duration
+	offUntil time.Time
 }
 
 // The words, as kernels/reduce.cu lays them out (SV_*, CMD_*, KIND_*).
@@ -172,8 +172,7 @@ func newServer(dev int, idle time.Duration) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &Server{dev: dev, idle: idle, f: ks.serve, blocks: min(kernels.AllreducePushMaxBlocks, most),
-		startWait: serveStartWait, offFor: serveOffFor}
+	v := &Server{dev: dev, idle: idle, f: ks.serve, blocks: min(kernels.AllreducePushMaxBlocks, most), offFor: serveOffFor}
 	if v.blocks < 1 {
 		return nil, nil
 	}
@@ -258,8 +257,7 @@ func (v *Server) run(cmd *[cmdWords]uint64) (bool, error) {
 		}
 		done, err := v.s.Done()
 		if err != nil {
-			v.broken = fmt.Errorf("gpu: resident kernel on device %d: %w", v.dev, err)
-			return true, v.broken
+			return true, v.fault(err)
 		}
 		if !done {
 			return false, nil
@@ -306,8 +304,7 @@ func (v *Server) run(cmd *[cmdWords]uint64) (bool, error) {
 		done, err := v.s.Done()
 		if err != nil {
 			v.running.Store(false)
-			v.broken = fmt.Errorf("gpu: resident kernel on device %d: %w", v.dev, err)
-			return true, v.broken
+			return true, v.fault(err)
 		}
 		if !done {
 			continue
@@ -342,6 +339,13 @@ func (v *Server) run(cmd *[cmdWords]uint64) (bool, error) {
 func (v *Server) giveUp() (bool, error) {
 	v.offUntil = time.Now().Add(v.offFor)
 	return false, nil
+}
+
+// fault records err, a fault of the kernel's stream, as the Server's: it
+// fails every later call. The caller holds mu.
+func (v *Server) fault(err error) error {
+	v.broken = fmt.Errorf("gpu: resident kernel on device %d: %w", v.dev, err)
+	return v.broken
 }
 
 // ended records that the kernel has ended (its stream's work is done), so
@@ -380,7 +384,7 @@ func (v *Server) launch(last uint64) error {
 	v.args.U64(last)
 	v.args.U64(uint64(v.idle.Nanoseconds()))
 	v.args.U64(v.gen)
-	v.args.U64(uint64(v.startWait.Nanoseconds()))
+	v.args.U64(uint64(serveStartWait.Nanoseconds()))
 	if err := v.s.LaunchArgs(v.f, cuda.D1(v.blocks), cuda.D1(serveThreads), 0, &v.args); err != nil {
 		return fmt.Errorf("gpu: launch the resident kernel on device %d: %w", v.dev, err)
 	}
@@ -424,7 +428,7 @@ func HoldServer(dev int) (release func()) {
 			// either way the stream's work is done).
 			done, err := v.s.Done()
 			if err != nil {
-				v.broken = fmt.Errorf("gpu: resident kernel on device %d: %w", v.dev, err)
+				v.fault(err)
 				break
 			}
 			if done {
