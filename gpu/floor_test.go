@@ -329,7 +329,7 @@ func envInt(name string) int {
 }
 
 // computeSetUp allocates the compute variants' buffers and streams, once.
-func (g *floorGroup) computeSetUp(b testing.TB) {
+func (g *floorGroup) computeSetUp(b *testing.B) {
 	if g.cs != nil {
 		return
 	}
@@ -346,16 +346,14 @@ func (g *floorGroup) computeSetUp(b testing.TB) {
 		g.cs = append(g.cs, s)
 		var f *cuda.Function
 		grid := 0
-		if bb, ok := b.(*testing.B); ok {
-			if m := loadProbe(bb, c); m != nil {
-				f, err = m.Function("probe_fma")
-				must(b, err)
-				ks, err := kernelsFor(c)
-				must(b, err)
-				// one wave of 512-thread blocks (the reduce kernels'), each
-				// thread storing one float32 of cd
-				grid = min(ks.maxBlocks*max(1, envInt("GORUN_GPU_FLOOR_FMA_WAVES")), floorCompute/512)
-			}
+		if m := loadProbe(b, c); m != nil {
+			f, err = m.Function("probe_fma")
+			must(b, err)
+			ks, err := kernelsFor(c)
+			must(b, err)
+			// one wave of 512-thread blocks (the reduce kernels'), each
+			// thread storing one float32 of cd
+			grid = min(ks.maxBlocks*max(1, envInt("GORUN_GPU_FLOOR_FMA_WAVES")), floorCompute/512)
 		}
 		g.fma, g.fmaGrid = append(g.fma, f), append(g.fmaGrid, grid)
 	}
