@@ -77,10 +77,7 @@ func TestGPUServe(t *testing.T) {
 		m := st.size / 4
 		value := func(d, k int) float32 { return float32((i*131+d*17+k)%977 + 1) }
 		for d := range ranks {
-			in := make([]float32, m)
-			for k := range in {
-				in[k] = value(d, k)
-			}
+			in := valuesOf(d, m, value)
 			must(t, Upload(g.in[d].Slice(0, m), in))
 			must(t, g.out[d].CopyFromHost(make([]byte, ranks*st.size)))
 			if st.coll == "bcast" && d == root {
@@ -156,34 +153,18 @@ func TestGPUServe(t *testing.T) {
 			if st.pause > 0 && st.served[d] && srv[d].gen == gens[d] {
 				t.Errorf("%s: device %d: the resident kernel was not launched again after the pause", name, d)
 			}
-			want := make([]float32, 0, ranks*m)
+			var want []float32
 			switch st.coll {
 			case "allreduce":
-				for k := range m {
-					s := float32(0)
-					for p := range ranks {
-						s += value(p, k)
-					}
-					want = append(want, s)
-				}
+				want = sumsOf(ranks, m, value)
 			case "allgather":
 				for p := range ranks {
-					for k := range m {
-						want = append(want, value(p, k))
-					}
+					want = append(want, valuesOf(p, m, value)...)
 				}
 			case "bcast":
-				for k := range m {
-					want = append(want, value(root, k))
-				}
+				want = valuesOf(root, m, value)
 			}
-			got := make([]float32, len(want))
-			must(t, Download(got, g.out[d].Slice(0, len(want))))
-			for k := range got {
-				if got[k] != want[k] {
-					t.Fatalf("%s: device %d: element %d of %d is %v, want %v", name, d, k, len(got), got[k], want[k])
-				}
-			}
+			g.expectOut(t, name, d, want)
 		}
 	}
 	serveEveryKind(t, g, srv)
@@ -381,11 +362,7 @@ func serveUnresident(t *testing.T, g *floorGroup, srv []*Server) {
 		value := func(d, k int) float32 { return float32(i*7 + d*3 + k%11) }
 		seqs := make([]uint64, ranks)
 		for d := range ranks {
-			in := make([]float32, m)
-			for k := range in {
-				in[k] = value(d, k)
-			}
-			must(t, Upload(g.in[d].Slice(0, m), in))
+			must(t, Upload(g.in[d].Slice(0, m), valuesOf(d, m, value)))
 			must(t, g.out[d].CopyFromHost(bytes.Repeat([]byte{0xa5}, 4*m)))
 			seqs[d] = srv[d].seq
 		}
@@ -393,23 +370,46 @@ func serveUnresident(t *testing.T, g *floorGroup, srv []*Server) {
 			return AllreducePush(g.streams[d], Sum, reg, pc, g.in[d].Slice(0, m), g.out[d].Slice(0, m))
 		})
 		for d, v := range srv {
-			got := make([]float32, m)
-			must(t, Download(got, g.out[d].Slice(0, m)))
-			for k := range got {
-				w := float32(0)
-				for p := range ranks {
-					w += value(p, k)
-				}
-				if got[k] != w {
-					t.Fatalf("%s: device %d: element %d is %v, want %v", st.name, d, k, got[k], w)
-				}
-			}
+			g.expectOut(t, st.name, d, sumsOf(ranks, m, value))
 			if off := !v.offUntil.IsZero(); off != st.off {
 				t.Errorf("%s: device %d: launches given up (off until %v): %v, want %v (grid of %d blocks)", st.name, d, v.offUntil, off, st.off, v.blocks)
 			}
 			if handed := v.seq > seqs[d]; handed != st.handed {
 				t.Errorf("%s: device %d: handed to the resident kernel: %v, want %v", st.name, d, handed, st.handed)
 			}
+		}
+	}
+}
+
+// valuesOf is device d's m inputs, value(d, k) for k < m.
+func valuesOf(d, m int, value func(d, k int) float32) []float32 {
+	in := make([]float32, m)
+	for k := range in {
+		in[k] = value(d, k)
+	}
+	return in
+}
+
+// sumsOf is the allreduce of the m inputs of ranks devices (valuesOf),
+// folded in rank order.
+func sumsOf(ranks, m int, value func(d, k int) float32) []float32 {
+	want := make([]float32, m)
+	for k := range want {
+		for p := range ranks {
+			want[k] += value(p, k)
+		}
+	}
+	return want
+}
+
+// expectOut fails t at the first of device d's outputs that is not want's.
+func (g *floorGroup) expectOut(t *testing.T, name string, d int, want []float32) {
+	t.Helper()
+	got := make([]float32, len(want))
+	must(t, Download(got, g.out[d].Slice(0, len(want))))
+	for k := range got {
+		if got[k] != want[k] {
+			t.Fatalf("%s: device %d: element %d of %d is %v, want %v", name, d, k, len(got), got[k], want[k])
 		}
 	}
 }
