@@ -100,6 +100,12 @@ func (st *ipcState) nextPush(c *Comm, phase int) gpu.PushCall {
 	return st.sets.Next(pushNum(c.seq, phase))
 }
 
+// ipcWrote records that ipc call c writes the set of its parity: a later
+// push call writes this set again only once every peer has acknowledged a
+// call after this one (its ipc reads are over), after the call's last
+// push number.
+func (st *ipcState) ipcWrote(c *Comm) { st.sets.Wrote[c.seq&1] = pushNum(c.seq, pushPhases-1) }
+
 // pushNum is the number the push kernels know launch phase (0 to
 // pushPhases-1) of the call of sequence number seq by: pushPhases a call,
 // in call order, so that the launches of a two-shot call are told apart
@@ -374,10 +380,7 @@ func (d *devCall) ipcExchange(c *Comm, st *ipcState, send func(r int) gpu.Buffer
 	if err := barrierFlat(c); err != nil {
 		return nil, err
 	}
-	// A later push call writes this set again only once every peer has
-	// acknowledged a call after this one (its ipc reads are over): after
-	// the call's last push number.
-	st.sets.Wrote[c.seq&1] = pushNum(c.seq, pushPhases-1)
+	st.ipcWrote(c)
 	for r := range c.Size() {
 		if b := send(r); r != c.Rank() && b.Len() > 0 {
 			if err := d.copy(st.at(c, st.peers[r], c.Rank(), b.Len()), b); err != nil {

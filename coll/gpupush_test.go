@@ -43,7 +43,7 @@ func TestPushNumbering(t *testing.T) {
 	} {
 		c.seq = s.seq
 		if s.ipc {
-			st.sets.Wrote[c.seq&1] = pushNum(c.seq, pushPhases-1)
+			st.ipcWrote(c)
 		} else {
 			pc := st.nextPush(c, s.phase)
 			if pc.Set != s.wantSet || pc.Need != s.wantNeed || pc.Seq != s.wantNum {
