@@ -25,8 +25,9 @@ import (
 var pReport = params.Int("GORUN_COLL_REPORT", 0,
 	"1: print, as the process finalizes, how many calls each collective algorithm began in it and, by kind, how many GPU push launches ran their kernels (a two-shot allreduce makes two or three a call) or fell back (stderr, a line a rank)")
 
-// reporting reports whether calls are counted (GORUN_COLL_REPORT=1).
-var reporting = sync.OnceValue(func() bool { return pReport() == 1 })
+// reporting: calls are counted (GORUN_COLL_REPORT=1), read once as the
+// process starts, so that every collective call pays a load and a branch.
+var reporting = pReport() == 1
 
 // pushes counts the GPU push launches (devCall.push) by kind (its what):
 // [0] those that ran their kernels, [1] those that ran their fall-back.
@@ -38,7 +39,7 @@ var pushes struct {
 // countPush counts a push launch of kind what that ran its kernels, or
 // its fall-back.
 func countPush(what string, fellBack bool) {
-	if !reporting() {
+	if !reporting {
 		return
 	}
 	pushes.Lock()
@@ -60,13 +61,13 @@ func countPush(what string, fellBack bool) {
 
 // count counts a call of algorithm i of k.
 func (k *collective) count(i int) {
-	if reporting() {
+	if reporting {
 		k.ran[i].Add(1)
 	}
 }
 
 // Reporting reports whether GORUN_COLL_REPORT asks for the report.
-func Reporting() bool { return reporting() }
+func Reporting() bool { return reporting }
 
 // Report is the counts: the collectives in registration order, each
 // algorithm that began at least once as collective/algorithm and its
