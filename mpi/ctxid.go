@@ -32,7 +32,11 @@ import (
 // quarantine of ctxQuarantine pairs before it is offered again, so that a
 // late message of the old communicator is not matched by the new one
 // while the program frees and creates communicators in a loop; the
-// quarantine is emptied only when nothing else is free.
+// quarantine is emptied only when nothing else is free. A pair leaving the
+// quarantine is purged first (purge: p2p's Engine.Purge of both contexts):
+// messages the old communicator left unreceived are dropped and receives
+// still posted on it fail, so that the next communicator given the pair
+// does not match them.
 const (
 	ctxBase       = 4
 	ctxWords      = 64 // 4096 communicators alive at once
@@ -46,6 +50,9 @@ type ctxAlloc struct {
 	held    bool             // a constructor holds free for its round
 	waiting map[uint64]int   // constructor's key (ctxKey) -> constructors in agreeCtx
 	quar    []int            // released pairs, oldest first
+	// purge readies a context of a pair leaving the quarantine (set by
+	// Init: the engine's Purge); nil before.
+	purge func(ctx uint32)
 }
 
 var ctxs = func() *ctxAlloc {
@@ -102,21 +109,23 @@ func (a *ctxAlloc) contribute(parent uint64, buf []uint64) bool {
 }
 
 // finish ends a round: it takes pair (>= 0) out of the mask, and, when
-// flush, returns the quarantine to it.
+// flush, returns the quarantine to it. A held mask is given up only after
+// the quarantine is back, so that no constructor meanwhile finds neither.
 func (a *ctxAlloc) finish(held bool, pair int, flush bool) {
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	if held {
-		a.held = false
-	}
 	if pair >= 0 {
 		a.free[pair/64] &^= 1 << (pair % 64)
 	}
+	var back []int
 	if flush {
-		for _, q := range a.quar {
-			a.free[q/64] |= 1 << (q % 64)
-		}
-		a.quar = a.quar[:0]
+		back, a.quar = a.quar, nil
+	}
+	a.mu.Unlock()
+	a.reopen(back...)
+	if held {
+		a.mu.Lock()
+		a.held = false
+		a.mu.Unlock()
 	}
 }
 
@@ -127,13 +136,40 @@ func (a *ctxAlloc) release(ctx uint32) {
 		return
 	}
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	a.quar = append(a.quar, int(ctx-ctxBase)/2)
+	q := -1
 	if len(a.quar) > ctxQuarantine {
-		q := a.quar[0]
+		q = a.quar[0]
 		a.quar = a.quar[1:]
-		a.free[q/64] |= 1 << (q % 64)
 	}
+	a.mu.Unlock()
+	if q >= 0 {
+		a.reopen(q)
+	}
+}
+
+// reopen purges the contexts of pairs that leave the quarantine, then
+// puts them back into the mask. Between the two a pair is neither
+// quarantined nor free: no constructor can take it before its purge.
+func (a *ctxAlloc) reopen(pairs ...int) {
+	if len(pairs) == 0 {
+		return
+	}
+	a.mu.Lock()
+	purge := a.purge
+	a.mu.Unlock()
+	if purge != nil {
+		for _, p := range pairs {
+			ctx := ctxBase + 2*uint32(p)
+			purge(ctx)
+			purge(ctx + 1)
+		}
+	}
+	a.mu.Lock()
+	for _, p := range pairs {
+		a.free[p/64] |= 1 << (p % 64)
+	}
+	a.mu.Unlock()
 }
 
 // agreeCtx agrees with every process of c on a context pair free at all

@@ -111,6 +111,8 @@ func wrap(op string, err error) error {
 		c = ErrTruncate
 	case errors.Is(err, p2p.ErrRevoked):
 		c = ErrRevoked
+	case errors.Is(err, p2p.ErrFreed):
+		c = ErrComm
 	case errors.Is(err, p2p.ErrProcFailed), errors.Is(err, btl.ErrUnreachable):
 		c = ErrProcFailed
 	case errors.Is(err, p2p.ErrClosed):

@@ -115,6 +115,11 @@ func Init() error {
 		return wrap("Init", err)
 	}
 	s := &rt{env: env, eng: eng, sess: sess}
+	ctxs.mu.Lock()
+	ctxs.purge = func(ctx uint32) {
+		eng.Purge(ctx, fmt.Errorf("its communicator was freed, and the context id serves another one now (%w)", p2p.ErrFreed))
+	}
+	ctxs.mu.Unlock()
 	sess.OnFailure(func(rank int, err error, declared bool) {
 		// The failure detector's own verdict (declared false) is not
 		// acted on: it means only that the peer has not answered for a

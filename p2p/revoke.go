@@ -8,6 +8,10 @@ import (
 // MPI_Comm_revoke, package mpi's Comm.Revoke).
 var ErrRevoked = errors.New("communicator revoked")
 
+// ErrFreed: the communicator of a receive still pending was freed, and its
+// context is about to serve another communicator (Purge).
+var ErrFreed = errors.New("communicator freed")
+
 // Revoke fails every posted receive of context ctx that no message has
 // matched yet with err (which should wrap ErrRevoked), and every later
 // operation on ctx at once. Messages of ctx that arrived unreceived are
@@ -133,6 +137,29 @@ func (e *Engine) Revoked(ctx uint32) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.revokedErr(ctx)
+}
+
+// Purge readies context ctx, whose communicator was freed, to serve
+// another one: the receives still posted on it fail with err (which should
+// wrap ErrFreed), the messages that arrived on it unreceived are dropped
+// (a rendezvous offer among them refused, as Revoke refuses them), and
+// its matching queues and revocation state are forgotten. Without it the
+// next communicator given the context would match what the freed one left
+// behind (messages sent on it that nobody received). Messages claimed by a
+// matched probe stay with their Message.
+func (e *Engine) Purge(ctx uint32, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return
+	}
+	if q := e.mq[ctx]; q != nil {
+		e.dropTags(ctx, q, func(int) bool { return true }, err)
+	}
+	delete(e.revoked, ctx)
+	delete(e.revTags, ctx)
+	delete(e.anyFail, ctx)
+	e.dropQ(ctx)
 }
 
 // Unrevoke forgets that ctx was revoked, its revoked tag ranges, its

@@ -15,6 +15,7 @@ import (
 func init() {
 	rankCases["ctx-concurrent"] = caseCtxConcurrent
 	rankCases["ctx-exhaust"] = caseCtxExhaust
+	rankCases["ctx-stale"] = caseCtxStale
 }
 
 // caseCtxConcurrent: goroutines create communicators at once (Dup, Split,
@@ -171,3 +172,75 @@ func caseCtxExhaust(w *mpi.Comm) error {
 }
 
 func TestCtxExhaust(t *testing.T) { job{np: 2, cas: "ctx-exhaust"}.ok(t) }
+
+// caseCtxStale: what a freed communicator left behind (a message nobody
+// received, a large one whose rendezvous nobody answered, a receive still
+// posted) must not reach the communicators its context id serves later:
+// the id comes back after ctxQuarantine (256) other frees. Before the
+// purge, a Dup created 256 frees later received the old message.
+func caseCtxStale(w *mpi.Comm) error {
+	me := w.Rank()
+	d, err := w.Dup()
+	if err != nil {
+		return err
+	}
+	var big, posted *mpi.Request
+	switch me {
+	case 1:
+		if err := mpi.Send(d, []int{12345}, 0, 7); err != nil {
+			return err
+		}
+		if big, err = mpi.Isend(d, make([]byte, 1<<20), 0, 8); err != nil {
+			return err
+		}
+	case 0:
+		if posted, err = mpi.Irecv(d, make([]int, 1), 1, 9); err != nil {
+			return err
+		}
+	}
+	if err := mpi.Barrier(w); err != nil {
+		return err
+	}
+	if err := d.Free(); err != nil {
+		return err
+	}
+	for i := range 300 {
+		e, err := w.Dup()
+		if err != nil {
+			return err
+		}
+		if me == 0 {
+			ok, st, err := mpi.Iprobe(e, mpi.AnySource, mpi.AnyTag)
+			if err != nil {
+				return err
+			}
+			if ok {
+				return fmt.Errorf("communicator %d after the freed one found its message: source %d tag %d, %d bytes", i, st.Source, st.Tag, st.Bytes())
+			}
+		}
+		// Traffic on the new communicator still flows.
+		x := []int{me + i}
+		if err := mpi.Allreduce(e, x, x, mpi.Sum); err != nil {
+			return err
+		}
+		if err := e.Free(); err != nil {
+			return err
+		}
+	}
+	switch me {
+	case 0:
+		// Its communicator's id went back into use: the receive fails.
+		if _, err := posted.Wait(); !errors.Is(err, mpi.ErrComm) {
+			return fmt.Errorf("a receive posted on a communicator freed 300 frees ago: %v, want ErrComm", err)
+		}
+	case 1:
+		// Nobody will answer the rendezvous: the send fails instead of
+		// waiting forever.
+		if _, err := big.Wait(); err == nil {
+			return errors.New("a large send on a freed communicator nobody received completed without error")
+		}
+	}
+	return mpi.Barrier(w)
+}
+
+func TestCtxStale(t *testing.T) { job{np: 2, cas: "ctx-stale"}.ok(t) }
