@@ -112,6 +112,9 @@ func Irsend[T Numeric](c *Comm, buf []T, dest, tag int) (*Request, error) {
 // bsendBytes copies b into the attached buffer and starts sending the
 // copy.
 func bsendBytes(op string, c *Comm, b []byte, elem, dest, tag int) (*Request, error) {
+	if _, err := sendTo(op, c, dest, tag); err != nil || dest == ProcNull {
+		return nil, err // ProcNull: nothing to buffer, done at once
+	}
 	bsend.mu.Lock()
 	defer bsend.mu.Unlock()
 	if bsend.buf == nil {

@@ -1,7 +1,9 @@
 package mpi
 
 import (
+	"cmp"
 	"fmt"
+	"math"
 	"slices"
 )
 
@@ -73,21 +75,36 @@ func (c *Comm) Split(color, key int) (*Comm, error) {
 	if c.inter != nil {
 		return c.interSplit("Comm.Split", color, key, bad)
 	}
-	if bad != nil {
-		return nil, c.fail(bad)
-	}
-	return c.split("Comm.Split", color, key)
+	return c.split("Comm.Split", color, key, bad)
 }
 
-func (c *Comm) split(op string, color, key int) (*Comm, error) {
+// badColor is the color a process with bad arguments contributes to
+// split's Allgather, so that every process fails the call with it rather
+// than leaving the others in an Allgather it never joins.
+const badColor = math.MinInt64
+
+// split is Split on an intracommunicator; bad, when not nil, is this
+// process's argument error.
+func (c *Comm) split(op string, color, key int, bad error) (*Comm, error) {
 	if err := c.intra(op); err != nil {
 		return nil, c.fail(err)
 	}
 	n := c.Size()
 	mine := []int64{int64(color), int64(key)}
+	if bad != nil {
+		mine[0] = badColor
+	}
 	all := make([]int64, 2*n)
 	if err := Allgather(c, mine, all); err != nil {
 		return nil, reop(op, err) // through c's handler in Allgather
+	}
+	if bad != nil {
+		return nil, c.fail(bad)
+	}
+	for r := range n {
+		if all[2*r] == badColor {
+			return nil, c.fail(errorf(ErrArg, op, "rank %d of %s passed a bad color", r, c.name))
+		}
 	}
 	type member struct{ key, rank int }
 	var ms []member
@@ -108,7 +125,7 @@ func (c *Comm) split(op string, color, key int) (*Comm, error) {
 	}
 	slices.SortStableFunc(ms, func(a, b member) int {
 		if a.key != b.key {
-			return a.key - b.key
+			return cmp.Compare(a.key, b.key) // keys span all of int: a difference could overflow
 		}
 		return a.rank - b.rank
 	})
@@ -141,7 +158,7 @@ func (c *Comm) SplitType(kind SplitKind, key int) (*Comm, error) {
 		return nil, c.fail(err)
 	}
 	if kind == SplitKind(Undefined) {
-		return c.split("Comm.SplitType", Undefined, key)
+		return c.split("Comm.SplitType", Undefined, key, nil)
 	}
 	if kind != SplitShared {
 		// Refused before the collective: the other processes then wait
@@ -153,7 +170,7 @@ func (c *Comm) SplitType(kind SplitKind, key int) (*Comm, error) {
 	if hosts != nil {
 		color = slices.Index(hosts, hosts[c.rank])
 	}
-	return c.split("Comm.SplitType", color, key)
+	return c.split("Comm.SplitType", color, key, nil)
 }
 
 // Create returns a communicator of the members of g, which must be a
@@ -238,6 +255,11 @@ func (c *Comm) release() bool {
 func CommCompare(a, b *Comm) (Comparison, error) {
 	if a == nil || b == nil {
 		return Unequal, errorf(ErrComm, "CommCompare", "nil communicator")
+	}
+	for _, c := range []*Comm{a, b} {
+		if err := c.checkLive("CommCompare"); err != nil {
+			return Unequal, err
+		}
 	}
 	if a == b {
 		return Ident, nil

@@ -41,14 +41,11 @@ func sendTo(op string, c *Comm, dest, tag int) (int, error) {
 	if err := c.check(op); err != nil {
 		return 0, err
 	}
-	if dest == ProcNull {
-		return 0, nil
-	}
-	w, err := c.peerRank(op, dest, false)
-	if err != nil {
+	// The tag is checked for ProcNull too, as Open MPI does.
+	if err := checkTag(op, tag, false); err != nil || dest == ProcNull {
 		return 0, err
 	}
-	return w, checkTag(op, tag, false)
+	return c.peerRank(op, dest, false)
 }
 
 // startRecv validates a receive and posts it; it returns a nil request for
@@ -57,14 +54,11 @@ func startRecv(op string, c *Comm, m btl.Mem, source, tag int, into *p2p.Request
 	if err := c.check(op); err != nil {
 		return nil, err
 	}
-	if source == ProcNull {
-		return nil, nil
+	if err := checkTag(op, tag, true); err != nil || source == ProcNull {
+		return nil, err
 	}
 	w, err := c.peerRank(op, source, true)
 	if err != nil {
-		return nil, err
-	}
-	if err := checkTag(op, tag, true); err != nil {
 		return nil, err
 	}
 	if into != nil {
@@ -245,7 +239,8 @@ func recv[T Numeric](c *Comm, buf []T, source, tag int) (Status, error) {
 }
 
 // Sendrecv sends sendbuf to dest and receives into recvbuf from source at
-// once, so that exchanges in a ring cannot deadlock.
+// once, so that exchanges in a ring cannot deadlock. The two buffers must
+// not overlap (ErrBuffer); SendrecvReplace exchanges one buffer in place.
 func Sendrecv[S, R Numeric](c *Comm, sendbuf []S, dest, sendtag int, recvbuf []R, source, recvtag int) (Status, error) {
 	st, err := sendrecv(c, sendbuf, dest, sendtag, recvbuf, source, recvtag)
 	return st, c.fail(err)
@@ -254,6 +249,11 @@ func Sendrecv[S, R Numeric](c *Comm, sendbuf []S, dest, sendtag int, recvbuf []R
 func sendrecv[S, R Numeric](c *Comm, sendbuf []S, dest, sendtag int, recvbuf []R, source, recvtag int) (Status, error) {
 	if err := checkSendrecv("Sendrecv", c, dest, sendtag); err != nil {
 		return Status{}, err
+	}
+	if aliasing(elemBytes(sendbuf), elemBytes(recvbuf)) != disjoint {
+		// The receive, posted first, would overwrite what is still to be
+		// sent (MPI requires the two disjoint).
+		return Status{}, errorf(ErrBuffer, "Sendrecv", "the send and receive buffers overlap: use SendrecvReplace to exchange one buffer in place")
 	}
 	return sendrecvMem("Sendrecv", c, btl.HostMem(elemBytes(recvbuf)), elemSize[R](), source, recvtag, btl.HostMem(elemBytes(sendbuf)), dest, sendtag)
 }
@@ -265,13 +265,11 @@ func checkSendrecv(op string, c *Comm, dest, sendtag int) error {
 	if err := c.check(op); err != nil {
 		return err
 	}
-	if dest == ProcNull {
-		return nil
-	}
-	if _, err := c.peerRank(op, dest, false); err != nil {
+	if err := checkTag(op, sendtag, false); err != nil || dest == ProcNull {
 		return err
 	}
-	return checkTag(op, sendtag, false)
+	_, err := c.peerRank(op, dest, false)
+	return err
 }
 
 // sendrecvMem runs a Sendrecv whose send arguments are checked: the receive

@@ -295,7 +295,7 @@ func (c *Comm) CartSub(remain []bool) (_ *Comm, err error) {
 			color = color*d + t.coords[i]
 		}
 	}
-	s, err := c.split(op, color, key)
+	s, err := c.split(op, color, key, nil)
 	if err != nil {
 		return nil, err
 	}

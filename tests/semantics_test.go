@@ -3,6 +3,7 @@ package tests
 import (
 	"errors"
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/gorun/gorun/mpi"
@@ -14,6 +15,7 @@ func init() {
 	rankCases["probe-procnull"] = caseProbeProcNull
 	rankCases["zero-op"] = caseZeroOp
 	rankCases["splittype-undefined"] = caseSplitTypeUndefined
+	rankCases["corner-args"] = caseCornerArgs
 }
 
 // caseSplitTypeUndefined (issue 15, item 2): rank 1 passes Undefined to
@@ -157,3 +159,97 @@ func badOpCalls(w *mpi.Comm, zero mpi.Op) error {
 }
 
 func TestZeroOp(t *testing.T) { job{np: 2, cas: "zero-op"}.ok(t) }
+
+// caseCornerArgs: arguments found wrong or mishandled by a review against
+// Open MPI (sixteenth session). Sendrecv with overlapping buffers is
+// refused (the receive, posted first, overwrote the data still to be
+// sent: half of 100,000 elements came back wrong); Split sorts keys of
+// the whole int range (a difference overflowed); a bad color at one rank
+// fails Split at every rank (the others were left in an Allgather the bad
+// rank never joined, then hung in Finalize); Bsend to ProcNull needs no
+// buffer; a bad tag is refused with ProcNull too; CommCompare refuses a
+// freed communicator. np 4.
+func caseCornerArgs(w *mpi.Comm) error {
+	me, n := w.Rank(), w.Size()
+	next, prev := (me+1)%n, (me-1+n)%n
+	buf := make([]int32, 100000)
+	if _, err := mpi.Sendrecv(w, buf, next, 1, buf, prev, 1); !errors.Is(err, mpi.ErrBuffer) {
+		return fmt.Errorf("Sendrecv with one buffer for both: %v, want ErrBuffer", err)
+	}
+	if _, err := mpi.Sendrecv(w, buf[:10], next, 1, buf[5:20], prev, 1); !errors.Is(err, mpi.ErrBuffer) {
+		return fmt.Errorf("Sendrecv with overlapping buffers: %v, want ErrBuffer", err)
+	}
+	// Disjoint parts of one array are fine.
+	for i := range 10 {
+		buf[i] = int32(me*100 + i)
+	}
+	if _, err := mpi.Sendrecv(w, buf[:10], next, 2, buf[10:20], prev, 2); err != nil {
+		return fmt.Errorf("Sendrecv with disjoint halves of one array: %v", err)
+	}
+	for i := range 10 {
+		if buf[10+i] != int32(prev*100+i) {
+			return fmt.Errorf("Sendrecv: element %d is %d, want %d", i, buf[10+i], prev*100+i)
+		}
+	}
+
+	keys := []int{math.MaxInt, -1, math.MinInt, 0}
+	c, err := w.Split(0, keys[me%len(keys)]*(1+me/len(keys)))
+	if err != nil {
+		return err
+	}
+	want := 0 // this rank's place among the keys, ranks breaking ties
+	for r := range n {
+		kr, km := keys[r%len(keys)]*(1+r/len(keys)), keys[me%len(keys)]*(1+me/len(keys))
+		if kr < km || kr == km && r < me {
+			want++
+		}
+	}
+	if c.Rank() != want {
+		return fmt.Errorf("Split with key %d: rank %d, want %d", keys[me%len(keys)], c.Rank(), want)
+	}
+
+	color := 0
+	if me == 1 {
+		color = -5
+	}
+	if bad, err := w.Split(color, 0); !errors.Is(err, mpi.ErrArg) || bad != nil {
+		return fmt.Errorf("Split with a bad color at rank 1: %v, %v; want ErrArg at every rank", bad, err)
+	}
+
+	if err := mpi.Bsend(w, []int{1}, mpi.ProcNull, 0); err != nil {
+		return fmt.Errorf("Bsend to ProcNull with no buffer attached: %v", err)
+	}
+	if q, err := mpi.Ibsend(w, []int{1}, mpi.ProcNull, 0); err != nil || q == nil {
+		return fmt.Errorf("Ibsend to ProcNull with no buffer attached: %v", err)
+	}
+	if err := mpi.Bsend(w, []int{1}, mpi.ProcNull, -5); !errors.Is(err, mpi.ErrTag) {
+		return fmt.Errorf("Bsend to ProcNull with tag -5: %v, want ErrTag", err)
+	}
+	x := []int{0}
+	if err := mpi.Send(w, x, mpi.ProcNull, -5); !errors.Is(err, mpi.ErrTag) {
+		return fmt.Errorf("Send to ProcNull with tag -5: %v, want ErrTag", err)
+	}
+	if _, err := mpi.Recv(w, x, mpi.ProcNull, -5); !errors.Is(err, mpi.ErrTag) {
+		return fmt.Errorf("Recv from ProcNull with tag -5: %v, want ErrTag", err)
+	}
+	if _, err := mpi.Recv(w, x, mpi.ProcNull, mpi.AnyTag); err != nil {
+		return fmt.Errorf("Recv from ProcNull with AnyTag: %v", err)
+	}
+	if _, err := mpi.Sendrecv(w, x, mpi.ProcNull, -7, []int{0}, mpi.ProcNull, 1); !errors.Is(err, mpi.ErrTag) {
+		return fmt.Errorf("Sendrecv to ProcNull with tag -7: %v, want ErrTag", err)
+	}
+
+	d, err := w.Dup()
+	if err != nil {
+		return err
+	}
+	if err := d.Free(); err != nil {
+		return err
+	}
+	if _, err := mpi.CommCompare(d, w); !errors.Is(err, mpi.ErrComm) {
+		return fmt.Errorf("CommCompare of a freed communicator: %v, want ErrComm", err)
+	}
+	return mpi.Barrier(w)
+}
+
+func TestCornerArgs(t *testing.T) { job{np: 4, cas: "corner-args"}.ok(t) }
