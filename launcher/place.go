@@ -62,6 +62,13 @@ func (j *job) setupHosts() (string, error) {
 		}
 	}
 	stdin, _ := j.spec.Stdin.(*os.File)
+	if stdin != nil && isTerminal(stdin) {
+		// A rank runs in a process group of its own, in the background
+		// of gorun's terminal: its reads of the terminal would stop it
+		// (SIGTTIN). gorun reads the terminal and forwards what is typed,
+		// as it does for a rank on another host (forwardStdin).
+		stdin = nil
+	}
 	for i, hs := range j.hosts {
 		if hs.here {
 			if hs.agent, err = startLocal(cfg, hs.name, i, bind, stdin); err != nil {

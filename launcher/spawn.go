@@ -9,6 +9,9 @@ import (
 	"os/exec"
 	"strings"
 	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/gorun/gorun/launcher/agentproto"
 )
@@ -45,7 +48,14 @@ const stdinChunk = 32 << 10
 // for its end.
 func (j *job) forwardStdin(h *agentConn) {
 	buf := make([]byte, stdinChunk)
+	tty, _ := j.spec.Stdin.(*os.File)
+	if tty != nil && !isTerminal(tty) {
+		tty = nil
+	}
 	for {
+		if tty != nil && !j.foreground(tty, h) {
+			return
+		}
 		n, err := j.spec.Stdin.Read(buf)
 		if n > 0 {
 			select {
@@ -78,4 +88,30 @@ func spawnErrCode(err error) int {
 		return ExitNoExec
 	}
 	return ExitInternal
+}
+
+// isTerminal reports whether f is a terminal.
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+// foreground waits until gorun is in the foreground of its terminal tty,
+// where it may read it (a read from the background would stop gorun with
+// SIGTTIN: `gorun ... &` whose rank 0 never reads must run on); false if
+// the job or h ended meanwhile.
+func (j *job) foreground(tty *os.File, h *agentConn) bool {
+	for {
+		fg, err := unix.IoctlGetInt(int(tty.Fd()), unix.TIOCGPGRP)
+		if err != nil || fg == unix.Getpgrp() {
+			return true // not this process's terminal after all: read it as a file
+		}
+		select {
+		case <-h.done:
+			return false
+		case <-j.quit:
+			return false
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }

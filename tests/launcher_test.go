@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/gorun/gorun/launcher/boot"
 	"github.com/gorun/gorun/mpi"
 )
@@ -573,6 +575,78 @@ func TestPartialLine(t *testing.T) {
 	if err := c.Wait(); err != nil || string(rest) != "hello gorun\n" {
 		t.Errorf("%v: after the answer, stdout %q; stderr %s", err, rest, errb.String())
 	}
+}
+
+// TestStdinTerminal: rank 0 reads gorun's stdin when it is a terminal,
+// with gorun in the terminal's foreground (a session of its own on a
+// pseudo-terminal here, as an interactive shell runs it). Rank 0 was given
+// the terminal itself; in its own process group, the background of that
+// terminal, its read stopped it (SIGTTIN) until gorun's failure detector
+// ended the job ("rank 0 is stopped"), or for good with no Init.
+func TestStdinTerminal(t *testing.T) {
+	ptm, pts, err := openPTY()
+	if err != nil {
+		t.Skipf("no pseudo-terminal here: %v", err)
+	}
+	defer ptm.Close()
+	for _, cas := range []string{"prompt", ""} {
+		name := cas
+		if cas == "" {
+			name = "no-mpi"
+		}
+		t.Run(name, func(t *testing.T) {
+			j := job{np: 2, cas: cas, timeout: 30 * time.Second}
+			if cas == "" {
+				j.args = []string{"sh", "-c", `if [ "$OMPI_COMM_WORLD_RANK" = 0 ]; then printf "name? "; read x; echo "hello $x"; fi`}
+			}
+			c, out, errb, _ := j.cmd(t)
+			c.Stdin = pts
+			c.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+			if err := c.Start(); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- c.Wait() }()
+			// Type the answer once gorun has the terminal: what is typed
+			// before a reader comes waits in the terminal's queue.
+			time.Sleep(200 * time.Millisecond)
+			io.WriteString(ptm, "gorun\n")
+			select {
+			case err := <-done:
+				if err != nil || !strings.Contains(out.String(), "hello gorun\n") {
+					t.Errorf("%v: stdout %q; stderr %s", err, out.String(), errb.String())
+				}
+			case <-time.After(hangGuard):
+				c.Process.Kill()
+				<-done
+				t.Fatalf("rank 0 never read the terminal: stdout %q; stderr %s", out.String(), errb.String())
+			}
+		})
+	}
+}
+
+// openPTY opens a pseudo-terminal: its controlling side and the terminal.
+func openPTY() (ptm, pts *os.File, err error) {
+	ptm, err = os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	fd := int(ptm.Fd())
+	if err := unix.IoctlSetPointerInt(fd, unix.TIOCSPTLCK, 0); err != nil {
+		ptm.Close()
+		return nil, nil, err
+	}
+	n, err := unix.IoctlGetInt(fd, unix.TIOCGPTN)
+	if err != nil {
+		ptm.Close()
+		return nil, nil, err
+	}
+	pts, err = os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		ptm.Close()
+		return nil, nil, err
+	}
+	return ptm, pts, nil
 }
 
 // TestOutputFilename (issue 13): --output-filename DIR writes each rank's

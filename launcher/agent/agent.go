@@ -41,9 +41,11 @@ type Options struct {
 	// 0 never (an agent in the launcher's process dies with it).
 	Beat, Timeout time.Duration
 	// Stdin, when set, is given as is to a rank spawned with Stdin (an
-	// agent in the launcher's process hands on the launcher's own stdin:
-	// a terminal stays a terminal, and nothing is read that the rank does
-	// not read). Otherwise that rank reads what the stdin frames bring.
+	// agent in the launcher's process hands on the launcher's own stdin
+	// when it is a file or a pipe: nothing is read that the rank does not
+	// read). Otherwise that rank reads what the stdin frames bring (a
+	// terminal comes that way: the rank, in a process group of its own,
+	// could not read it).
 	Stdin *os.File
 	// Log receives the agent's own diagnostics, a line each (nil:
 	// os.Stderr).
