@@ -5,6 +5,7 @@
 package params
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -88,6 +89,21 @@ func Duration(name string, def time.Duration, doc string) func() time.Duration {
 		d, err := time.ParseDuration(v)
 		if err != nil {
 			warn(name, v, err)
+			return def
+		}
+		return d
+	}
+}
+
+// PositiveDuration is Duration for a value that must be above zero (an
+// interval a ticker runs at, a timeout): zero or less is ignored with a
+// warning, as a value that does not parse is.
+func PositiveDuration(name string, def time.Duration, doc string) func() time.Duration {
+	get := Duration(name, def, doc)
+	return func() time.Duration {
+		d := get()
+		if d <= 0 {
+			warn(name, os.Getenv(name), errors.New("must be above zero"))
 			return def
 		}
 		return d

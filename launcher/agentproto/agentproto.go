@@ -186,9 +186,9 @@ func (r *Reader) Read() (*Msg, error) {
 
 var (
 	// Beat is how often each side sends a heartbeat.
-	Beat = params.Duration("GORUN_AGENT_HEARTBEAT", 100*time.Millisecond,
+	Beat = params.PositiveDuration("GORUN_AGENT_HEARTBEAT", 100*time.Millisecond,
 		"how often the launcher and each remote agent tell each other they are alive")
 	// Timeout is the silence after which either side gives the other up.
-	Timeout = params.Duration("GORUN_AGENT_TIMEOUT", 2400*time.Millisecond,
+	Timeout = params.PositiveDuration("GORUN_AGENT_TIMEOUT", 2400*time.Millisecond,
 		"silence after which the launcher declares a remote agent lost (ending the job), and an agent kills its ranks and exits")
 )

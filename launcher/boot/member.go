@@ -12,11 +12,11 @@ import (
 )
 
 var (
-	pProbe = params.Duration("GORUN_MEMBER_PROBE", 200*time.Millisecond,
+	pProbe = params.PositiveDuration("GORUN_MEMBER_PROBE", 200*time.Millisecond,
 		"memberlist probe interval: how often each node checks one random peer (failure detection)")
-	pProbeTimeout = params.Duration("GORUN_MEMBER_PROBE_TIMEOUT", 100*time.Millisecond,
+	pProbeTimeout = params.PositiveDuration("GORUN_MEMBER_PROBE_TIMEOUT", 100*time.Millisecond,
 		"memberlist probe timeout before indirect probes")
-	pSuspicion = params.Duration("GORUN_MEMBER_SUSPICION", 2400*time.Millisecond,
+	pSuspicion = params.PositiveDuration("GORUN_MEMBER_SUSPICION", 2400*time.Millisecond,
 		"how long a member that stopped answering probes has to refute the suspicion before it is declared dead: longer than the pauses a live rank must survive (2 s), shorter than the bound on finding a dead host (3 s)")
 	pDebug = params.Int("GORUN_DEBUG", 0, "1 prints memberlist and wire-up logs on stderr")
 )
