@@ -210,6 +210,11 @@ func (j *job) place() error {
 	if err != nil {
 		return err
 	}
+	for i, k := range lay.localSize {
+		if k > MaxLocalNP {
+			return usagef("%d ranks on %s: gorun starts at most %d ranks on one host", k, names[i], MaxLocalNP)
+		}
+	}
 	j.lay = lay
 	if lay.oversub {
 		if len(j.spec.Hosts) == 0 {
@@ -220,7 +225,7 @@ func (j *job) place() error {
 	}
 	for _, s := range j.spec.Rankfile {
 		if cpus := j.hosts[lay.ranks[s.Rank].host].cpus; s.CPU >= 0 && !slices.Contains(cpus, s.CPU) {
-			return fmt.Errorf("rankfile: rank %d on %s: slot=%d is not one of its usable CPUs (%v)", s.Rank, s.Host, s.CPU, cpus)
+			return usagef("rankfile: rank %d on %s: slot=%d is not one of its usable CPUs (%v)", s.Rank, s.Host, s.CPU, cpus)
 		}
 	}
 	if j.spec.DisplayMap {

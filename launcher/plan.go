@@ -47,7 +47,7 @@ func plan(np int, names []string, slots, maxSlots []int, mapBy string, noOversub
 		l.slots += s
 	}
 	if np > l.slots && noOversub {
-		return l, fmt.Errorf("%d ranks do not fit in the %d slots of %s, and --nooversubscribe was given", np, l.slots, describeSlots(names, slots))
+		return l, usagef("%d ranks do not fit in the %d slots of %s, and --nooversubscribe was given", np, l.slots, describeSlots(names, slots))
 	}
 	put := func(h int) {
 		l.ranks = append(l.ranks, placement{host: h, local: l.localSize[h]})

@@ -145,18 +145,21 @@ func Run(spec Spec) (int, error) {
 		spec.NP = 0
 		for i, a := range spec.Apps {
 			if a.NP < 1 {
-				return ExitInternal, fmt.Errorf("program %d (%s): -np must be at least 1, not %d", i+1, a.Program, a.NP)
+				return ExitUsage, fmt.Errorf("program %d (%s): -np must be at least 1, not %d", i+1, a.Program, a.NP)
 			}
 			spec.NP += a.NP
 		}
 		spec.Program, spec.Args = spec.Apps[0].Program, spec.Apps[0].Args
 	}
 	if spec.NP < 1 {
-		return ExitInternal, fmt.Errorf("-np must be at least 1, not %d", spec.NP)
+		return ExitUsage, fmt.Errorf("-np must be at least 1, not %d", spec.NP)
+	}
+	if spec.NP > MaxNP {
+		return ExitUsage, fmt.Errorf("-np %d: a job has at most %d ranks", spec.NP, MaxNP)
 	}
 	if len(spec.Rankfile) > 0 {
 		if spec.NP != len(spec.Rankfile) {
-			return ExitInternal, fmt.Errorf("--rankfile places %d ranks, -np asks for %d", len(spec.Rankfile), spec.NP)
+			return ExitUsage, fmt.Errorf("--rankfile places %d ranks, -np asks for %d", len(spec.Rankfile), spec.NP)
 		}
 		if len(spec.Hosts) == 0 {
 			spec.Hosts = rankfileHosts(spec.Rankfile)
@@ -165,12 +168,12 @@ func Run(spec Spec) (int, error) {
 	switch spec.MapBy {
 	case "", MapBySlot, MapByNode:
 	default:
-		return ExitInternal, fmt.Errorf("--map-by %q: expected slot or node", spec.MapBy)
+		return ExitUsage, fmt.Errorf("--map-by %q: expected slot or node", spec.MapBy)
 	}
 	switch spec.BindTo {
 	case "", BindNone, BindCore:
 	default:
-		return ExitInternal, fmt.Errorf("--bind-to %q: expected core or none", spec.BindTo)
+		return ExitUsage, fmt.Errorf("--bind-to %q: expected core or none", spec.BindTo)
 	}
 	if spec.Stdout == nil {
 		spec.Stdout = os.Stdout
@@ -232,7 +235,7 @@ func Run(spec Spec) (int, error) {
 	}
 	defer j.seed.close()
 	if err := j.place(); err != nil {
-		return ExitInternal, err
+		return exitOf(err), err
 	}
 	if err := j.placePrograms(); err != nil {
 		return ExitInternal, err

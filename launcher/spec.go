@@ -1,6 +1,8 @@
 package launcher
 
 import (
+	"errors"
+	"fmt"
 	"io"
 	"time"
 )
@@ -111,6 +113,7 @@ const DefaultBootTimeout = 60 * time.Second
 // Exit statuses of gorun beyond a rank's own (documented in gorun --help).
 const (
 	ExitOK       = 0
+	ExitUsage    = 2   // the command line, a hostfile or a rankfile asks for what gorun cannot do
 	ExitTimeout  = 124 // --timeout expired
 	ExitInternal = 125 // gorun could not run the job (build, spawn, wire-up), or lost a host
 	ExitNoExec   = 126 // program not executable
@@ -121,3 +124,30 @@ const (
 // killGrace is how long ranks get between SIGTERM and SIGKILL when the job
 // ends early; the issue asks that the others stop within 1 s.
 const killGrace = 500 * time.Millisecond
+
+// usageError is an error of the request itself (ExitUsage), not of
+// running it.
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
+
+// usagef makes a usageError.
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+// exitOf is the status of err from setting up the job: ExitUsage for a
+// usageError, ExitInternal otherwise.
+func exitOf(err error) int {
+	var u usageError
+	if errors.As(err, &u) {
+		return ExitUsage
+	}
+	return ExitInternal
+}
+
+// MaxNP is the most ranks a job may ask for, and MaxLocalNP the most on
+// one host (each spawn waits in its agent's queue of sendqLen frames
+// until the agent takes it).
+const (
+	MaxNP      = 1 << 20
+	MaxLocalNP = sendqLen - 64
+)

@@ -738,3 +738,24 @@ func TestRankfileAndTorchEnv(t *testing.T) {
 		t.Errorf("-x MASTER_PORT=29500: %q", r.stdout)
 	}
 }
+
+// TestUsageStatus: what the hosts cannot meet, or gorun cannot start, is a
+// usage error (status 2, one line), as the flags' errors are: these exited
+// 125, as if gorun had failed to run a valid job, and -np 1000000000 ran
+// gorun out of memory.
+func TestUsageStatus(t *testing.T) {
+	for _, c := range []struct {
+		j    job
+		want string
+	}{
+		{job{np: 2, flags: []string{"--map-by", "ppr:2:node"}, args: []string{"true"}}, `--map-by "ppr:2:node": expected slot or node`},
+		{job{np: 2, flags: []string{"--bind-to", "socket"}, args: []string{"true"}}, `--bind-to "socket": expected core or none`},
+		{job{np: 1000000000, args: []string{"true"}}, "a job has at most 1048576 ranks"},
+		{job{np: 5000, args: []string{"true"}}, "gorun starts at most 4032 ranks on one host"},
+	} {
+		r := c.j.run(t)
+		if r.code != 2 || !strings.Contains(r.stderr, c.want) || strings.Count(r.stderr, "\n") > 2 {
+			t.Errorf("%v %v: exit %d, stderr %q; want 2 and %q", c.j.flags, c.j.np, r.code, r.stderr, c.want)
+		}
+	}
+}

@@ -229,7 +229,7 @@ func TestMultiHost(t *testing.T) {
 			// Refused.
 			j = nh.job(5, "", "--hostfile", hf, "--nooversubscribe")
 			j.args = []string{"true"}
-			if r := j.run(t); r.code != 125 || !strings.Contains(r.stderr, "do not fit in the 4 slots") {
+			if r := j.run(t); r.code != 2 || !strings.Contains(r.stderr, "do not fit in the 4 slots") {
 				t.Errorf("--nooversubscribe: exit %d: %s", r.code, r.stderr)
 			}
 		})
@@ -627,7 +627,7 @@ func TestHostfileErrors(t *testing.T) {
 	}
 	// Only this host: no ssh at all, slots respected.
 	r := job{np: 3, flags: []string{"-H", "localhost:2", "--nooversubscribe"}, args: []string{"true"}}.run(t)
-	if r.code != 125 || !strings.Contains(r.stderr, "3 ranks do not fit in the 2 slots of localhost:2") {
+	if r.code != 2 || !strings.Contains(r.stderr, "3 ranks do not fit in the 2 slots of localhost:2") {
 		t.Errorf("localhost:2 -np 3 --nooversubscribe: exit %d: %s", r.code, r.stderr)
 	}
 }

@@ -132,7 +132,9 @@ Exit status:
            needed it, wire-up failed), or lost a host (its agent died, or the
            host stopped responding: frozen or cut off the network)
   126/127  the program is not executable / not found
-  2        a usage error (unknown flag, bad value), in one line on stderr
+  2        a usage error (unknown flag, bad value, a request the hosts cannot
+           meet: --nooversubscribe beyond the slots, a rankfile CPU a host
+           lacks), in one line on stderr
 `
 
 // writeParams lists the tunables (--help-params): every one declared with
