@@ -1,6 +1,8 @@
 package mpi
 
 import (
+	"bytes"
+
 	"github.com/gorun/gorun/btl"
 	"github.com/gorun/gorun/p2p"
 )
@@ -239,8 +241,9 @@ func recv[T Numeric](c *Comm, buf []T, source, tag int) (Status, error) {
 }
 
 // Sendrecv sends sendbuf to dest and receives into recvbuf from source at
-// once, so that exchanges in a ring cannot deadlock. The two buffers must
-// not overlap (ErrBuffer); SendrecvReplace exchanges one buffer in place.
+// once, so that exchanges in a ring cannot deadlock. Buffers that overlap
+// (which MPI calls erroneous) work as SendrecvReplace: what is sent is
+// sendbuf as it was at the call.
 func Sendrecv[S, R Numeric](c *Comm, sendbuf []S, dest, sendtag int, recvbuf []R, source, recvtag int) (Status, error) {
 	st, err := sendrecv(c, sendbuf, dest, sendtag, recvbuf, source, recvtag)
 	return st, c.fail(err)
@@ -250,12 +253,16 @@ func sendrecv[S, R Numeric](c *Comm, sendbuf []S, dest, sendtag int, recvbuf []R
 	if err := checkSendrecv("Sendrecv", c, dest, sendtag); err != nil {
 		return Status{}, err
 	}
-	if aliasing(elemBytes(sendbuf), elemBytes(recvbuf)) != disjoint {
+	send := elemBytes(sendbuf)
+	if aliasing(send, elemBytes(recvbuf)) != disjoint {
 		// The receive, posted first, would overwrite what is still to be
-		// sent (MPI requires the two disjoint).
-		return Status{}, errorf(ErrBuffer, "Sendrecv", "the send and receive buffers overlap: use SendrecvReplace to exchange one buffer in place")
+		// sent: MPI calls overlapping buffers erroneous, programs pass
+		// them anyway (one buffer for both), and Open MPI's result then
+		// depends on the message's size. Send a copy, as SendrecvReplace
+		// does.
+		send = bytes.Clone(send)
 	}
-	return sendrecvMem("Sendrecv", c, btl.HostMem(elemBytes(recvbuf)), elemSize[R](), source, recvtag, btl.HostMem(elemBytes(sendbuf)), dest, sendtag)
+	return sendrecvMem("Sendrecv", c, btl.HostMem(elemBytes(recvbuf)), elemSize[R](), source, recvtag, btl.HostMem(send), dest, sendtag)
 }
 
 // checkSendrecv validates the send of a Sendrecv before its receive is
