@@ -195,6 +195,11 @@ func (j *job) place() error {
 			slots[i] = len(hs.cpus)
 		}
 		maxs[i] = hs.spec.MaxSlots
+		if maxs[i] > 0 && slots[i] > maxs[i] {
+			// Slots taken from the CPUs (or from merged lines) stay
+			// within max_slots: it was ignored without slots=.
+			slots[i] = maxs[i]
+		}
 	}
 	var lay layout
 	var err error

@@ -87,7 +87,7 @@ func plan(np int, names []string, slots, maxSlots []int, mapBy string, noOversub
 			}
 		}
 		if !placed {
-			return l, fmt.Errorf("%d ranks exceed the max_slots of every host (%s)", np, describeSlots(names, maxSlots))
+			return l, usagef("%d ranks exceed the max_slots of every host (%s)", np, describeSlots(names, maxSlots))
 		}
 	}
 	return l, nil

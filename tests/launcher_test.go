@@ -478,6 +478,19 @@ func TestDisplayMap(t *testing.T) {
 	}
 }
 
+// TestMaxSlots: a hostfile's max_slots bounds a host's ranks also when
+// its slots come from its CPUs (no slots=): "localhost max_slots=1" ran
+// two ranks, where mpirun refuses.
+func TestMaxSlots(t *testing.T) {
+	hf := filepath.Join(t.TempDir(), "hosts")
+	os.WriteFile(hf, []byte("localhost max_slots=1\n"), 0o644)
+	r := job{np: 2, flags: []string{"--hostfile", hf}, args: []string{"true"}}.run(t)
+	if r.code != 2 || !strings.Contains(r.stderr, "exceed the max_slots of every host (localhost:1)") {
+		t.Errorf("-np 2 on localhost max_slots=1: exit %d: %s", r.code, r.stderr)
+	}
+	job{np: 1, flags: []string{"--hostfile", hf}, args: []string{"true"}}.ok(t)
+}
+
 // TestForwardSignals (issue 13): SIGUSR1 and SIGUSR2 to gorun reach every
 // rank, as with mpirun; the job goes on.
 func TestForwardSignals(t *testing.T) {
