@@ -491,6 +491,17 @@ func TestMaxSlots(t *testing.T) {
 	job{np: 1, flags: []string{"--hostfile", hf}, args: []string{"true"}}.ok(t)
 }
 
+// TestClosedCtlFd: a wrapper that closes the descriptors it inherits
+// before starting the program (Python's subprocess does by default) takes
+// the rank's control socket away; Init says so and how to pass it on
+// (it said "socket operation on non-socket" alone).
+func TestClosedCtlFd(t *testing.T) {
+	r := job{np: 1, args: []string{"sh", "-c", `exec 3>&- "$0" -test.run=^$`, os.Args[0]}, env: []string{"GORUN_TEST_CASE=probe-procnull"}}.run(t)
+	if r.code == 0 || !strings.Contains(r.stderr, "control socket fd 3") || !strings.Contains(r.stderr, "a wrapper that starts the program must pass it on") {
+		t.Errorf("fd 3 closed by a wrapper: exit %d: %s", r.code, r.stderr)
+	}
+}
+
 // TestForwardSignals (issue 13): SIGUSR1 and SIGUSR2 to gorun reach every
 // rank, as with mpirun; the job goes on.
 func TestForwardSignals(t *testing.T) {

@@ -110,7 +110,10 @@ func ReadEnv() (*Env, error) {
 	}
 	e.ctl, err = openCtl(fd)
 	if err != nil {
-		return nil, fmt.Errorf("boot: control socket fd %d: %w", fd, err)
+		// gorun passes the socket as an inherited descriptor: a wrapper
+		// between gorun and this program that closes what it inherits
+		// (Python's subprocess by default) leaves fd closed or reused.
+		return nil, fmt.Errorf("boot: control socket fd %d: %w (gorun hands each rank this descriptor: a wrapper that starts the program must pass it on, e.g. exec the program, or Python's subprocess with close_fds=False or pass_fds=(%d,))", fd, err, fd)
 	}
 	hello, err := e.ctl.read()
 	if err != nil {
