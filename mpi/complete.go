@@ -83,7 +83,7 @@ func Testany(reqs []*Request) (index int, ok bool, st Status, err error) {
 			return i, true, st, err
 		}
 	}
-	return -1, !active, Status{}, nil
+	return -1, !active, emptyStatus, nil
 }
 
 // Waitsome blocks until at least one active request has completed and

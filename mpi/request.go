@@ -121,10 +121,12 @@ func (q *Request) report() (Status, error) {
 }
 
 // Wait blocks until the request completes and returns its status (for a
-// receive) and error.
+// receive) and error. A nil request, or a persistent one not started,
+// returns at once with MPI's empty status: Source AnySource, Tag AnyTag,
+// no bytes.
 func (q *Request) Wait() (Status, error) {
-	if q == nil {
-		return Status{}, nil
+	if q == nil || q.inactive() {
+		return emptyStatus, nil
 	}
 	if !q.fin {
 		q.r.Wait()
@@ -148,7 +150,10 @@ func (q *Request) failTo(err *error) { *err = q.fail(*err) }
 // Test reports whether the request has completed, progressing the
 // transports once.
 func (q *Request) Test() (bool, Status, error) {
-	if q == nil || q.fin {
+	if q == nil || q.inactive() {
+		return true, emptyStatus, nil
+	}
+	if q.fin {
 		st, err := q.finish2()
 		return true, st, q.fail(err)
 	}
@@ -163,7 +168,7 @@ func (q *Request) Test() (bool, Status, error) {
 // finish2 is finish for a request that may be nil.
 func (q *Request) finish2() (Status, error) {
 	if q == nil {
-		return Status{}, nil
+		return emptyStatus, nil
 	}
 	return q.finish()
 }
@@ -273,7 +278,7 @@ func waitall(op string, reqs []*Request, sts []Status, free bool) error {
 	for i, q := range reqs {
 		if q == nil || q.inactive() {
 			if sts != nil {
-				sts[i] = Status{} // as Waitall's: nothing of a window before stays
+				sts[i] = emptyStatus // nothing of a window before stays
 			}
 			continue
 		}
@@ -393,7 +398,7 @@ func Waitany(reqs []*Request) (int, Status, error) {
 	}
 	e := engineOf(reqs)
 	if e == nil {
-		return -1, Status{}, nil
+		return -1, emptyStatus, nil
 	}
 	i := waitAny(e, reqs)
 	return reqs[i].take(reqs, i)

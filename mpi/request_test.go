@@ -144,7 +144,7 @@ func TestWaitallInto(t *testing.T) {
 	if st := sts[0]; st.Source != me || st.Tag != 11 || st.Count() != 3 || rbuf[2] != 6 {
 		t.Fatalf("receive status %+v (count %d), buffer %v", st, st.Count(), rbuf)
 	}
-	if sts[1] != (Status{}) {
+	if sts[1] != emptyStatus {
 		t.Fatalf("nil request's entry: %+v, want the empty status (nothing of an earlier window)", sts[1])
 	}
 	rq, err = Irecv(w, rbuf[:1], me, 12)

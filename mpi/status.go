@@ -22,6 +22,11 @@ type Status struct {
 	cancelled bool
 }
 
+// emptyStatus is MPI's empty status, of a nil (MPI_REQUEST_NULL) or
+// inactive request: no source, no tag, no bytes. (A zero Status would
+// read as a message of rank 0 with tag 0.)
+var emptyStatus = Status{Source: AnySource, Tag: AnyTag}
+
 // Cancelled reports whether the request this status completed was a
 // receive withdrawn by Cancel or WaitContext (MPI_Test_cancelled).
 func (s Status) Cancelled() bool { return s.cancelled }
@@ -31,14 +36,24 @@ func (s Status) Cancelled() bool { return s.cancelled }
 func (s Status) Bytes() int { return s.bytes }
 
 // Count is the number of elements received, in the element type of the
-// receive's buffer. After a probe, where no type is known, it is the byte
-// count: use GetCount.
+// receive's buffer, or Undefined when the bytes are not a whole number of
+// them (as MPI_Get_count). After a probe, where no type is known, it is
+// the byte count: use GetCount.
 func (s Status) Count() int {
 	if s.elem <= 1 {
 		return s.bytes
 	}
-	return s.bytes / s.elem
+	return wholeCount(s.bytes, s.elem)
 }
 
-// GetCount is the number of whole elements of T in the message.
-func GetCount[T Numeric](s Status) int { return s.bytes / elemSize[T]() }
+// GetCount is the number of elements of T in the message, or Undefined
+// when it is not a whole number of them (MPI_Get_count).
+func GetCount[T Numeric](s Status) int { return wholeCount(s.bytes, elemSize[T]()) }
+
+// wholeCount is n bytes in elements of size elem, Undefined for a part.
+func wholeCount(n, elem int) int {
+	if n%elem != 0 {
+		return Undefined
+	}
+	return n / elem
+}

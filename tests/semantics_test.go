@@ -168,7 +168,8 @@ func TestZeroOp(t *testing.T) { job{np: 2, cas: "zero-op"}.ok(t) }
 // fails Split at every rank (the others were left in an Allgather the bad
 // rank never joined, then hung in Finalize); Bsend to ProcNull needs no
 // buffer; a bad tag is refused with ProcNull too; CommCompare refuses a
-// freed communicator. np 4.
+// freed communicator; Count of a partial element is Undefined (it was
+// rounded down). np 4.
 func caseCornerArgs(w *mpi.Comm) error {
 	me, n := w.Rank(), w.Size()
 	next, prev := (me+1)%n, (me-1+n)%n
@@ -200,6 +201,34 @@ func caseCornerArgs(w *mpi.Comm) error {
 		if buf[5+i] != int32(prev*100+i) {
 			return fmt.Errorf("Sendrecv with overlapping buffers: element %d is %d, want %d", i, buf[5+i], prev*100+i)
 		}
+	}
+
+	// Three bytes into float64s: no whole number of elements.
+	st, err := mpi.Sendrecv(w, []byte{1, 2, 3}, next, 3, make([]float64, 2), prev, 3)
+	if err != nil {
+		return err
+	}
+	if st.Count() != mpi.Undefined || mpi.GetCount[float64](st) != mpi.Undefined || mpi.GetCount[byte](st) != 3 {
+		return fmt.Errorf("3 bytes into float64s: Count %d, GetCount[float64] %d, GetCount[byte] %d; want Undefined, Undefined, 3", st.Count(), mpi.GetCount[float64](st), mpi.GetCount[byte](st))
+	}
+
+	// MPI's empty status for a nil request and an inactive persistent
+	// one (they read as a message of rank 0 with tag 0).
+	idle, err := mpi.RecvInit(w, make([]int, 1), prev, 4)
+	if err != nil {
+		return err
+	}
+	for what, q := range map[string]*mpi.Request{"nil": nil, "persistent not started": idle} {
+		st, err := q.Wait()
+		if err != nil || st.Source != mpi.AnySource || st.Tag != mpi.AnyTag || st.Bytes() != 0 {
+			return fmt.Errorf("Wait of a %s request: %+v %v, want MPI's empty status", what, st, err)
+		}
+		if ok, st, err := q.Test(); !ok || err != nil || st.Source != mpi.AnySource || st.Tag != mpi.AnyTag {
+			return fmt.Errorf("Test of a %s request: %v %+v %v, want MPI's empty status", what, ok, st, err)
+		}
+	}
+	if err := idle.Free(); err != nil {
+		return err
 	}
 
 	keys := []int{math.MaxInt, -1, math.MinInt, 0}
