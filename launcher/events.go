@@ -34,6 +34,12 @@ const verdictHold = 300 * time.Millisecond
 // the launcher gone).
 const remoteGiveUp = 300 * time.Millisecond
 
+// localGiveUp is how long after SIGKILL the launcher waits for this
+// host's ranks' exit reports. They come within milliseconds unless the
+// agent's stream is stuck behind output nobody reads (gorun's stdout a
+// pipe whose reader stopped): then gorun would never end.
+const localGiveUp = 2 * time.Second
+
 // loop handles events until every rank has been reaped.
 func (j *job) loop() {
 	defer close(j.quit)
@@ -112,9 +118,10 @@ func (j *job) loop() {
 			if j.multi {
 				j.after(remoteGiveUp, event{kind: evGiveUp})
 			}
+			j.after(localGiveUp, event{kind: evGiveUp, here: true})
 		case evGiveUp:
 			for _, hs := range j.hosts {
-				if !hs.here && j.liveOn(hs) > 0 {
+				if hs.here == ev.here && j.liveOn(hs) > 0 {
 					j.loseHost(hs)
 				}
 			}

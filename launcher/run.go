@@ -53,6 +53,7 @@ type event struct {
 	ft   boot.FTMsg
 
 	stopped bool // evState
+	here    bool // evGiveUp: this host's ranks, not the remote hosts'
 }
 
 // proc is one rank's process as the launcher sees it.

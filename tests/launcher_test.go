@@ -502,6 +502,38 @@ func TestClosedCtlFd(t *testing.T) {
 	}
 }
 
+// TestStuckStdout: SIGINT ends gorun even when nothing reads its stdout
+// (a pipe whose reader stopped): the ranks' exit reports wait behind
+// their output in the agent's stream, and gorun waited for them forever
+// (a second SIGTERM did nothing; only SIGKILL ended it).
+func TestStuckStdout(t *testing.T) {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close() // open, never read
+	c, _, errb, _ := job{np: 2, args: []string{"sh", "-c", `yes "a line from rank $OMPI_COMM_WORLD_RANK"`}}.cmd(t)
+	c.Stdout = pw
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	done := make(chan error, 1)
+	go func() { done <- c.Wait() }()
+	time.Sleep(time.Second) // the pipe is full by then
+	c.Process.Signal(syscall.SIGINT)
+	select {
+	case <-done:
+		if code := c.ProcessState.ExitCode(); code != 130 {
+			t.Errorf("exit %d after SIGINT, want 130: %s", code, errb.String())
+		}
+	case <-time.After(hangGuard):
+		c.Process.Kill()
+		<-done
+		t.Fatalf("gorun still ran %v after SIGINT with its stdout stuck: %s", hangGuard, errb.String())
+	}
+}
+
 // TestForwardSignals (issue 13): SIGUSR1 and SIGUSR2 to gorun reach every
 // rank, as with mpirun; the job goes on.
 func TestForwardSignals(t *testing.T) {
