@@ -5,6 +5,7 @@ package launcher
 
 import (
 	"fmt"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -105,6 +106,10 @@ func (j *job) loop() {
 				if !j.ending {
 					j.signalAll(s)
 				}
+				break
+			}
+			if s == syscall.SIGTSTP || s == syscall.SIGCONT {
+				j.suspend(s == syscall.SIGTSTP)
 				break
 			}
 			j.fail(ExitSignal+int(s), fmt.Sprintf("gorun: received %s; stopping all ranks", unix.SignalName(s)))
@@ -404,4 +409,34 @@ func (j *job) missing(pred func(*proc) bool) string {
 		return "rank " + s[0]
 	}
 	return "ranks " + strings.Join(s, ", ")
+}
+
+// suspend handles Ctrl-Z (SIGTSTP) and the shell's fg or bg after it
+// (SIGCONT): the ranks run in process groups of their own, which the
+// terminal's SIGTSTP does not reach, so gorun stops them (SIGSTOP to each
+// rank's group, at once, from here) before it stops itself, and continues
+// them when it is continued. A job across hosts is not stopped: its remote
+// agents would take a stopped launcher for a lost one and end their ranks.
+func (j *job) suspend(stop bool) {
+	if j.ending {
+		return
+	}
+	if j.multi {
+		if stop {
+			j.errOut.println("gorun: Ctrl-Z (SIGTSTP) ignored: a job across hosts cannot be stopped (its hosts' agents would take gorun for lost)")
+		}
+		return
+	}
+	sig := syscall.SIGCONT
+	if stop {
+		sig = syscall.SIGSTOP
+	}
+	for _, p := range j.procs {
+		if p != nil && !p.exited && p.pid > 0 {
+			syscall.Kill(-p.pid, sig)
+		}
+	}
+	if stop {
+		syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+	}
 }

@@ -534,6 +534,114 @@ func TestStuckStdout(t *testing.T) {
 	}
 }
 
+func init() {
+	rankCases["barrier-loop"] = func(w *mpi.Comm) error {
+		// Allreduces for 4 s by rank 0's clock (every rank runs as many).
+		start := time.Now()
+		for {
+			stop := []int{0}
+			if w.Rank() == 0 && time.Since(start) > 4*time.Second {
+				stop[0] = 1
+			}
+			if err := mpi.Allreduce(w, stop, stop, mpi.Max); err != nil {
+				return err
+			}
+			if stop[0] == 1 {
+				return nil
+			}
+		}
+	}
+}
+
+// TestCtrlZ: SIGTSTP (Ctrl-Z) stops the ranks, which run in process
+// groups of their own that the terminal's signal does not reach, and then
+// gorun; SIGCONT (fg, bg) continues them, and the job ends normally, also
+// after a stop longer than the failure detector's suspicion (2.4 s). The
+// ranks ran on, at full speed, while gorun was stopped.
+func TestCtrlZ(t *testing.T) {
+	for _, j := range []job{
+		{np: 2, args: []string{"sh", "-c", `sleep 2; echo "done $OMPI_COMM_WORLD_RANK"`}},
+		{np: 2, cas: "barrier-loop"},
+	} {
+		c, out, errb, _ := j.cmd(t)
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- c.Wait() }()
+		var ranks []int
+		for range 100 { // the ranks started
+			if ranks = childrenOf(c.Process.Pid); len(ranks) == 2 {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		time.Sleep(500 * time.Millisecond)
+		c.Process.Signal(syscall.SIGTSTP)
+		time.Sleep(500 * time.Millisecond)
+		for _, pid := range append([]int{c.Process.Pid}, ranks...) {
+			if st := procState(pid); st != "T" {
+				t.Errorf("%v: process %d (gorun %d, ranks %v) is %q after SIGTSTP, want stopped (T)", j.args, pid, c.Process.Pid, ranks, st)
+			}
+		}
+		time.Sleep(3 * time.Second)
+		c.Process.Signal(syscall.SIGCONT)
+		select {
+		case err := <-done:
+			if err != nil || (j.cas == "" && strings.Count(out.String(), "done ") != 2) {
+				t.Errorf("%v %s: %v after SIGTSTP and SIGCONT: stdout %q, stderr %s", j.args, j.cas, err, out.String(), errb.String())
+			}
+		case <-time.After(hangGuard):
+			c.Process.Kill()
+			<-done
+			t.Fatalf("%v %s: no end after SIGCONT: %s", j.args, j.cas, errb.String())
+		}
+	}
+}
+
+// childrenOf lists the processes whose parent is pid, but for gorun's
+// reaper.
+func childrenOf(pid int) []int {
+	var kids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		k, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", k))
+		if ppid, _ := procStat(k); ppid == pid && !bytes.Contains(cmd, []byte("gorun-reaper")) {
+			kids = append(kids, k)
+		}
+	}
+	return kids
+}
+
+// procState is pid's state letter (R, S, T, ...) from /proc.
+func procState(pid int) string {
+	_, st := procStat(pid)
+	return st
+}
+
+// procStat reads pid's parent and state from /proc/pid/stat.
+func procStat(pid int) (int, string) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, ""
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, ""
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 2 {
+		return 0, ""
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid, f[0]
+}
+
 // TestForwardSignals (issue 13): SIGUSR1 and SIGUSR2 to gorun reach every
 // rank, as with mpirun; the job goes on.
 func TestForwardSignals(t *testing.T) {
