@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -68,6 +69,14 @@ func parseHostItem(item, what string) (Host, error) {
 	}
 	if h.Name == "" {
 		return h, fmt.Errorf("%s: empty host name", what)
+	}
+	if strings.ContainsAny(h.Name, " \t=") {
+		return h, fmt.Errorf("%s: %q is not a host name (host or host:N; slots=N belongs in a hostfile)", what, h.Name)
+	}
+	if strings.Count(h.Name, ":") > 1 {
+		if _, err := netip.ParseAddr(h.Name); err != nil {
+			return h, fmt.Errorf("%s: %q: expected host or host:N (an IPv6 address with slots is [address]:N)", what, item)
+		}
 	}
 	return h, nil
 }
@@ -138,8 +147,14 @@ func ParseHostfile(path string) ([]Host, error) {
 				if fromName > 0 {
 					return bad("slots given twice (%s and %s)", fields[0], kv)
 				}
+				if h.Slots > 0 {
+					return bad("slots given twice (slots=%d and %s)", h.Slots, kv)
+				}
 				dst = &h.Slots
 			case "max_slots", "max-slots":
+				if h.MaxSlots > 0 {
+					return bad("max_slots given twice (%s)", kv)
+				}
 				dst = &h.MaxSlots
 			case "port":
 				if p, err := strconv.Atoi(v); err != nil || p < 1 || p > 65535 {

@@ -24,6 +24,9 @@ func TestParseHostList(t *testing.T) {
 		{"h1:", nil, "slots must be a positive number"},
 		{"h1,,h2", nil, "empty host name"},
 		{":3", nil, "empty host name"},
+		{"localhost slots=2", nil, `"localhost slots=2" is not a host name`},
+		{"localhost:2:3", nil, `"localhost:2:3": expected host or host:N`},
+		{"fe80::1%eth0", []Host{{Name: "fe80::1%eth0"}}, ""},
 	}
 	for _, c := range cases {
 		got, err := ParseHostList(c.in)
@@ -75,6 +78,8 @@ func TestParseHostfile(t *testing.T) {
 		{"# empty\n", "no hosts"},
 		{"n1:0\n", "hosts:1: \"n1:0\": slots must be a positive number"},
 		{"n1:22 slots=2\n", "hosts:1: slots given twice"},
+		{"n1 slots=2 slots=3\n", "hosts:1: slots given twice (slots=2 and slots=3)"},
+		{"n1 max_slots=2 max_slots=3\n", "hosts:1: max_slots given twice"},
 		{"n1 port=x\n", "hosts:1: port=\"x\": must be a port number"},
 		{"[fe80::1\n", "expected [address]"},
 	}
