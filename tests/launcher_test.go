@@ -905,8 +905,8 @@ func TestRankfileAndTorchEnv(t *testing.T) {
 
 // TestUsageStatus: what the hosts cannot meet, or gorun cannot start, is a
 // usage error (status 2, one line), as the flags' errors are: these exited
-// 125, as if gorun had failed to run a valid job, and -np 1000000000 ran
-// gorun out of memory.
+// 125, as if gorun had failed to run a valid job, -np 1000000000 ran gorun
+// out of memory, and -H "" (an unset variable in a script) was ignored.
 func TestUsageStatus(t *testing.T) {
 	for _, c := range []struct {
 		j    job
@@ -916,6 +916,7 @@ func TestUsageStatus(t *testing.T) {
 		{job{np: 2, flags: []string{"--bind-to", "socket"}, args: []string{"true"}}, `--bind-to "socket": expected core or none`},
 		{job{np: 1000000000, args: []string{"true"}}, "a job has at most 1048576 ranks"},
 		{job{np: 5000, args: []string{"true"}}, "gorun starts at most 4032 ranks on one host"},
+		{job{np: 1, flags: []string{"-H", ""}, args: []string{"true"}}, "given an empty value"},
 	} {
 		r := c.j.run(t)
 		if r.code != 2 || !strings.Contains(r.stderr, c.want) || strings.Count(r.stderr, "\n") > 2 {

@@ -285,6 +285,13 @@ func runArgs(args []string) (int, error) {
 		return 2, fmt.Errorf("--with-ft %q: expected ulfm (Open MPI 5's spelling of --enable-recovery)", *withFT)
 	}
 	var hosts []launcher.Host
+	emptyHosts := false
+	fs.Visit(func(f *flag.Flag) {
+		emptyHosts = emptyHosts || (f.Name == "H" || f.Name == "host") && hostList == "" || f.Name == "hostfile" && *hostfile == ""
+	})
+	if emptyHosts {
+		return 2, errors.New("-H, --host or --hostfile given an empty value: name the hosts, or leave the flag out to run on this host")
+	}
 	if hostList != "" && *hostfile != "" {
 		return 2, errors.New("give -H or --hostfile, not both")
 	}
