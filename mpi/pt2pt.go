@@ -254,7 +254,7 @@ func sendrecv[S, R Numeric](c *Comm, sendbuf []S, dest, sendtag int, recvbuf []R
 		return Status{}, err
 	}
 	send := elemBytes(sendbuf)
-	if aliasing(send, elemBytes(recvbuf)) != disjoint {
+	if dest != ProcNull && aliasing(send, elemBytes(recvbuf)) != disjoint {
 		// The receive, posted first, would overwrite what is still to be
 		// sent: MPI calls overlapping buffers erroneous, programs pass
 		// them anyway (one buffer for both), and Open MPI's result then
@@ -269,13 +269,7 @@ func sendrecv[S, R Numeric](c *Comm, sendbuf []S, dest, sendtag int, recvbuf []R
 // posted: once the receive is posted, a failing send could only leave it
 // behind.
 func checkSendrecv(op string, c *Comm, dest, sendtag int) error {
-	if err := c.check(op); err != nil {
-		return err
-	}
-	if err := checkTag(op, sendtag, false); err != nil || dest == ProcNull {
-		return err
-	}
-	_, err := c.peerRank(op, dest, false)
+	_, err := sendTo(op, c, dest, sendtag)
 	return err
 }
 
