@@ -67,7 +67,7 @@ func (j *job) setupHosts() (string, error) {
 		// of gorun's terminal: its reads of the terminal would stop it
 		// (SIGTTIN). gorun reads the terminal and forwards what is typed,
 		// as it does for a rank on another host (forwardStdin).
-		stdin = nil
+		j.tty, stdin = stdin, nil
 	}
 	for i, hs := range j.hosts {
 		if hs.here {

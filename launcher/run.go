@@ -99,6 +99,7 @@ type job struct {
 	progs   []string // each app's executable, resolved
 	appOf   []int    // the app of each rank
 	host    string
+	tty     *os.File // gorun's stdin when it is a terminal (forwardStdin)
 	out     *output
 	errOut  *output
 	events  chan event

@@ -48,12 +48,8 @@ const stdinChunk = 32 << 10
 // for its end.
 func (j *job) forwardStdin(h *agentConn) {
 	buf := make([]byte, stdinChunk)
-	tty, _ := j.spec.Stdin.(*os.File)
-	if tty != nil && !isTerminal(tty) {
-		tty = nil
-	}
 	for {
-		if tty != nil && !j.foreground(tty, h) {
+		if j.tty != nil && !j.foreground(h) {
 			return
 		}
 		n, err := j.spec.Stdin.Read(buf)
@@ -96,13 +92,13 @@ func isTerminal(f *os.File) bool {
 	return err == nil
 }
 
-// foreground waits until gorun is in the foreground of its terminal tty,
+// foreground waits until gorun is in the foreground of its terminal j.tty,
 // where it may read it (a read from the background would stop gorun with
 // SIGTTIN: `gorun ... &` whose rank 0 never reads must run on); false if
 // the job or h ended meanwhile.
-func (j *job) foreground(tty *os.File, h *agentConn) bool {
+func (j *job) foreground(h *agentConn) bool {
 	for {
-		fg, err := unix.IoctlGetInt(int(tty.Fd()), unix.TIOCGPGRP)
+		fg, err := unix.IoctlGetInt(int(j.tty.Fd()), unix.TIOCGPGRP)
 		if err != nil || fg == unix.Getpgrp() {
 			return true // not this process's terminal after all: read it as a file
 		}
