@@ -578,10 +578,13 @@ func TestCtrlZ(t *testing.T) {
 		}
 		time.Sleep(500 * time.Millisecond)
 		c.Process.Signal(syscall.SIGTSTP)
-		time.Sleep(500 * time.Millisecond)
 		for _, pid := range append([]int{c.Process.Pid}, ranks...) {
-			if st := procState(pid); st != "T" {
-				t.Errorf("%v: process %d (gorun %d, ranks %v) is %q after SIGTSTP, want stopped (T)", j.args, pid, c.Process.Pid, ranks, st)
+			st := procState(pid)
+			for end := time.Now().Add(hangGuard); st != "T" && time.Now().Before(end); st = procState(pid) {
+				time.Sleep(20 * time.Millisecond)
+			}
+			if st != "T" {
+				t.Errorf("%v: process %d (gorun %d, ranks %v) is %q %v after SIGTSTP, want stopped (T)", j.args, pid, c.Process.Pid, ranks, st, hangGuard)
 			}
 		}
 		time.Sleep(3 * time.Second)
