@@ -93,6 +93,9 @@ func gpuAllreduceTwoshot(c *Comm, a *Args, d *devCall) error {
 	}
 	m := size / n / g * g
 	if m == 0 {
+		// Counted as d.push counts a fall-back, so that a report shows
+		// a forced twoshot that did not run.
+		countPush("allreduce (reduce-scatter)", true)
 		return twoshotElse(c, a, d)
 	}
 	me, body := c.Rank(), n*m
