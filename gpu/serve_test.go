@@ -403,7 +403,7 @@ func sumsOf(ranks, m int, value func(d, k int) float32) []float32 {
 }
 
 // expectOut fails t at the first of device d's outputs that is not want's.
-func (g *floorGroup) expectOut(t *testing.T, name string, d int, want []float32) {
+func (g *floorGroup) expectOut(t testing.TB, name string, d int, want []float32) {
 	t.Helper()
 	got := make([]float32, len(want))
 	must(t, Download(got, g.out[d].Slice(0, len(want))))
