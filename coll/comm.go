@@ -111,7 +111,15 @@ func (c *Comm) Size() int { return len(c.World) }
 // the same calls in the same order (MPI's rule for collectives); the
 // sequence number is what lets calls overlap.
 func (c *Comm) Begin() Comm {
-	v := *c
+	var v Comm
+	c.BeginInto(&v)
+	return v
+}
+
+// BeginInto is Begin that writes the view into v (the view is 120 bytes:
+// a blocking call's is written where its algorithm reads it).
+func (c *Comm) BeginInto(v *Comm) {
+	*v = *c
 	s := c.sh.seq.Add(1)
 	for s&seqMask == 0 {
 		s = c.sh.seq.Add(1)
@@ -126,7 +134,6 @@ func (c *Comm) Begin() Comm {
 		c.sh.forget(v.key())
 		c.sh.mu.Unlock()
 	}
-	return v
 }
 
 // setupView returns c on channel ch of sequence 0, for a one-time set-up

@@ -83,9 +83,9 @@ func Alltoallw[T Element](c *Comm, sendbuf []T, send []Layout, recvbuf []T, recv
 	if n := c.Size(); len(send) != n || len(recv) != n {
 		err = errorf(ErrArg, op, "%d send and %d receive layouts for %d ranks", len(send), len(recv), n)
 	} else if err = w.prepare(op, sendbuf, send, recvbuf, recv); err == nil {
-		cl, err = alltoallvCall(op, c, w.sb, w.sc, w.sd, w.rb, w.rc, w.rd)
+		err = alltoallvCall(op, c, w.sb, w.sc, w.sd, w.rb, w.rc, w.rd, &cl)
 	}
-	if err = finish(op, &v, &cl, err); err == nil {
+	if err = finishCall(op, &v, &cl, err); err == nil {
 		w.finish(recvbuf, recv, nil)
 	}
 	return c.fail(err)

@@ -34,7 +34,10 @@ import (
 // GORUN_COLL_<NAME>=<algorithm> or SetCollAlgorithm force one.
 
 // call is a validated collective call: the algorithm entry point and its
-// byte arguments.
+// byte arguments. The constructors (bcastCall, reductionCall...) fill a
+// zero call in place and set only the fields their collective uses: a
+// blocking call's comes zeroed from runPool, others are declared just
+// before.
 type call struct {
 	fn   func(*coll.Comm, *coll.Args) error
 	args coll.Args
@@ -43,13 +46,32 @@ type call struct {
 // begin checks c and starts a call on it; an error has been through
 // c's handler.
 func (c *Comm) begin(op string) (coll.Comm, error) {
+	var v coll.Comm
+	return v, c.beginInto(op, &v)
+}
+
+// beginInto is begin that writes the call's view into v.
+func (c *Comm) beginInto(op string, v *coll.Comm) error {
 	if err := c.check(op); err != nil {
-		return coll.Comm{}, c.fail(err)
+		return c.fail(err)
 	}
 	if err := c.intra(op); err != nil {
-		return coll.Comm{}, c.fail(err)
+		return c.fail(err)
 	}
-	return c.cc.Begin(), nil
+	c.cc.BeginInto(v)
+	return nil
+}
+
+// beginRun is begin for a blocking call: the view goes straight into the
+// running that finish takes (nil on an error, which has been through c's
+// handler).
+func (c *Comm) beginRun(op string) (*running, error) {
+	r := getRunning()
+	if err := c.beginInto(op, &r.v); err != nil {
+		runPool.Put(r)
+		return nil, err
+	}
+	return r, nil
 }
 
 // classOf is err's class (ErrOther when it has none).
@@ -81,37 +103,52 @@ func wrapColl(op string, err error) error {
 	return wrap(op, err)
 }
 
-// running is a call's state while its algorithm runs. The algorithms are
-// called through function values, which makes everything they are handed
-// escape to the heap; running comes from a pool instead, so that a small
-// blocking collective allocates nothing here.
+// running is a blocking call's state: the call, which its constructor
+// (bcastCall...) writes into it, and the view its algorithm runs on. The
+// algorithms are called through function values, which makes everything
+// they are handed escape to the heap; running comes from a pool instead,
+// so that a small blocking collective allocates nothing here. The call and
+// the view are built where the algorithm reads them (beginRun, the
+// constructors' cl): returned by value and copied into the pool's (the
+// call's coll.Args is 376 bytes, the view 120), they were more than half
+// of a blocking Allreduce's own cost, 108-113 ns a call against 45-46
+// now on the 2-core VM (BenchmarkAllreduceSelf).
 type running struct {
-	v    coll.Comm
-	args coll.Args
+	v  coll.Comm
+	cl call
 }
 
 var runPool = sync.Pool{New: func() any { return new(running) }}
 
-// finish runs a prepared blocking call (or reports why it could not be
-// prepared) and tells the other ranks if it failed. Every blocking call
-// comes here, with good arguments or not, and readies the communicator
-// first (coll.Comm.Prepare: the shared-memory set-up at its first blocking
-// call), so that every rank does that at the same call.
-func finish(op string, v *coll.Comm, cl *call, err error) error {
+// getRunning returns a zero running from the pool, for finish.
+func getRunning() *running { return runPool.Get().(*running) }
+
+// finish runs the blocking call prepared in r (or reports why it could
+// not be prepared), tells the other ranks if it failed, and gives r back.
+// Every blocking call comes here, with good arguments or not, and readies
+// the communicator first (coll.Comm.Prepare: the shared-memory set-up at
+// its first blocking call), so that every rank does that at the same call.
+func finish(op string, r *running, err error) error {
+	v := &r.v
 	if perr := v.Prepare(); perr != nil && err == nil {
 		err = wrapColl(op, perr)
 	}
 	if err == nil {
-		r := runPool.Get().(*running)
-		r.v, r.args = *v, cl.args
-		err = wrapColl(op, cl.fn(&r.v, &r.args))
-		*r = running{}
-		runPool.Put(r)
+		err = wrapColl(op, r.cl.fn(v, &r.cl.args))
 	}
 	if err != nil {
 		v.Abort(int(classOf(err)), err)
 	}
+	*r = running{}
+	runPool.Put(r)
 	return err
+}
+
+// finishCall is finish for a call begun and prepared outside the pool.
+func finishCall(op string, v *coll.Comm, cl *call, err error) error {
+	r := getRunning()
+	r.v, r.cl = *v, *cl
+	return finish(op, r, err)
 }
 
 func (c *Comm) checkRoot(op string, root int) error {
@@ -170,11 +207,12 @@ func Barrier(c *Comm) error {
 	if c.IsInter() {
 		return c.fail(c.interRun(interBarrier("Barrier", c)))
 	}
-	v, err := c.begin("Barrier")
+	r, err := c.beginRun("Barrier")
 	if err != nil {
 		return err
 	}
-	return c.fail(finish("Barrier", &v, &call{fn: barrierFn}, nil))
+	r.cl.fn = barrierFn
+	return c.fail(finish("Barrier", r, nil))
 }
 
 func barrierFn(v *coll.Comm, a *coll.Args) error { return coll.Barrier(v, a) }
@@ -188,19 +226,20 @@ func Bcast[T Element](c *Comm, buf []T, root int) error {
 	if c.IsInter() {
 		return c.fail(c.interRun(interBcast("Bcast", c, buf, root)))
 	}
-	v, err := c.begin("Bcast")
+	r, err := c.beginRun("Bcast")
 	if err != nil {
 		return err
 	}
-	cl, err := bcastCall("Bcast", c, buf, root)
-	return c.fail(finish("Bcast", &v, &cl, err))
+	err = bcastCall("Bcast", c, buf, root, &r.cl)
+	return c.fail(finish("Bcast", r, err))
 }
 
-func bcastCall[T Element](op string, c *Comm, buf []T, root int) (call, error) {
+func bcastCall[T Element](op string, c *Comm, buf []T, root int, cl *call) error {
 	if err := c.checkRoot(op, root); err != nil {
-		return call{}, err
+		return err
 	}
-	return call{fn: coll.Bcast, args: coll.Args{Recv: elemBytes(buf), Root: root}}, nil
+	cl.fn, cl.args.Recv, cl.args.Root = coll.Bcast, elemBytes(buf), root
+	return nil
 }
 
 // Reduce combines sendbuf of every rank with op into recvbuf at root.
@@ -214,37 +253,39 @@ func Reduce[T Element](c *Comm, sendbuf, recvbuf []T, op Op, root int) error {
 	if c.IsInter() {
 		return c.fail(c.interRun(interReduce("Reduce", c, sendbuf, recvbuf, op, root)))
 	}
-	v, err := c.begin("Reduce")
+	r, err := c.beginRun("Reduce")
 	if err != nil {
 		return err
 	}
-	cl, err := reduceCall("Reduce", c, sendbuf, recvbuf, op, root)
-	return c.fail(finish("Reduce", &v, &cl, err))
+	err = reduceCall("Reduce", c, sendbuf, recvbuf, op, root, &r.cl)
+	return c.fail(finish("Reduce", r, err))
 }
 
-func reduceCall[T Element](name string, c *Comm, sendbuf, recvbuf []T, op Op, root int) (call, error) {
+func reduceCall[T Element](name string, c *Comm, sendbuf, recvbuf []T, op Op, root int, cl *call) error {
 	if err := c.checkRoot(name, root); err != nil {
-		return call{}, err
+		return err
 	}
 	o, err := bind[T](name, op)
 	if err != nil {
-		return call{}, err
+		return err
 	}
-	a := coll.Args{Send: elemBytes(sendbuf), Op: o, Elem: elemSize[T](), Root: root}
+	a := &cl.args
+	a.Send, a.Op, a.Elem, a.Root = elemBytes(sendbuf), o, elemSize[T](), root
 	if c.rank == root {
 		if len(recvbuf) < len(sendbuf) {
-			return call{}, errorf(ErrCount, name, "receive buffer of %d elements for %d", len(recvbuf), len(sendbuf))
+			return errorf(ErrCount, name, "receive buffer of %d elements for %d", len(recvbuf), len(sendbuf))
 		}
 		a.Recv = elemBytes(recvbuf[:len(sendbuf)])
 		in, err := inPlace(name, a.Send, a.Recv)
 		if err != nil {
-			return call{}, err
+			return err
 		}
 		if in {
 			a.Send = nil
 		}
 	}
-	return call{fn: coll.Reduce, args: a}, nil
+	cl.fn = coll.Reduce
+	return nil
 }
 
 // Allreduce combines sendbuf of every rank with op into recvbuf at every
@@ -254,56 +295,58 @@ func Allreduce[T Element](c *Comm, sendbuf, recvbuf []T, op Op) error {
 	if c.IsInter() {
 		return c.fail(c.interRun(interAllreduce("Allreduce", c, sendbuf, recvbuf, op)))
 	}
-	v, err := c.begin("Allreduce")
+	r, err := c.beginRun("Allreduce")
 	if err != nil {
 		return err
 	}
-	cl, err := reductionCall("Allreduce", coll.Allreduce, sendbuf, recvbuf, op)
-	return c.fail(finish("Allreduce", &v, &cl, err))
+	err = reductionCall("Allreduce", coll.Allreduce, sendbuf, recvbuf, op, &r.cl)
+	return c.fail(finish("Allreduce", r, err))
 }
 
 // reductionCall prepares Allreduce, Scan and Exscan: the count is
 // len(sendbuf), recvbuf must hold as many, and sendbuf may be recvbuf.
-func reductionCall[T Element](name string, fn func(*coll.Comm, *coll.Args) error, sendbuf, recvbuf []T, op Op) (call, error) {
+func reductionCall[T Element](name string, fn func(*coll.Comm, *coll.Args) error, sendbuf, recvbuf []T, op Op, cl *call) error {
 	o, err := bind[T](name, op)
 	if err != nil {
-		return call{}, err
+		return err
 	}
 	if len(recvbuf) < len(sendbuf) {
-		return call{}, errorf(ErrCount, name, "receive buffer of %d elements for %d", len(recvbuf), len(sendbuf))
+		return errorf(ErrCount, name, "receive buffer of %d elements for %d", len(recvbuf), len(sendbuf))
 	}
-	a := coll.Args{Send: elemBytes(sendbuf), Recv: elemBytes(recvbuf[:len(sendbuf)]), Op: o, Elem: elemSize[T]()}
+	a := &cl.args
+	a.Send, a.Recv, a.Op, a.Elem = elemBytes(sendbuf), elemBytes(recvbuf[:len(sendbuf)]), o, elemSize[T]()
 	in, err := inPlace(name, a.Send, a.Recv)
 	if err != nil {
-		return call{}, err
+		return err
 	}
 	if in {
 		a.Send = nil
 	}
-	return call{fn: fn, args: a}, nil
+	cl.fn = fn
+	return nil
 }
 
 // Scan leaves sendbuf(0) ⊕ sendbuf(1) ⊕ ... ⊕ sendbuf(r) in recvbuf at
 // rank r (MPI_Scan). sendbuf may be recvbuf itself (in place).
 func Scan[T Element](c *Comm, sendbuf, recvbuf []T, op Op) error {
-	v, err := c.begin("Scan")
+	r, err := c.beginRun("Scan")
 	if err != nil {
 		return err
 	}
-	cl, err := reductionCall("Scan", coll.Scan, sendbuf, recvbuf, op)
-	return c.fail(finish("Scan", &v, &cl, err))
+	err = reductionCall("Scan", coll.Scan, sendbuf, recvbuf, op, &r.cl)
+	return c.fail(finish("Scan", r, err))
 }
 
 // Exscan leaves sendbuf(0) ⊕ ... ⊕ sendbuf(r-1) in recvbuf at rank r > 0
 // (MPI_Exscan); rank 0's recvbuf is not written. sendbuf may be recvbuf
 // itself (in place).
 func Exscan[T Element](c *Comm, sendbuf, recvbuf []T, op Op) error {
-	v, err := c.begin("Exscan")
+	r, err := c.beginRun("Exscan")
 	if err != nil {
 		return err
 	}
-	cl, err := reductionCall("Exscan", coll.Exscan, sendbuf, recvbuf, op)
-	return c.fail(finish("Exscan", &v, &cl, err))
+	err = reductionCall("Exscan", coll.Exscan, sendbuf, recvbuf, op, &r.cl)
+	return c.fail(finish("Exscan", r, err))
 }
 
 // Gather collects every rank's sendbuf (all of the same length k) into
@@ -315,34 +358,36 @@ func Gather[T Element](c *Comm, sendbuf, recvbuf []T, root int) error {
 	if c.IsInter() {
 		return c.fail(c.interRun(interGather("Gather", c, sendbuf, recvbuf, root)))
 	}
-	v, err := c.begin("Gather")
+	r, err := c.beginRun("Gather")
 	if err != nil {
 		return err
 	}
-	cl, err := gatherCall("Gather", c, sendbuf, recvbuf, root)
-	return c.fail(finish("Gather", &v, &cl, err))
+	err = gatherCall("Gather", c, sendbuf, recvbuf, root, &r.cl)
+	return c.fail(finish("Gather", r, err))
 }
 
-func gatherCall[T Element](name string, c *Comm, sendbuf, recvbuf []T, root int) (call, error) {
+func gatherCall[T Element](name string, c *Comm, sendbuf, recvbuf []T, root int, cl *call) error {
 	if err := c.checkRoot(name, root); err != nil {
-		return call{}, err
+		return err
 	}
-	a := coll.Args{Send: elemBytes(sendbuf), Root: root}
+	a := &cl.args
+	a.Send, a.Root = elemBytes(sendbuf), root
 	if c.rank == root {
 		k, n := len(sendbuf), c.Size()
 		if len(recvbuf) < n*k {
-			return call{}, errorf(ErrCount, name, "receive buffer of %d elements for %d ranks of %d", len(recvbuf), n, k)
+			return errorf(ErrCount, name, "receive buffer of %d elements for %d ranks of %d", len(recvbuf), n, k)
 		}
 		a.Recv = elemBytes(recvbuf[:n*k])
 		in, err := ownBlock(name, a.Send, a.Recv, root*len(a.Send))
 		if err != nil {
-			return call{}, err
+			return err
 		}
 		if in {
 			a.Send = nil
 		}
 	}
-	return call{fn: coll.Gather, args: a}, nil
+	cl.fn = coll.Gather
+	return nil
 }
 
 // Gatherv collects every rank's sendbuf into recvbuf at root, rank r's
@@ -355,38 +400,40 @@ func Gatherv[T Element](c *Comm, sendbuf, recvbuf []T, counts, displs []int, roo
 	if c.IsInter() {
 		return c.fail(c.interRun(interGatherv("Gatherv", c, sendbuf, recvbuf, counts, displs, root)))
 	}
-	v, err := c.begin("Gatherv")
+	r, err := c.beginRun("Gatherv")
 	if err != nil {
 		return err
 	}
-	cl, err := gathervCall("Gatherv", c, sendbuf, recvbuf, counts, displs, root)
-	return c.fail(finish("Gatherv", &v, &cl, err))
+	err = gathervCall("Gatherv", c, sendbuf, recvbuf, counts, displs, root, &r.cl)
+	return c.fail(finish("Gatherv", r, err))
 }
 
-func gathervCall[T Element](name string, c *Comm, sendbuf, recvbuf []T, counts, displs []int, root int) (call, error) {
+func gathervCall[T Element](name string, c *Comm, sendbuf, recvbuf []T, counts, displs []int, root int, cl *call) error {
 	if err := c.checkRoot(name, root); err != nil {
-		return call{}, err
+		return err
 	}
-	a := coll.Args{Send: elemBytes(sendbuf), Root: root}
+	a := &cl.args
+	a.Send, a.Root = elemBytes(sendbuf), root
 	if c.rank == root {
 		var err error
 		es := elemSize[T]()
 		if a.Counts, a.Displs, err = layout(name, "receive", c.Size(), counts, displs, len(recvbuf), es); err != nil {
-			return call{}, err
+			return err
 		}
 		a.Recv = elemBytes(recvbuf)
 		in, err := ownBlock(name, a.Send, a.Recv, a.Displs[root])
 		if err != nil {
-			return call{}, err
+			return err
 		}
 		switch {
 		case in && len(a.Send) == a.Counts[root]:
 			a.Send = nil
 		case len(sendbuf) != counts[root]:
-			return call{}, errorf(ErrCount, name, "root sends %d elements where counts[%d] is %d", len(sendbuf), root, counts[root])
+			return errorf(ErrCount, name, "root sends %d elements where counts[%d] is %d", len(sendbuf), root, counts[root])
 		}
 	}
-	return call{fn: coll.Gatherv, args: a}, nil
+	cl.fn = coll.Gatherv
+	return nil
 }
 
 // Scatter sends block r of root's sendbuf (recvbuf's length k each) to
@@ -398,34 +445,36 @@ func Scatter[T Element](c *Comm, sendbuf, recvbuf []T, root int) error {
 	if c.IsInter() {
 		return c.fail(c.interRun(interScatter("Scatter", c, sendbuf, recvbuf, root)))
 	}
-	v, err := c.begin("Scatter")
+	r, err := c.beginRun("Scatter")
 	if err != nil {
 		return err
 	}
-	cl, err := scatterCall("Scatter", c, sendbuf, recvbuf, root)
-	return c.fail(finish("Scatter", &v, &cl, err))
+	err = scatterCall("Scatter", c, sendbuf, recvbuf, root, &r.cl)
+	return c.fail(finish("Scatter", r, err))
 }
 
-func scatterCall[T Element](name string, c *Comm, sendbuf, recvbuf []T, root int) (call, error) {
+func scatterCall[T Element](name string, c *Comm, sendbuf, recvbuf []T, root int, cl *call) error {
 	if err := c.checkRoot(name, root); err != nil {
-		return call{}, err
+		return err
 	}
-	a := coll.Args{Recv: elemBytes(recvbuf), Root: root}
+	a := &cl.args
+	a.Recv, a.Root = elemBytes(recvbuf), root
 	if c.rank == root {
 		k, n := len(recvbuf), c.Size()
 		if len(sendbuf) < n*k {
-			return call{}, errorf(ErrCount, name, "send buffer of %d elements for %d ranks of %d", len(sendbuf), n, k)
+			return errorf(ErrCount, name, "send buffer of %d elements for %d ranks of %d", len(sendbuf), n, k)
 		}
 		a.Send = elemBytes(sendbuf[:n*k])
 		in, err := ownBlock(name, a.Recv, a.Send, root*len(a.Recv))
 		if err != nil {
-			return call{}, err
+			return err
 		}
 		if in {
 			a.Recv = nil
 		}
 	}
-	return call{fn: coll.Scatter, args: a}, nil
+	cl.fn = coll.Scatter
+	return nil
 }
 
 // Scatterv sends counts[r] elements at displs[r] of root's sendbuf to rank
@@ -438,37 +487,39 @@ func Scatterv[T Element](c *Comm, sendbuf []T, counts, displs []int, recvbuf []T
 	if c.IsInter() {
 		return c.fail(c.interRun(interScatterv("Scatterv", c, sendbuf, counts, displs, recvbuf, root)))
 	}
-	v, err := c.begin("Scatterv")
+	r, err := c.beginRun("Scatterv")
 	if err != nil {
 		return err
 	}
-	cl, err := scattervCall("Scatterv", c, sendbuf, counts, displs, recvbuf, root)
-	return c.fail(finish("Scatterv", &v, &cl, err))
+	err = scattervCall("Scatterv", c, sendbuf, counts, displs, recvbuf, root, &r.cl)
+	return c.fail(finish("Scatterv", r, err))
 }
 
-func scattervCall[T Element](name string, c *Comm, sendbuf []T, counts, displs []int, recvbuf []T, root int) (call, error) {
+func scattervCall[T Element](name string, c *Comm, sendbuf []T, counts, displs []int, recvbuf []T, root int, cl *call) error {
 	if err := c.checkRoot(name, root); err != nil {
-		return call{}, err
+		return err
 	}
-	a := coll.Args{Recv: elemBytes(recvbuf), Root: root}
+	a := &cl.args
+	a.Recv, a.Root = elemBytes(recvbuf), root
 	if c.rank == root {
 		var err error
 		if a.Counts, a.Displs, err = layout(name, "send", c.Size(), counts, displs, len(sendbuf), elemSize[T]()); err != nil {
-			return call{}, err
+			return err
 		}
 		a.Send = elemBytes(sendbuf)
 		in, err := ownBlock(name, a.Recv, a.Send, a.Displs[root])
 		if err != nil {
-			return call{}, err
+			return err
 		}
 		switch {
 		case in && len(a.Recv) == a.Counts[root]:
 			a.Recv = nil
 		case len(recvbuf) != counts[root]:
-			return call{}, errorf(ErrCount, name, "root receives %d elements where counts[%d] is %d", len(recvbuf), root, counts[root])
+			return errorf(ErrCount, name, "root receives %d elements where counts[%d] is %d", len(recvbuf), root, counts[root])
 		}
 	}
-	return call{fn: coll.Scatterv, args: a}, nil
+	cl.fn = coll.Scatterv
+	return nil
 }
 
 // Allgather collects every rank's sendbuf (all of length k) into recvbuf
@@ -480,28 +531,30 @@ func Allgather[T Element](c *Comm, sendbuf, recvbuf []T) error {
 	if c.IsInter() {
 		return c.fail(c.interRun(interAllgather("Allgather", c, sendbuf, recvbuf)))
 	}
-	v, err := c.begin("Allgather")
+	r, err := c.beginRun("Allgather")
 	if err != nil {
 		return err
 	}
-	cl, err := allgatherCall("Allgather", c, sendbuf, recvbuf)
-	return c.fail(finish("Allgather", &v, &cl, err))
+	err = allgatherCall("Allgather", c, sendbuf, recvbuf, &r.cl)
+	return c.fail(finish("Allgather", r, err))
 }
 
-func allgatherCall[T Element](name string, c *Comm, sendbuf, recvbuf []T) (call, error) {
+func allgatherCall[T Element](name string, c *Comm, sendbuf, recvbuf []T, cl *call) error {
 	k, n := len(sendbuf), c.Size()
 	if len(recvbuf) < n*k {
-		return call{}, errorf(ErrCount, name, "receive buffer of %d elements for %d ranks of %d", len(recvbuf), n, k)
+		return errorf(ErrCount, name, "receive buffer of %d elements for %d ranks of %d", len(recvbuf), n, k)
 	}
-	a := coll.Args{Send: elemBytes(sendbuf), Recv: elemBytes(recvbuf[:n*k])}
+	a := &cl.args
+	a.Send, a.Recv = elemBytes(sendbuf), elemBytes(recvbuf[:n*k])
 	in, err := ownBlock(name, a.Send, a.Recv, c.rank*len(a.Send))
 	if err != nil {
-		return call{}, err
+		return err
 	}
 	if in {
 		a.Send = nil
 	}
-	return call{fn: coll.Allgather, args: a}, nil
+	cl.fn = coll.Allgather
+	return nil
 }
 
 // Allgatherv collects every rank's sendbuf into recvbuf at every rank,
@@ -514,31 +567,33 @@ func Allgatherv[T Element](c *Comm, sendbuf, recvbuf []T, counts, displs []int) 
 	if c.IsInter() {
 		return c.fail(c.interRun(interAllgatherv("Allgatherv", c, sendbuf, recvbuf, counts, displs)))
 	}
-	v, err := c.begin("Allgatherv")
+	r, err := c.beginRun("Allgatherv")
 	if err != nil {
 		return err
 	}
-	cl, err := allgathervCall("Allgatherv", c, sendbuf, recvbuf, counts, displs)
-	return c.fail(finish("Allgatherv", &v, &cl, err))
+	err = allgathervCall("Allgatherv", c, sendbuf, recvbuf, counts, displs, &r.cl)
+	return c.fail(finish("Allgatherv", r, err))
 }
 
-func allgathervCall[T Element](name string, c *Comm, sendbuf, recvbuf []T, counts, displs []int) (call, error) {
-	a := coll.Args{Send: elemBytes(sendbuf), Recv: elemBytes(recvbuf)}
+func allgathervCall[T Element](name string, c *Comm, sendbuf, recvbuf []T, counts, displs []int, cl *call) error {
+	a := &cl.args
+	a.Send, a.Recv = elemBytes(sendbuf), elemBytes(recvbuf)
 	var err error
 	if a.Counts, a.Displs, err = layout(name, "receive", c.Size(), counts, displs, len(recvbuf), elemSize[T]()); err != nil {
-		return call{}, err
+		return err
 	}
 	in, err := ownBlock(name, a.Send, a.Recv, a.Displs[c.rank])
 	if err != nil {
-		return call{}, err
+		return err
 	}
 	switch {
 	case in && len(a.Send) == a.Counts[c.rank]:
 		a.Send = nil
 	case len(sendbuf) != counts[c.rank]:
-		return call{}, errorf(ErrCount, name, "rank %d sends %d elements where counts[%d] is %d", c.rank, len(sendbuf), c.rank, counts[c.rank])
+		return errorf(ErrCount, name, "rank %d sends %d elements where counts[%d] is %d", c.rank, len(sendbuf), c.rank, counts[c.rank])
 	}
-	return call{fn: coll.Allgatherv, args: a}, nil
+	cl.fn = coll.Allgatherv
+	return nil
 }
 
 // Alltoall sends block r of every rank's sendbuf to rank r, which stores
@@ -550,31 +605,33 @@ func Alltoall[T Element](c *Comm, sendbuf, recvbuf []T) error {
 	if c.IsInter() {
 		return c.fail(c.interRun(interAlltoall("Alltoall", c, sendbuf, recvbuf)))
 	}
-	v, err := c.begin("Alltoall")
+	r, err := c.beginRun("Alltoall")
 	if err != nil {
 		return err
 	}
-	cl, err := alltoallCall("Alltoall", c, sendbuf, recvbuf)
-	return c.fail(finish("Alltoall", &v, &cl, err))
+	err = alltoallCall("Alltoall", c, sendbuf, recvbuf, &r.cl)
+	return c.fail(finish("Alltoall", r, err))
 }
 
-func alltoallCall[T Element](name string, c *Comm, sendbuf, recvbuf []T) (call, error) {
+func alltoallCall[T Element](name string, c *Comm, sendbuf, recvbuf []T, cl *call) error {
 	n := c.Size()
 	if len(sendbuf)%n != 0 {
-		return call{}, errorf(ErrCount, name, "send buffer of %d elements is not %d equal blocks", len(sendbuf), n)
+		return errorf(ErrCount, name, "send buffer of %d elements is not %d equal blocks", len(sendbuf), n)
 	}
 	if len(recvbuf) < len(sendbuf) {
-		return call{}, errorf(ErrCount, name, "receive buffer of %d elements for %d", len(recvbuf), len(sendbuf))
+		return errorf(ErrCount, name, "receive buffer of %d elements for %d", len(recvbuf), len(sendbuf))
 	}
-	a := coll.Args{Send: elemBytes(sendbuf), Recv: elemBytes(recvbuf[:len(sendbuf)])}
+	a := &cl.args
+	a.Send, a.Recv = elemBytes(sendbuf), elemBytes(recvbuf[:len(sendbuf)])
 	in, err := inPlace(name, a.Send, a.Recv)
 	if err != nil {
-		return call{}, err
+		return err
 	}
 	if in {
 		a.Send = nil
 	}
-	return call{fn: coll.Alltoall, args: a}, nil
+	cl.fn = coll.Alltoall
+	return nil
 }
 
 // Alltoallv sends sendcounts[r] elements at sdispls[r] of sendbuf to rank
@@ -587,31 +644,33 @@ func Alltoallv[T Element](c *Comm, sendbuf []T, sendcounts, sdispls []int, recvb
 	if c.IsInter() {
 		return c.fail(c.interRun(interAlltoallv("Alltoallv", c, sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls)))
 	}
-	v, err := c.begin("Alltoallv")
+	r, err := c.beginRun("Alltoallv")
 	if err != nil {
 		return err
 	}
-	cl, err := alltoallvCall("Alltoallv", c, sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls)
-	return c.fail(finish("Alltoallv", &v, &cl, err))
+	err = alltoallvCall("Alltoallv", c, sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, &r.cl)
+	return c.fail(finish("Alltoallv", r, err))
 }
 
-func alltoallvCall[T Element](name string, c *Comm, sendbuf []T, sendcounts, sdispls []int, recvbuf []T, recvcounts, rdispls []int) (call, error) {
+func alltoallvCall[T Element](name string, c *Comm, sendbuf []T, sendcounts, sdispls []int, recvbuf []T, recvcounts, rdispls []int, cl *call) error {
 	n, es := c.Size(), elemSize[T]()
-	a := coll.Args{Send: elemBytes(sendbuf), Recv: elemBytes(recvbuf)}
+	a := &cl.args
+	a.Send, a.Recv = elemBytes(sendbuf), elemBytes(recvbuf)
 	var err error
 	if a.Counts, a.Displs, err = layout(name, "receive", n, recvcounts, rdispls, len(recvbuf), es); err != nil {
-		return call{}, err
+		return err
 	}
 	in, err := inPlace(name, a.Send, a.Recv)
 	if err != nil {
-		return call{}, err
+		return err
 	}
 	if in {
 		a.Send, a.SendCounts, a.SendDispls = nil, a.Counts, a.Displs
 	} else if a.SendCounts, a.SendDispls, err = layout(name, "send", n, sendcounts, sdispls, len(sendbuf), es); err != nil {
-		return call{}, err
+		return err
 	}
-	return call{fn: coll.Alltoallv, args: a}, nil
+	cl.fn = coll.Alltoallv
+	return nil
 }
 
 // ReduceScatter reduces every rank's sendbuf with op and leaves block r
@@ -625,38 +684,40 @@ func ReduceScatter[T Element](c *Comm, sendbuf, recvbuf []T, recvcounts []int, o
 	if c.IsInter() {
 		return c.fail(c.interRun(interReduceScatter("ReduceScatter", c, sendbuf, recvbuf, recvcounts, op)))
 	}
-	v, err := c.begin("ReduceScatter")
+	r, err := c.beginRun("ReduceScatter")
 	if err != nil {
 		return err
 	}
-	cl, err := reduceScatterCall("ReduceScatter", c, sendbuf, recvbuf, recvcounts, op)
-	return c.fail(finish("ReduceScatter", &v, &cl, err))
+	err = reduceScatterCall("ReduceScatter", c, sendbuf, recvbuf, recvcounts, op, &r.cl)
+	return c.fail(finish("ReduceScatter", r, err))
 }
 
-func reduceScatterCall[T Element](name string, c *Comm, sendbuf, recvbuf []T, recvcounts []int, op Op) (call, error) {
+func reduceScatterCall[T Element](name string, c *Comm, sendbuf, recvbuf []T, recvcounts []int, op Op, cl *call) error {
 	o, err := bind[T](name, op)
 	if err != nil {
-		return call{}, err
+		return err
 	}
 	es := elemSize[T]()
 	counts, total, err := scatterCounts(name, c.Size(), recvcounts, es)
 	if err != nil {
-		return call{}, err
+		return err
 	}
 	if len(sendbuf) < total {
-		return call{}, errorf(ErrCount, name, "send buffer of %d elements for %d", len(sendbuf), total)
+		return errorf(ErrCount, name, "send buffer of %d elements for %d", len(sendbuf), total)
 	}
-	a := coll.Args{Send: elemBytes(sendbuf[:total]), Recv: elemBytes(recvbuf), Counts: counts, Op: o, Elem: es}
+	a := &cl.args
+	a.Send, a.Recv, a.Counts, a.Op, a.Elem = elemBytes(sendbuf[:total]), elemBytes(recvbuf), counts, o, es
 	in, err := inPlace(name, elemBytes(sendbuf), a.Recv)
 	if err != nil {
-		return call{}, err
+		return err
 	}
 	if in {
 		a.Send = nil
 	} else if len(recvbuf) < recvcounts[c.rank] {
-		return call{}, errorf(ErrCount, name, "receive buffer of %d elements for %d", len(recvbuf), recvcounts[c.rank])
+		return errorf(ErrCount, name, "receive buffer of %d elements for %d", len(recvbuf), recvcounts[c.rank])
 	}
-	return call{fn: coll.ReduceScatter, args: a}, nil
+	cl.fn = coll.ReduceScatter
+	return nil
 }
 
 // scatterCounts checks Reduce_scatter's recvcounts (one per rank of n, none
@@ -687,24 +748,24 @@ func ReduceScatterBlock[T Element](c *Comm, sendbuf, recvbuf []T, op Op) error {
 	if c.IsInter() {
 		return c.fail(c.interRun(interReduceScatterBlock("ReduceScatterBlock", c, sendbuf, recvbuf, op)))
 	}
-	v, err := c.begin("ReduceScatterBlock")
+	r, err := c.beginRun("ReduceScatterBlock")
 	if err != nil {
 		return err
 	}
-	cl, err := reduceScatterBlockCall("ReduceScatterBlock", c, sendbuf, recvbuf, op)
-	return c.fail(finish("ReduceScatterBlock", &v, &cl, err))
+	err = reduceScatterBlockCall("ReduceScatterBlock", c, sendbuf, recvbuf, op, &r.cl)
+	return c.fail(finish("ReduceScatterBlock", r, err))
 }
 
-func reduceScatterBlockCall[T Element](name string, c *Comm, sendbuf, recvbuf []T, op Op) (call, error) {
+func reduceScatterBlockCall[T Element](name string, c *Comm, sendbuf, recvbuf []T, op Op, cl *call) error {
 	n := c.Size()
 	if len(sendbuf)%n != 0 {
-		return call{}, errorf(ErrCount, name, "send buffer of %d elements is not %d equal blocks", len(sendbuf), n)
+		return errorf(ErrCount, name, "send buffer of %d elements is not %d equal blocks", len(sendbuf), n)
 	}
 	counts := make([]int, n)
 	for r := range counts {
 		counts[r] = len(sendbuf) / n
 	}
-	cl, err := reduceScatterCall(name, c, sendbuf, recvbuf, counts, op)
+	err := reduceScatterCall(name, c, sendbuf, recvbuf, counts, op, cl)
 	cl.fn = coll.ReduceScatterBlock
-	return cl, err
+	return err
 }

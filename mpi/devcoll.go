@@ -130,7 +130,7 @@ func devCollective(c *Comm, name string, fn func(*coll.Comm, *coll.Args) error, 
 	if err == nil {
 		cl = call{fn: fn, args: a}
 	}
-	return finish(name, &v, &cl, err)
+	return finishCall(name, &v, &cl, err)
 }
 
 // idevCollective starts a GPU collective as a nonblocking call

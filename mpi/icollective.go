@@ -109,7 +109,8 @@ func Ibcast[T Element](c *Comm, buf []T, root int) (*Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	cl, err := bcastCall("Ibcast", c, buf, root)
+	var cl call
+	err = bcastCall("Ibcast", c, buf, root, &cl)
 	return start(c, "Ibcast", v, cl, err)
 }
 
@@ -122,7 +123,8 @@ func Ireduce[T Element](c *Comm, sendbuf, recvbuf []T, op Op, root int) (*Reques
 	if err != nil {
 		return nil, err
 	}
-	cl, err := reduceCall("Ireduce", c, sendbuf, recvbuf, op, root)
+	var cl call
+	err = reduceCall("Ireduce", c, sendbuf, recvbuf, op, root, &cl)
 	return start(c, "Ireduce", v, cl, err)
 }
 
@@ -135,7 +137,8 @@ func Iallreduce[T Element](c *Comm, sendbuf, recvbuf []T, op Op) (*Request, erro
 	if err != nil {
 		return nil, err
 	}
-	cl, err := reductionCall("Iallreduce", coll.Allreduce, sendbuf, recvbuf, op)
+	var cl call
+	err = reductionCall("Iallreduce", coll.Allreduce, sendbuf, recvbuf, op, &cl)
 	return start(c, "Iallreduce", v, cl, err)
 }
 
@@ -145,7 +148,8 @@ func Iscan[T Element](c *Comm, sendbuf, recvbuf []T, op Op) (*Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	cl, err := reductionCall("Iscan", coll.Scan, sendbuf, recvbuf, op)
+	var cl call
+	err = reductionCall("Iscan", coll.Scan, sendbuf, recvbuf, op, &cl)
 	return start(c, "Iscan", v, cl, err)
 }
 
@@ -155,7 +159,8 @@ func Iexscan[T Element](c *Comm, sendbuf, recvbuf []T, op Op) (*Request, error) 
 	if err != nil {
 		return nil, err
 	}
-	cl, err := reductionCall("Iexscan", coll.Exscan, sendbuf, recvbuf, op)
+	var cl call
+	err = reductionCall("Iexscan", coll.Exscan, sendbuf, recvbuf, op, &cl)
 	return start(c, "Iexscan", v, cl, err)
 }
 
@@ -168,7 +173,8 @@ func Igather[T Element](c *Comm, sendbuf, recvbuf []T, root int) (*Request, erro
 	if err != nil {
 		return nil, err
 	}
-	cl, err := gatherCall("Igather", c, sendbuf, recvbuf, root)
+	var cl call
+	err = gatherCall("Igather", c, sendbuf, recvbuf, root, &cl)
 	return start(c, "Igather", v, cl, err)
 }
 
@@ -181,7 +187,8 @@ func Igatherv[T Element](c *Comm, sendbuf, recvbuf []T, counts, displs []int, ro
 	if err != nil {
 		return nil, err
 	}
-	cl, err := gathervCall("Igatherv", c, sendbuf, recvbuf, counts, displs, root)
+	var cl call
+	err = gathervCall("Igatherv", c, sendbuf, recvbuf, counts, displs, root, &cl)
 	return start(c, "Igatherv", v, cl, err)
 }
 
@@ -194,7 +201,8 @@ func Iscatter[T Element](c *Comm, sendbuf, recvbuf []T, root int) (*Request, err
 	if err != nil {
 		return nil, err
 	}
-	cl, err := scatterCall("Iscatter", c, sendbuf, recvbuf, root)
+	var cl call
+	err = scatterCall("Iscatter", c, sendbuf, recvbuf, root, &cl)
 	return start(c, "Iscatter", v, cl, err)
 }
 
@@ -207,7 +215,8 @@ func Iscatterv[T Element](c *Comm, sendbuf []T, counts, displs []int, recvbuf []
 	if err != nil {
 		return nil, err
 	}
-	cl, err := scattervCall("Iscatterv", c, sendbuf, counts, displs, recvbuf, root)
+	var cl call
+	err = scattervCall("Iscatterv", c, sendbuf, counts, displs, recvbuf, root, &cl)
 	return start(c, "Iscatterv", v, cl, err)
 }
 
@@ -220,7 +229,8 @@ func Iallgather[T Element](c *Comm, sendbuf, recvbuf []T) (*Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	cl, err := allgatherCall("Iallgather", c, sendbuf, recvbuf)
+	var cl call
+	err = allgatherCall("Iallgather", c, sendbuf, recvbuf, &cl)
 	return start(c, "Iallgather", v, cl, err)
 }
 
@@ -233,7 +243,8 @@ func Iallgatherv[T Element](c *Comm, sendbuf, recvbuf []T, counts, displs []int)
 	if err != nil {
 		return nil, err
 	}
-	cl, err := allgathervCall("Iallgatherv", c, sendbuf, recvbuf, counts, displs)
+	var cl call
+	err = allgathervCall("Iallgatherv", c, sendbuf, recvbuf, counts, displs, &cl)
 	return start(c, "Iallgatherv", v, cl, err)
 }
 
@@ -246,7 +257,8 @@ func Ialltoall[T Element](c *Comm, sendbuf, recvbuf []T) (*Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	cl, err := alltoallCall("Ialltoall", c, sendbuf, recvbuf)
+	var cl call
+	err = alltoallCall("Ialltoall", c, sendbuf, recvbuf, &cl)
 	return start(c, "Ialltoall", v, cl, err)
 }
 
@@ -259,7 +271,8 @@ func Ialltoallv[T Element](c *Comm, sendbuf []T, sendcounts, sdispls []int, recv
 	if err != nil {
 		return nil, err
 	}
-	cl, err := alltoallvCall("Ialltoallv", c, sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls)
+	var cl call
+	err = alltoallvCall("Ialltoallv", c, sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, &cl)
 	return start(c, "Ialltoallv", v, cl, err)
 }
 
@@ -272,7 +285,8 @@ func IreduceScatter[T Element](c *Comm, sendbuf, recvbuf []T, recvcounts []int, 
 	if err != nil {
 		return nil, err
 	}
-	cl, err := reduceScatterCall("IreduceScatter", c, sendbuf, recvbuf, recvcounts, op)
+	var cl call
+	err = reduceScatterCall("IreduceScatter", c, sendbuf, recvbuf, recvcounts, op, &cl)
 	return start(c, "IreduceScatter", v, cl, err)
 }
 
@@ -285,6 +299,7 @@ func IreduceScatterBlock[T Element](c *Comm, sendbuf, recvbuf []T, op Op) (*Requ
 	if err != nil {
 		return nil, err
 	}
-	cl, err := reduceScatterBlockCall("IreduceScatterBlock", c, sendbuf, recvbuf, op)
+	var cl call
+	err = reduceScatterBlockCall("IreduceScatterBlock", c, sendbuf, recvbuf, op, &cl)
 	return start(c, "IreduceScatterBlock", v, cl, err)
 }

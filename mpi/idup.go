@@ -57,8 +57,8 @@ func (c *Comm) Idup() (*Comm, *Request, error) {
 // only (no shared state with c's other calls).
 func idupRound(op string, v *coll.Comm) func(buf []uint64) error {
 	return func(buf []uint64) error {
-		cl, err := reductionCall(op, coll.Allreduce, buf, buf, Band)
-		if err != nil {
+		var cl call
+		if err := reductionCall(op, coll.Allreduce, buf, buf, Band, &cl); err != nil {
 			return err
 		}
 		cl.args.Nonblocking = true

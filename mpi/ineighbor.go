@@ -29,9 +29,10 @@ func initNeighbor(op string, c *Comm, prep nbPrep) (*Request, error) {
 	if err != nil {
 		return nil, c.fail(err)
 	}
-	return initColl(op, c, func() (call, error) {
+	return initColl(op, c, func(cl *call) error {
 		a, err := prep(nb)
-		return call{fn: coll.Neighbor, args: a}, err
+		cl.fn, cl.args = coll.Neighbor, a
+		return err
 	}, nil)
 }
 

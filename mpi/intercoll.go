@@ -34,7 +34,7 @@ func (c *Comm) interRun(ic interCall) error {
 	if err != nil {
 		return err
 	}
-	return finish(ic.op, &v, &ic.cl, ic.err)
+	return finishCall(ic.op, &v, &ic.cl, ic.err)
 }
 
 // interStart starts the prepared call ic as a nonblocking collective on
@@ -146,7 +146,8 @@ func interDisjoint[T Element](name string, sendbuf, recvbuf []T) error {
 // interAllreduce: every process receives the reduction of the remote
 // group's sendbufs, which have len(sendbuf) elements as this group's do.
 func interAllreduce[T Element](name string, c *Comm, sendbuf, recvbuf []T, op Op) interCall {
-	cl, err := reductionCall(name, coll.Allreduce, sendbuf, recvbuf, op)
+	var cl call
+	err := reductionCall(name, coll.Allreduce, sendbuf, recvbuf, op, &cl)
 	return c.interPrep(name, coll.InterAllreduce, cl.args, err)
 }
 

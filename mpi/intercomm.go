@@ -292,7 +292,7 @@ func (c *Comm) unionRun(op string, fn func(*coll.Comm, *coll.Args) error, a coll
 	if err != nil {
 		return err
 	}
-	return finish(op, &v, &call{fn: fn, args: a}, nil)
+	return finishCall(op, &v, &call{fn: fn, args: a}, nil)
 }
 
 // interBegin checks the intercommunicator c and starts a call on the

@@ -21,8 +21,8 @@ import (
 // it.
 func (c *Comm) agreeInterCtx(op string) (uint32, error) {
 	return c.agreeCtxKey(op, ctxKey(c.ctx, 0), func(buf []uint64) error {
-		cl, err := reductionCall(op, coll.Allreduce, buf, buf, Band)
-		if err != nil {
+		var cl call
+		if err := reductionCall(op, coll.Allreduce, buf, buf, Band, &cl); err != nil {
 			return err
 		}
 		return c.unionRun(op, cl.fn, cl.args)
@@ -100,7 +100,7 @@ func (c *Comm) interSplit(op string, color, key int, bad error) (*Comm, error) {
 		return nil, c.fail(err)
 	}
 	cl := call{fn: coll.Allgather, args: coll.Args{Send: elemBytes(mine), Recv: elemBytes(all)}}
-	if err := finish(op, &v, &cl, bad); err != nil {
+	if err := finishCall(op, &v, &cl, bad); err != nil {
 		return nil, c.fail(err)
 	}
 	ctx, err := c.agreeInterCtx(op)

@@ -22,9 +22,9 @@ func BcastLayout[T Element](c *Comm, buf []T, l Layout, root int) error {
 	defer w.release()
 	var cl call
 	if err == nil {
-		cl, err = bcastCall(op, c, w.b, root)
+		err = bcastCall(op, c, w.b, root, &cl)
 	}
-	err = finish(op, &v, &cl, err)
+	err = finishCall(op, &v, &cl, err)
 	if c.rank != root {
 		w.unpackTo(elemBytes(buf), l, elemSize[T](), len(w.b), err)
 	}
@@ -54,9 +54,9 @@ func GatherLayout[T Element](c *Comm, sendbuf []T, sl Layout, recvbuf []T, rl La
 	defer in.release()
 	var cl call
 	if err == nil {
-		cl, err = gatherCall(op, c, out.b, in.b, root)
+		err = gatherCall(op, c, out.b, in.b, root, &cl)
 	}
-	err = finish(op, &v, &cl, err)
+	err = finishCall(op, &v, &cl, err)
 	if c.rank == root {
 		in.unpackTo(elemBytes(recvbuf), all, elemSize[T](), len(in.b), err)
 	}
@@ -86,9 +86,9 @@ func ScatterLayout[T Element](c *Comm, sendbuf []T, sl Layout, recvbuf []T, rl L
 	defer out.release()
 	var cl call
 	if err == nil {
-		cl, err = scatterCall(op, c, out.b, in.b, root)
+		err = scatterCall(op, c, out.b, in.b, root, &cl)
 	}
-	err = finish(op, &v, &cl, err)
+	err = finishCall(op, &v, &cl, err)
 	in.unpackTo(elemBytes(recvbuf), rl, elemSize[T](), len(in.b), err)
 	return c.fail(err)
 }
@@ -115,9 +115,9 @@ func AllgatherLayout[T Element](c *Comm, sendbuf []T, sl Layout, recvbuf []T, rl
 	defer in.release()
 	var cl call
 	if err == nil {
-		cl, err = allgatherCall(op, c, out.b, in.b)
+		err = allgatherCall(op, c, out.b, in.b, &cl)
 	}
-	err = finish(op, &v, &cl, err)
+	err = finishCall(op, &v, &cl, err)
 	in.unpackTo(elemBytes(recvbuf), all, elemSize[T](), len(in.b), err)
 	return c.fail(err)
 }

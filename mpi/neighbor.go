@@ -126,7 +126,7 @@ func runNeighbor(op string, c *Comm, prep nbPrep) (err error) {
 		return err
 	}
 	a, err := prep(nb)
-	return finish(op, &v, &call{fn: coll.Neighbor, args: a}, err)
+	return finishCall(op, &v, &call{fn: coll.Neighbor, args: a}, err)
 }
 
 // NeighborAllgather sends sendbuf to every destination of c and receives

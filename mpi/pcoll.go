@@ -43,7 +43,7 @@ type pcoll struct {
 // initColl reserves a call on c for op and prepares it with prep, or on
 // an intercommunicator with inter (nil for the collectives MPI defines on
 // intracommunicators only: ErrComm).
-func initColl(op string, c *Comm, prep func() (call, error), inter func() interCall) (*Request, error) {
+func initColl(op string, c *Comm, prep func(cl *call) error, inter func() interCall) (*Request, error) {
 	var v coll.Comm
 	var cl call
 	var err error
@@ -60,7 +60,7 @@ func initColl(op string, c *Comm, prep func() (call, error), inter func() interC
 		if v, err = c.begin(op); err != nil {
 			return nil, err // through c's handler in begin
 		}
-		cl, err = prep()
+		err = prep(&cl)
 	}
 	if err != nil {
 		v.Abort(int(classOf(err)), err)
@@ -90,88 +90,88 @@ func (q *Request) startColl() error {
 
 // BarrierInit makes a persistent Barrier (MPI_Barrier_init).
 func BarrierInit(c *Comm) (*Request, error) {
-	return initColl("BarrierInit", c, func() (call, error) { return call{fn: barrierFn}, nil },
+	return initColl("BarrierInit", c, func(cl *call) error { cl.fn = barrierFn; return nil },
 		func() interCall { return interBarrier("BarrierInit", c) })
 }
 
 // BcastInit makes a persistent Bcast (MPI_Bcast_init).
 func BcastInit[T Element](c *Comm, buf []T, root int) (*Request, error) {
-	return initColl("BcastInit", c, func() (call, error) { return bcastCall("BcastInit", c, buf, root) },
+	return initColl("BcastInit", c, func(cl *call) error { return bcastCall("BcastInit", c, buf, root, cl) },
 		func() interCall { return interBcast("BcastInit", c, buf, root) })
 }
 
 // ReduceInit makes a persistent Reduce (MPI_Reduce_init).
 func ReduceInit[T Element](c *Comm, sendbuf, recvbuf []T, op Op, root int) (*Request, error) {
-	return initColl("ReduceInit", c, func() (call, error) { return reduceCall("ReduceInit", c, sendbuf, recvbuf, op, root) },
+	return initColl("ReduceInit", c, func(cl *call) error { return reduceCall("ReduceInit", c, sendbuf, recvbuf, op, root, cl) },
 		func() interCall { return interReduce("ReduceInit", c, sendbuf, recvbuf, op, root) })
 }
 
 // AllreduceInit makes a persistent Allreduce (MPI_Allreduce_init).
 func AllreduceInit[T Element](c *Comm, sendbuf, recvbuf []T, op Op) (*Request, error) {
-	return initColl("AllreduceInit", c, func() (call, error) {
-		return reductionCall("AllreduceInit", coll.Allreduce, sendbuf, recvbuf, op)
+	return initColl("AllreduceInit", c, func(cl *call) error {
+		return reductionCall("AllreduceInit", coll.Allreduce, sendbuf, recvbuf, op, cl)
 	}, func() interCall { return interAllreduce("AllreduceInit", c, sendbuf, recvbuf, op) })
 }
 
 // ScanInit makes a persistent Scan (MPI_Scan_init).
 func ScanInit[T Element](c *Comm, sendbuf, recvbuf []T, op Op) (*Request, error) {
-	return initColl("ScanInit", c, func() (call, error) { return reductionCall("ScanInit", coll.Scan, sendbuf, recvbuf, op) }, nil)
+	return initColl("ScanInit", c, func(cl *call) error { return reductionCall("ScanInit", coll.Scan, sendbuf, recvbuf, op, cl) }, nil)
 }
 
 // ExscanInit makes a persistent Exscan (MPI_Exscan_init).
 func ExscanInit[T Element](c *Comm, sendbuf, recvbuf []T, op Op) (*Request, error) {
-	return initColl("ExscanInit", c, func() (call, error) { return reductionCall("ExscanInit", coll.Exscan, sendbuf, recvbuf, op) }, nil)
+	return initColl("ExscanInit", c, func(cl *call) error { return reductionCall("ExscanInit", coll.Exscan, sendbuf, recvbuf, op, cl) }, nil)
 }
 
 // GatherInit makes a persistent Gather (MPI_Gather_init).
 func GatherInit[T Element](c *Comm, sendbuf, recvbuf []T, root int) (*Request, error) {
-	return initColl("GatherInit", c, func() (call, error) { return gatherCall("GatherInit", c, sendbuf, recvbuf, root) },
+	return initColl("GatherInit", c, func(cl *call) error { return gatherCall("GatherInit", c, sendbuf, recvbuf, root, cl) },
 		func() interCall { return interGather("GatherInit", c, sendbuf, recvbuf, root) })
 }
 
 // GathervInit makes a persistent Gatherv (MPI_Gatherv_init).
 func GathervInit[T Element](c *Comm, sendbuf, recvbuf []T, counts, displs []int, root int) (*Request, error) {
-	return initColl("GathervInit", c, func() (call, error) {
-		return gathervCall("GathervInit", c, sendbuf, recvbuf, counts, displs, root)
+	return initColl("GathervInit", c, func(cl *call) error {
+		return gathervCall("GathervInit", c, sendbuf, recvbuf, counts, displs, root, cl)
 	}, func() interCall { return interGatherv("GathervInit", c, sendbuf, recvbuf, counts, displs, root) })
 }
 
 // ScatterInit makes a persistent Scatter (MPI_Scatter_init).
 func ScatterInit[T Element](c *Comm, sendbuf, recvbuf []T, root int) (*Request, error) {
-	return initColl("ScatterInit", c, func() (call, error) { return scatterCall("ScatterInit", c, sendbuf, recvbuf, root) },
+	return initColl("ScatterInit", c, func(cl *call) error { return scatterCall("ScatterInit", c, sendbuf, recvbuf, root, cl) },
 		func() interCall { return interScatter("ScatterInit", c, sendbuf, recvbuf, root) })
 }
 
 // ScattervInit makes a persistent Scatterv (MPI_Scatterv_init).
 func ScattervInit[T Element](c *Comm, sendbuf []T, counts, displs []int, recvbuf []T, root int) (*Request, error) {
-	return initColl("ScattervInit", c, func() (call, error) {
-		return scattervCall("ScattervInit", c, sendbuf, counts, displs, recvbuf, root)
+	return initColl("ScattervInit", c, func(cl *call) error {
+		return scattervCall("ScattervInit", c, sendbuf, counts, displs, recvbuf, root, cl)
 	}, func() interCall { return interScatterv("ScattervInit", c, sendbuf, counts, displs, recvbuf, root) })
 }
 
 // AllgatherInit makes a persistent Allgather (MPI_Allgather_init).
 func AllgatherInit[T Element](c *Comm, sendbuf, recvbuf []T) (*Request, error) {
-	return initColl("AllgatherInit", c, func() (call, error) { return allgatherCall("AllgatherInit", c, sendbuf, recvbuf) },
+	return initColl("AllgatherInit", c, func(cl *call) error { return allgatherCall("AllgatherInit", c, sendbuf, recvbuf, cl) },
 		func() interCall { return interAllgather("AllgatherInit", c, sendbuf, recvbuf) })
 }
 
 // AllgathervInit makes a persistent Allgatherv (MPI_Allgatherv_init).
 func AllgathervInit[T Element](c *Comm, sendbuf, recvbuf []T, counts, displs []int) (*Request, error) {
-	return initColl("AllgathervInit", c, func() (call, error) {
-		return allgathervCall("AllgathervInit", c, sendbuf, recvbuf, counts, displs)
+	return initColl("AllgathervInit", c, func(cl *call) error {
+		return allgathervCall("AllgathervInit", c, sendbuf, recvbuf, counts, displs, cl)
 	}, func() interCall { return interAllgatherv("AllgathervInit", c, sendbuf, recvbuf, counts, displs) })
 }
 
 // AlltoallInit makes a persistent Alltoall (MPI_Alltoall_init).
 func AlltoallInit[T Element](c *Comm, sendbuf, recvbuf []T) (*Request, error) {
-	return initColl("AlltoallInit", c, func() (call, error) { return alltoallCall("AlltoallInit", c, sendbuf, recvbuf) },
+	return initColl("AlltoallInit", c, func(cl *call) error { return alltoallCall("AlltoallInit", c, sendbuf, recvbuf, cl) },
 		func() interCall { return interAlltoall("AlltoallInit", c, sendbuf, recvbuf) })
 }
 
 // AlltoallvInit makes a persistent Alltoallv (MPI_Alltoallv_init).
 func AlltoallvInit[T Element](c *Comm, sendbuf []T, sendcounts, sdispls []int, recvbuf []T, recvcounts, rdispls []int) (*Request, error) {
-	return initColl("AlltoallvInit", c, func() (call, error) {
-		return alltoallvCall("AlltoallvInit", c, sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls)
+	return initColl("AlltoallvInit", c, func(cl *call) error {
+		return alltoallvCall("AlltoallvInit", c, sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, cl)
 	}, func() interCall {
 		return interAlltoallv("AlltoallvInit", c, sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls)
 	})
@@ -180,15 +180,15 @@ func AlltoallvInit[T Element](c *Comm, sendbuf []T, sendcounts, sdispls []int, r
 // ReduceScatterInit makes a persistent ReduceScatter
 // (MPI_Reduce_scatter_init).
 func ReduceScatterInit[T Element](c *Comm, sendbuf, recvbuf []T, recvcounts []int, op Op) (*Request, error) {
-	return initColl("ReduceScatterInit", c, func() (call, error) {
-		return reduceScatterCall("ReduceScatterInit", c, sendbuf, recvbuf, recvcounts, op)
+	return initColl("ReduceScatterInit", c, func(cl *call) error {
+		return reduceScatterCall("ReduceScatterInit", c, sendbuf, recvbuf, recvcounts, op, cl)
 	}, func() interCall { return interReduceScatter("ReduceScatterInit", c, sendbuf, recvbuf, recvcounts, op) })
 }
 
 // ReduceScatterBlockInit makes a persistent ReduceScatterBlock
 // (MPI_Reduce_scatter_block_init).
 func ReduceScatterBlockInit[T Element](c *Comm, sendbuf, recvbuf []T, op Op) (*Request, error) {
-	return initColl("ReduceScatterBlockInit", c, func() (call, error) {
-		return reduceScatterBlockCall("ReduceScatterBlockInit", c, sendbuf, recvbuf, op)
+	return initColl("ReduceScatterBlockInit", c, func(cl *call) error {
+		return reduceScatterBlockCall("ReduceScatterBlockInit", c, sendbuf, recvbuf, op, cl)
 	}, func() interCall { return interReduceScatterBlock("ReduceScatterBlockInit", c, sendbuf, recvbuf, op) })
 }

@@ -116,7 +116,7 @@ func mapShared(c *Comm, op string, size int) ([]byte, error) {
 		mem, err = v.MapShared("win", size)
 		return err
 	}}
-	if err := finish(op, &v, &cl, nil); err != nil {
+	if err := finishCall(op, &v, &cl, nil); err != nil {
 		if errors.Is(err, coll.ErrNoShared) {
 			return nil, errorf(ErrNoMem, op, "shared memory for the window: %w", err)
 		}
