@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -253,6 +254,39 @@ func mergeHost(hosts []Host, h Host) []Host {
 		return hosts
 	}
 	return append(hosts, h)
+}
+
+// mergeLocalNames makes this host one entry when the list names it more
+// than once (-H localhost:2,$(hostname):2), as mpirun does: its slots add
+// up (mergeHost), and a rankfile's ranks on any of its names go to the
+// first name's. Two entries would have started two sets of ranks on one
+// machine, each numbering its local ranks and sharing out the CPUs as if
+// it were alone.
+func mergeLocalNames(hosts []Host, rf []RankSlot) ([]Host, []RankSlot) {
+	first := ""
+	alias := map[string]bool{}
+	var out []Host
+	for _, h := range hosts {
+		if isLocalHost(h.Name) {
+			if first == "" {
+				first = h.Name
+			} else if h.Name != first {
+				alias[h.Name] = true
+				h.Name = first
+			}
+		}
+		out = mergeHost(out, h)
+	}
+	if len(alias) == 0 {
+		return hosts, rf
+	}
+	rf = slices.Clone(rf)
+	for i := range rf {
+		if alias[rf[i].Host] {
+			rf[i].Host = first
+		}
+	}
+	return out, rf
 }
 
 // isLocalHost reports whether name means the launcher's own host: its

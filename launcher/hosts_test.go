@@ -115,3 +115,24 @@ func TestIsLocalHost(t *testing.T) {
 		}
 	}
 }
+
+// TestMergeLocalNames: this host listed under two names is one host whose
+// slots add up, and a rankfile's ranks on either name land on it.
+func TestMergeLocalNames(t *testing.T) {
+	hn, err := os.Hostname()
+	if err != nil || isLocalHost("gorun-test-elsewhere") {
+		t.Skipf("no host name (%v)", err)
+	}
+	hosts := []Host{{Name: "localhost", Slots: 2}, {Name: "gorun-test-elsewhere", Slots: 1}, {Name: hn, Slots: 3}}
+	rf := []RankSlot{{Rank: 0, Host: hn}, {Rank: 1, Host: "localhost"}, {Rank: 2, Host: "gorun-test-elsewhere"}}
+	got, grf := mergeLocalNames(hosts, rf)
+	if len(got) != 2 || got[0].Name != "localhost" || got[0].Slots != 5 || got[1].Name != "gorun-test-elsewhere" {
+		t.Fatalf("hosts %+v", got)
+	}
+	if grf[0].Host != "localhost" || grf[1].Host != "localhost" || grf[2].Host != "gorun-test-elsewhere" || rf[0].Host != hn {
+		t.Fatalf("rankfile %+v (the caller's %+v)", grf, rf)
+	}
+	if got, _ := mergeLocalNames(hosts[:2], nil); len(got) != 2 {
+		t.Fatalf("no alias: %+v", got)
+	}
+}

@@ -41,6 +41,13 @@ func resolveProgram(prog, tmp string, msgs *output) (string, error) {
 		return "", &errExit{ExitNoExec, fmt.Errorf("%s is a directory without Go files", prog)}
 	}
 	path, err := exec.LookPath(prog)
+	if errors.Is(err, exec.ErrNotFound) && !strings.Contains(prog, "/") {
+		// A bare name not on PATH: the current directory's, as mpirun
+		// finds it (`gorun -np 4 hello` beside ./hello).
+		if p, cerr := exec.LookPath("./" + prog); cerr == nil {
+			path, err = p, nil
+		}
+	}
 	if err != nil {
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
 			return "", &errExit{ExitNotFound, fmt.Errorf("program %q not found", prog)}

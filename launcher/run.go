@@ -167,6 +167,7 @@ func Run(spec Spec) (int, error) {
 			spec.Hosts = rankfileHosts(spec.Rankfile)
 		}
 	}
+	spec.Hosts, spec.Rankfile = mergeLocalNames(spec.Hosts, spec.Rankfile)
 	switch spec.MapBy {
 	case "", MapBySlot, MapByNode:
 	default:

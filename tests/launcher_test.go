@@ -303,6 +303,23 @@ func TestProgramErrors(t *testing.T) {
 	if r := (job{np: 2, args: []string{"sh", "-c", "exit 0"}}).run(t); r.code != 0 {
 		t.Errorf("non-MPI program: exit %d, %s", r.code, r.stderr)
 	}
+	// A script whose #! interpreter is missing: the kernel's ENOENT read
+	// as "no such file" for the script itself (exit 127); the message
+	// names the interpreter, and the status is a shell's 126.
+	bad := filepath.Join(dir, "badinterp")
+	os.WriteFile(bad, []byte("#!/nonexistent/interp -x\necho hi\n"), 0o755)
+	if r := (job{np: 2, args: []string{bad}}).run(t); r.code != 126 || !strings.Contains(r.stderr, "bad interpreter /nonexistent/interp") {
+		t.Errorf("script with a missing interpreter: exit %d, %s", r.code, r.stderr)
+	}
+	// A bare name that is not on PATH runs from the current directory, as
+	// mpirun finds it.
+	cwd := t.TempDir()
+	os.WriteFile(filepath.Join(cwd, "gorun-cwd-prog"), []byte("#!/bin/sh\necho from-cwd\n"), 0o755)
+	c := exec.Command(gorunBin, "-np", "2", "gorun-cwd-prog")
+	c.Dir = cwd
+	if out, err := c.CombinedOutput(); err != nil || strings.Count(string(out), "from-cwd") != 2 {
+		t.Errorf("program in the current directory: %v\n%s", err, out)
+	}
 }
 
 // TestTopo: gorun --topo answers on any machine: the matrix where there
@@ -924,6 +941,22 @@ func TestUsageStatus(t *testing.T) {
 		r := c.j.run(t)
 		if r.code != 2 || !strings.Contains(r.stderr, c.want) || strings.Count(r.stderr, "\n") > 2 {
 			t.Errorf("%v %v: exit %d, stderr %q; want 2 and %q", c.j.flags, c.j.np, r.code, r.stderr, c.want)
+		}
+	}
+}
+
+// TestLocalAliases: this host under two names in -H is one host, as mpirun
+// takes it: two ranks, local ranks 0 and 1 of 2 (two hosts had each
+// numbered its own rank 0 of 1 and shared out the CPUs alone).
+func TestLocalAliases(t *testing.T) {
+	hn, err := os.Hostname()
+	if err != nil {
+		t.Skip(err)
+	}
+	r := job{np: 2, flags: []string{"-H", "localhost:1," + hn + ":1"}, args: []string{"sh", "-c", `echo "local $LOCAL_RANK/$LOCAL_WORLD_SIZE"`}}.ok(t)
+	for _, want := range []string{"local 0/2\n", "local 1/2\n"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("no %q in:\n%s", want, r.stdout)
 		}
 	}
 }

@@ -28,7 +28,8 @@ import (
 const usage = `usage: gorun [flags] PROGRAM [ARGS...] [: [-np N] [-x VAR] PROGRAM [ARGS...]]...
 
 PROGRAM is a Go package directory (built once with 'go build') or any
-executable, found like a shell would. Several programs separated by ':'
+executable, found like a shell would (on PATH, then, as mpirun does, in
+the current directory for a bare name). Several programs separated by ':'
 (MPMD, as mpirun) share one MPI_COMM_WORLD, ranks numbered in order and
 placed in that order over the slots of every host; only -np and -x may be
 given per program.

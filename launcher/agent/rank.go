@@ -1,10 +1,13 @@
 package agent
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -100,7 +103,7 @@ func (a *agent) spawn(m *agentproto.Msg) {
 	}
 	if err != nil {
 		ctl.Close()
-		fail(err)
+		fail(explainExec(cmd.Path, err))
 		return
 	}
 	r := &rank{rank: m.Rank, pid: cmd.Process.Pid, reaped: make(chan struct{})}
@@ -260,4 +263,33 @@ func (q *byteQueue) get() ([]byte, bool) {
 	b := q.q[0]
 	q.q = q.q[1:]
 	return b, true
+}
+
+// explainExec names the interpreter of a script whose exec failed because
+// the interpreter on its #! line does not exist: the kernel's ENOENT reads
+// as if the script itself were missing.
+func explainExec(path string, err error) error {
+	if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	f, ferr := os.Open(path)
+	if ferr != nil {
+		return err
+	}
+	defer f.Close()
+	line := make([]byte, 256)
+	n, _ := f.Read(line)
+	line = line[:n]
+	if !bytes.HasPrefix(line, []byte("#!")) {
+		return err
+	}
+	line = line[2:]
+	if i := bytes.IndexByte(line, '\n'); i >= 0 {
+		line = line[:i]
+	}
+	interp := strings.Fields(string(line))
+	if len(interp) == 0 {
+		return fmt.Errorf("%s: empty interpreter on its first line (#!): %w", path, err)
+	}
+	return fmt.Errorf("%s: bad interpreter %s on its first line (#!): %w", path, interp[0], err)
 }
