@@ -231,8 +231,15 @@ func eachLine(path, what string, fn func(fileLine) error) error {
 }
 
 // mergeHost appends h, or adds its slots to an earlier entry of the same
-// name (an unspecified count stays "all CPUs").
-func mergeHost(hosts []Host, h Host) []Host {
+// name (an unspecified count stays "all CPUs"), keeping the larger
+// max_slots.
+func mergeHost(hosts []Host, h Host) []Host { return mergeHostCaps(hosts, h, false) }
+
+// mergeHostCaps is mergeHost; with sumCaps the max_slots add up instead,
+// and an entry without one lifts the cap: two names of one machine
+// (mergeLocalNames) are two capacities, where a name's repeated lines
+// are one.
+func mergeHostCaps(hosts []Host, h Host, sumCaps bool) []Host {
 	for i := range hosts {
 		if hosts[i].Name != h.Name {
 			continue
@@ -242,7 +249,12 @@ func mergeHost(hosts []Host, h Host) []Host {
 		} else {
 			hosts[i].Slots += h.Slots
 		}
-		if h.MaxSlots > 0 && (hosts[i].MaxSlots == 0 || h.MaxSlots > hosts[i].MaxSlots) {
+		switch {
+		case sumCaps && (hosts[i].MaxSlots == 0 || h.MaxSlots == 0):
+			hosts[i].MaxSlots = 0
+		case sumCaps:
+			hosts[i].MaxSlots += h.MaxSlots
+		case h.MaxSlots > 0 && (hosts[i].MaxSlots == 0 || h.MaxSlots > hosts[i].MaxSlots):
 			hosts[i].MaxSlots = h.MaxSlots
 		}
 		if h.Port != "" {
@@ -263,26 +275,29 @@ func mergeHost(hosts []Host, h Host) []Host {
 // machine, each numbering its local ranks and sharing out the CPUs as if
 // it were alone.
 func mergeLocalNames(hosts []Host, rf []RankSlot) ([]Host, []RankSlot) {
-	first := ""
-	alias := map[string]bool{}
+	first, aliased := "", false
 	var out []Host
 	for _, h := range hosts {
 		if isLocalHost(h.Name) {
 			if first == "" {
 				first = h.Name
 			} else if h.Name != first {
-				alias[h.Name] = true
+				aliased = true
 				h.Name = first
 			}
 		}
-		out = mergeHost(out, h)
+		out = mergeHostCaps(out, h, true)
 	}
-	if len(alias) == 0 {
-		return hosts, rf
+	if !aliased {
+		out = hosts
 	}
+	if first == "" || !slices.ContainsFunc(rf, func(s RankSlot) bool { return s.Host != first && isLocalHost(s.Host) }) {
+		return out, rf
+	}
+	// The rankfile may name this host otherwise than the list does.
 	rf = slices.Clone(rf)
 	for i := range rf {
-		if alias[rf[i].Host] {
+		if isLocalHost(rf[i].Host) {
 			rf[i].Host = first
 		}
 	}

@@ -135,4 +135,18 @@ func TestMergeLocalNames(t *testing.T) {
 	if got, _ := mergeLocalNames(hosts[:2], nil); len(got) != 2 {
 		t.Fatalf("no alias: %+v", got)
 	}
+	// Caps add up (each name's is a share of the machine); one name
+	// without a cap lifts it.
+	capped := []Host{{Name: "localhost", Slots: 2, MaxSlots: 2}, {Name: hn, Slots: 2, MaxSlots: 3}}
+	if got, _ := mergeLocalNames(capped, nil); len(got) != 1 || got[0].Slots != 4 || got[0].MaxSlots != 5 {
+		t.Fatalf("capped: %+v", got)
+	}
+	capped[1].MaxSlots = 0
+	if got, _ := mergeLocalNames(capped, nil); got[0].MaxSlots != 0 {
+		t.Fatalf("one uncapped: %+v", got)
+	}
+	// The rankfile names this host otherwise than the list.
+	if _, grf := mergeLocalNames(hosts[:1], rf[:2]); grf[0].Host != "localhost" || grf[1].Host != "localhost" {
+		t.Fatalf("rankfile alias only: %+v", grf)
+	}
 }

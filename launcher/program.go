@@ -41,11 +41,16 @@ func resolveProgram(prog, tmp string, msgs *output) (string, error) {
 		return "", &errExit{ExitNoExec, fmt.Errorf("%s is a directory without Go files", prog)}
 	}
 	path, err := exec.LookPath(prog)
+	if errors.Is(err, exec.ErrDot) {
+		// Found through a relative PATH entry ("." or an empty one): the
+		// shell would run it too, and it is made absolute below.
+		err = nil
+	}
 	if errors.Is(err, exec.ErrNotFound) && !strings.Contains(prog, "/") {
 		// A bare name not on PATH: the current directory's, as mpirun
 		// finds it (`gorun -np 4 hello` beside ./hello).
-		if p, cerr := exec.LookPath("./" + prog); cerr == nil {
-			path, err = p, nil
+		if _, serr := os.Stat(prog); serr == nil {
+			path, err = exec.LookPath("./" + prog) // not executable: that error
 		}
 	}
 	if err != nil {

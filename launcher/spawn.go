@@ -78,7 +78,7 @@ func (j *job) forwardStdin(h *agentConn) {
 func spawnErrCode(err error) int {
 	msg := err.Error()
 	switch {
-	case strings.Contains(msg, "bad interpreter"), strings.Contains(msg, "empty interpreter"):
+	case strings.Contains(msg, "bad interpreter"):
 		return ExitNoExec // as a shell says 126 for it
 	case errors.Is(err, exec.ErrNotFound), errors.Is(err, os.ErrNotExist), strings.Contains(msg, "no such file"):
 		return ExitNotFound

@@ -308,7 +308,7 @@ func TestProgramErrors(t *testing.T) {
 	// names the interpreter, and the status is a shell's 126.
 	bad := filepath.Join(dir, "badinterp")
 	os.WriteFile(bad, []byte("#!/nonexistent/interp -x\necho hi\n"), 0o755)
-	if r := (job{np: 2, args: []string{bad}}).run(t); r.code != 126 || !strings.Contains(r.stderr, "bad interpreter /nonexistent/interp") {
+	if r := (job{np: 2, args: []string{bad}}).run(t); r.code != 126 || !strings.Contains(r.stderr, `bad interpreter "/nonexistent/interp"`) {
 		t.Errorf("script with a missing interpreter: exit %d, %s", r.code, r.stderr)
 	}
 	// A bare name that is not on PATH runs from the current directory, as

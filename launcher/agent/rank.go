@@ -287,9 +287,12 @@ func explainExec(path string, err error) error {
 	if i := bytes.IndexByte(line, '\n'); i >= 0 {
 		line = line[:i]
 	}
-	interp := strings.Fields(string(line))
+	// The kernel splits the line at spaces and tabs only: a script saved
+	// with CRLF line ends asks for "/bin/sh\r", quoted below so that it
+	// shows.
+	interp := strings.FieldsFunc(string(line), func(r rune) bool { return r == ' ' || r == '\t' })
 	if len(interp) == 0 {
-		return fmt.Errorf("%s: empty interpreter on its first line (#!): %w", path, err)
+		return err
 	}
-	return fmt.Errorf("%s: bad interpreter %s on its first line (#!): %w", path, interp[0], err)
+	return fmt.Errorf("%s: bad interpreter %q on its first line (#!): %w", path, interp[0], err)
 }
