@@ -107,6 +107,16 @@ type Handler interface {
 	PeerFailed(src int, err error)
 }
 
+// WholeHandler is a Handler that can take a frame whose header and
+// payload a module holds together at once (a shared-memory ring's short
+// record) in one call: Whole does what Begin, the copy into Begin's slice
+// and End would, and reports false where Begin would have refused the
+// frame. Modules use it when their Handler has it.
+type WholeHandler interface {
+	Handler
+	Whole(src int, h *Header, payload []byte) bool
+}
+
 // Endpoint is a module's route to one peer.
 type Endpoint interface {
 	// Send queues f for transmission. A non-nil error means f was not

@@ -42,6 +42,7 @@ func (component) Open(env btl.Env) (btl.Module, error) {
 	}
 	m := &module{env: env, own: own, peers: make([]*peer, env.Size), expect: expect,
 		eager: eager, addr: []byte(own.path), frag: fragCap(slotStride(frag)), bellAfter: pBellAfter()}
+	m.whole, _ = env.Handler.(btl.WholeHandler)
 	for w := range bellWords(env.Size) {
 		m.bells = append(m.bells, u64(own.ctl, offBell(env.Size)+8*w))
 	}
@@ -56,6 +57,7 @@ func (component) Open(env btl.Env) (btl.Module, error) {
 // module is one rank's shared-memory transport.
 type module struct {
 	env   btl.Env
+	whole btl.WholeHandler // env.Handler, when it takes whole frames
 	own   *segment
 	addr  []byte
 	eager int

@@ -90,8 +90,17 @@ func (r *inRing) poll(m *module) int {
 				m.failPeer(r.p, fmt.Errorf("sm: from rank %d: corrupt ring: record word %#x at stream position %d", r.p.rank, seq, r.head))
 				return ev
 			}
-			if seq>>metaKindShift == recShort && !r.short(m, seq) {
-				return ev
+			if seq>>metaKindShift == recShort {
+				whole, ok := r.short(m, seq)
+				if !ok {
+					return ev
+				}
+				if whole {
+					ev++
+					if r.p.err != nil {
+						return ev
+					}
+				}
 			}
 			l = halfLine
 		} else if l = r.full(m); l == 0 {
@@ -124,25 +133,33 @@ func (r *inRing) poll(m *module) int {
 }
 
 // short takes in the short record at the head, whose word is w: a whole
-// frame, begun here and ended by poll. It reports false when it failed
-// the peer (a malformed record).
-func (r *inRing) short(m *module, w uint64) bool {
+// frame, handed over at once when the handler takes whole frames (whole:
+// delivered), else begun here and ended by poll. ok is false when it
+// failed the peer (a malformed record, a frame refused).
+func (r *inRing) short(m *module, w uint64) (whole, ok bool) {
 	hl, n := int(w>>metaHdrShift&0xff), int(w>>shortSeqBits&0xff)
 	if r.inFrame || hl > btl.HeaderSize || hl+n > shortBody {
 		m.failPeer(r.p, fmt.Errorf("sm: from rank %d: malformed short record: header %d bytes, payload %d (a frame half received: %v)", r.p.rank, hl, n, r.inFrame))
-		return false
+		return false, false
 	}
 	body := r.data[r.hoff+8 : r.hoff+halfLine]
 	r.hdr = btl.Header{}
 	copy(r.hdr[:hl], body)
+	if m.whole != nil {
+		if !m.whole.Whole(r.p.rank, &r.hdr, body[hl:hl+n]) {
+			m.failPeer(r.p, fmt.Errorf("sm: from rank %d: frame of %d bytes refused: protocol error", r.p.rank, n))
+			return false, false
+		}
+		return true, true
+	}
 	r.dst = m.env.Handler.Begin(r.p.rank, &r.hdr, n)
 	if len(r.dst) != n {
 		m.failPeer(r.p, fmt.Errorf("sm: from rank %d: frame of %d bytes refused (%d bytes given): protocol error", r.p.rank, n, len(r.dst)))
-		return false
+		return false, false
 	}
 	r.got = copy(r.dst, body[hl:hl+n])
 	r.inFrame = true
-	return true
+	return false, true
 }
 
 // full takes in the record at the head, whose seq word poll has checked,
