@@ -320,6 +320,18 @@ func TestProgramErrors(t *testing.T) {
 	if out, err := c.CombinedOutput(); err != nil || strings.Count(string(out), "from-cwd") != 2 {
 		t.Errorf("program in the current directory: %v\n%s", err, out)
 	}
+	// Found through "." on PATH, as a shell runs it (Go's exec.ErrDot).
+	c = exec.Command(gorunBin, "-np", "1", "gorun-cwd-prog")
+	c.Dir, c.Env = cwd, append(os.Environ(), "PATH=.:"+os.Getenv("PATH"))
+	if out, err := c.CombinedOutput(); err != nil || strings.Count(string(out), "from-cwd") != 1 {
+		t.Errorf("program found through . on PATH: %v\n%s", err, out)
+	}
+	// A script saved with CRLF line ends asks for "/bin/sh\r": shown.
+	crlf := filepath.Join(dir, "crlf")
+	os.WriteFile(crlf, []byte("#!/bin/sh\r\necho hi\r\n"), 0o755)
+	if r := (job{np: 1, args: []string{crlf}}).run(t); r.code != 126 || !strings.Contains(r.stderr, `bad interpreter "/bin/sh\r"`) {
+		t.Errorf("CRLF script: exit %d, %s", r.code, r.stderr)
+	}
 }
 
 // TestTopo: gorun --topo answers on any machine: the matrix where there
