@@ -33,14 +33,9 @@ func (hd *handler) Begin(src int, bh *btl.Header, n int) []byte {
 			e.eagerFailed(src, &h, n)
 			return nil
 		}
-		if r := e.matchPosted(h.ctx, src, int(h.tag)); r != nil {
-			r.st = Status{Source: src, Tag: int(h.tag), Bytes: n}
-			cur.req = r
-			if r.mem.Kind == btl.MemHost && n <= len(r.mem.Bytes) {
-				return r.mem.Bytes[:n]
-			}
-			cur.trsh = e.landEager(r, n) // a truncated host receive's, or a device receive's
-			return cur.trsh
+		if r, land := e.matchEager(src, &h, n); r != nil {
+			cur.req, cur.trsh = r, land
+			return eagerDst(r, land, n)
 		}
 		if e.tagErr(h.ctx, int(h.tag)) != nil {
 			// Nobody will receive it (revoke.go, revoketags.go); n is within the
@@ -90,18 +85,12 @@ func (hd *handler) Begin(src int, bh *btl.Header, n int) []byte {
 func (hd *handler) Whole(src int, bh *btl.Header, data []byte) bool {
 	e := (*Engine)(hd)
 	n := len(data)
-	if h := (header{kind: kind(bh[0]), flags: bh[1]}); h.kind == kEager && h.flags&fFail == 0 && n <= e.maxEager {
-		h.decode(bh)
-		if r := e.matchPosted(h.ctx, src, int(h.tag)); r != nil {
-			r.st = Status{Source: src, Tag: int(h.tag), Bytes: n}
-			if r.mem.Kind == btl.MemHost && n <= len(r.mem.Bytes) {
-				copy(r.mem.Bytes, data)
-				r.complete(nil)
-				return true
-			}
-			t := e.landEager(r, n) // a truncated host receive's, or a device receive's
-			copy(t, data)
-			e.deliver(r, t)
+	var h header
+	h.decode(bh)
+	if h.kind == kEager && h.flags&fFail == 0 && n <= e.maxEager {
+		if r, land := e.matchEager(src, &h, n); r != nil {
+			copy(eagerDst(r, land, n), data)
+			e.eagerDone(r, land)
 			return true
 		}
 	}
@@ -114,6 +103,39 @@ func (hd *handler) Whole(src int, bh *btl.Header, data []byte) bool {
 	return true
 }
 
+// matchEager matches an eager frame h of n bytes from src to a posted
+// receive and returns it (nil: none posted) with, when the payload cannot
+// go straight into its host buffer (a truncated host receive, a device
+// receive), the landing slice that eagerDone delivers from.
+func (e *Engine) matchEager(src int, h *header, n int) (r *Request, land []byte) {
+	r = e.matchPosted(h.ctx, src, int(h.tag))
+	if r == nil {
+		return nil, nil
+	}
+	r.st = Status{Source: src, Tag: int(h.tag), Bytes: n}
+	if r.mem.Kind == btl.MemHost && n <= len(r.mem.Bytes) {
+		return r, nil
+	}
+	return r, e.landEager(r, n)
+}
+
+// eagerDst is where the n bytes of an eager frame matched to r go.
+func eagerDst(r *Request, land []byte, n int) []byte {
+	if land != nil {
+		return land
+	}
+	return r.mem.Bytes[:n]
+}
+
+// eagerDone completes r once its eager payload is in place.
+func (e *Engine) eagerDone(r *Request, land []byte) {
+	if land != nil {
+		e.deliver(r, land)
+		return
+	}
+	r.complete(nil)
+}
+
 func (hd *handler) End(src int, bh *btl.Header, data []byte) {
 	e := (*Engine)(hd)
 	var h header
@@ -124,11 +146,7 @@ func (hd *handler) End(src int, bh *btl.Header, data []byte) {
 	switch h.kind {
 	case kEager:
 		if r := req; r != nil {
-			if trsh != nil {
-				e.deliver(r, trsh)
-				return
-			}
-			r.complete(nil)
+			e.eagerDone(r, trsh)
 			return
 		}
 		if u != nil {
