@@ -282,13 +282,15 @@ func waitall(op string, reqs []*Request, sts []Status, free bool) error {
 			}
 			continue
 		}
+		own = own || q.own
 		if q.fin && q.err == nil && q.pers == nil && sts == nil {
-			// Reported already with nothing to say: the communicator's
-			// completed send (sentReq) fills a sender's whole window at
-			// the small-message rate.
+			// Reported already with nothing to say (report would only
+			// return that): the communicator's completed send (sentReq)
+			// fills a sender's whole window at the small-message rate.
+			// Counted in own first, so that whatever it holds still
+			// goes back below.
 			continue
 		}
-		own = own || q.own
 		if free && q.own && !q.fin && q.post == nil && q.pers == nil {
 			// Given back below: nobody reads its status, only an error
 			// matters (the status is 5% of a receiver's time at the
