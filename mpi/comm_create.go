@@ -253,10 +253,7 @@ func (c *Comm) release() bool {
 // weaker answer of the two); an intercommunicator and an
 // intracommunicator are Unequal.
 func CommCompare(a, b *Comm) (Comparison, error) {
-	if a == nil || b == nil {
-		return Unequal, errorf(ErrComm, "CommCompare", "nil communicator")
-	}
-	for _, c := range []*Comm{a, b} {
+	for _, c := range []*Comm{a, b} { // nil, freed, or of a finished runtime
 		if err := c.checkLive("CommCompare"); err != nil {
 			return Unequal, err
 		}
