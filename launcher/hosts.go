@@ -275,10 +275,21 @@ func mergeHostCaps(hosts []Host, h Host, sumCaps bool) []Host {
 // machine, each numbering its local ranks and sharing out the CPUs as if
 // it were alone.
 func mergeLocalNames(hosts []Host, rf []RankSlot) ([]Host, []RankSlot) {
+	// isLocalHost asks the system (host name, interface addresses) each
+	// time: once a name here, however many rankfile lines repeat it.
+	known := map[string]bool{}
+	local := func(name string) bool {
+		l, ok := known[name]
+		if !ok {
+			l = isLocalHost(name)
+			known[name] = l
+		}
+		return l
+	}
 	first, aliased := "", false
 	var out []Host
 	for _, h := range hosts {
-		if isLocalHost(h.Name) {
+		if local(h.Name) {
 			if first == "" {
 				first = h.Name
 			} else if h.Name != first {
@@ -291,17 +302,23 @@ func mergeLocalNames(hosts []Host, rf []RankSlot) ([]Host, []RankSlot) {
 	if !aliased {
 		out = hosts
 	}
-	if first == "" || !slices.ContainsFunc(rf, func(s RankSlot) bool { return s.Host != first && isLocalHost(s.Host) }) {
+	if first == "" {
 		return out, rf
 	}
 	// The rankfile may name this host otherwise than the list does.
-	rf = slices.Clone(rf)
-	for i := range rf {
-		if isLocalHost(rf[i].Host) {
-			rf[i].Host = first
+	var moved []RankSlot
+	for i, s := range rf {
+		if s.Host != first && local(s.Host) {
+			if moved == nil {
+				moved = slices.Clone(rf)
+			}
+			moved[i].Host = first
 		}
 	}
-	return out, rf
+	if moved == nil {
+		return out, rf
+	}
+	return out, moved
 }
 
 // isLocalHost reports whether name means the launcher's own host: its

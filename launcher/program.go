@@ -49,8 +49,8 @@ func resolveProgram(prog, tmp string, msgs *output) (string, error) {
 	if errors.Is(err, exec.ErrNotFound) && !strings.Contains(prog, "/") {
 		// A bare name not on PATH: the current directory's, as mpirun
 		// finds it (`gorun -np 4 hello` beside ./hello).
-		if _, serr := os.Stat(prog); serr == nil {
-			path, err = exec.LookPath("./" + prog) // not executable: that error
+		if p, cerr := exec.LookPath("./" + prog); !errors.Is(cerr, os.ErrNotExist) {
+			path, err = p, cerr // found, or there but not executable: that error
 		}
 	}
 	if err != nil {

@@ -288,7 +288,10 @@ func runArgs(args []string) (int, error) {
 	var hosts []launcher.Host
 	emptyHosts := false
 	fs.Visit(func(f *flag.Flag) {
-		emptyHosts = emptyHosts || (f.Name == "H" || f.Name == "host") && hostList == "" || f.Name == "hostfile" && *hostfile == ""
+		switch f.Name {
+		case "H", "host", "hostfile":
+			emptyHosts = emptyHosts || f.Value.String() == ""
+		}
 	})
 	if emptyHosts {
 		return 2, errors.New("-H, --host or --hostfile given an empty value: name the hosts, or leave the flag out to run on this host")
