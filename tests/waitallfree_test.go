@@ -98,16 +98,10 @@ func caseWaitallFree(w *mpi.Comm) error {
 	if raceEnabled { // allocation counts mean little there
 		return firstError(pers.Free(), mpi.Barrier(w))
 	}
-	// The failure detector allocates meanwhile, by the second (about
-	// 0.85 MB a second a rank on the 2-core VM, idle): on a loaded machine
-	// the loop took seconds and that alone passed 16 bytes a message. An
-	// idle span after it, as long (up to 2 s, scaled), estimates it.
-	var idle, idleEnd runtime.MemStats
-	runtime.ReadMemStats(&idle)
-	t0 := time.Now()
-	time.Sleep(min(elapsed, 2*time.Second))
-	runtime.ReadMemStats(&idleEnd)
-	bg := float64(idleEnd.TotalAlloc-idle.TotalAlloc) * float64(elapsed) / float64(time.Since(t0))
+	// The failure detector allocates meanwhile, by the second: on a loaded
+	// machine the loop took seconds and that alone passed 16 bytes a
+	// message (idleAllocs).
+	_, bg := idleAllocs(elapsed)
 	// Bytes, not allocations: requests come 32 to an allocation (slabs),
 	// 152 bytes each; given back, none is made.
 	perMsg := (float64(ms.TotalAlloc-before) - bg) / float64((windows-warm)*window)
