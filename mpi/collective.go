@@ -47,7 +47,8 @@ type call struct {
 // c's handler.
 func (c *Comm) begin(op string) (coll.Comm, error) {
 	var v coll.Comm
-	return v, c.beginInto(op, &v)
+	err := c.beginInto(op, &v) // before v is read: a return's operands have no set order but the calls'
+	return v, err
 }
 
 // beginInto is begin that writes the call's view into v.
