@@ -922,12 +922,15 @@ func alltoallShm(c *Comm, a *Args) error {
 }
 
 // fromEach hands every other rank's data for the call (want bytes, once
-// it has entered) to take, in rank order; then every rank has entered the
-// call (seen).
+// it has entered) to take, starting from the next rank up (Me+1, Me+2,
+// ... wrapping round), so that the ranks do not all read the same rank's
+// slot at once; then every rank has entered the call (seen).
 func (k *shmCall) fromEach(want int, take func(r int, b []byte)) error {
-	for r := range k.g.n {
-		if r == k.c.Me {
-			continue
+	n := k.g.n
+	for i := 1; i < n; i++ {
+		r := k.c.Me + i
+		if r >= n {
+			r -= n
 		}
 		b, err := k.wait(r, want)
 		if err != nil {
