@@ -150,10 +150,12 @@ import (
 // (Prepare, which package mpi calls at every rank, whatever the call and
 // whether its arguments are good or not): rank 0 creates the segment
 // (/dev/shm/gorun-<job>-coll-<ctx>-<world rank>, removed by gorun's reaper
-// whatever happens), the others map it, every rank reports whether it
-// could, and rank 0 unlinks the file. If any rank failed, the
-// communicator never uses shm and its calls run their point-to-point
-// algorithms, on every rank alike.
+// whatever happens), with slots of shmSlot bytes, or half that, and so
+// on down to shmFloor, the first size /dev/shm can hold (the calls larger
+// than the slot run their point-to-point algorithms), the others map it,
+// every rank reports whether it could, and rank 0 unlinks the file. If
+// any rank failed, the communicator never uses shm and its calls run
+// their point-to-point algorithms, on every rank alike.
 //
 // The set-up must end the same way at every rank, and two things once
 // made it differ when a call failed at some ranks only. It ran at the
@@ -179,8 +181,8 @@ import (
 var (
 	pShm = params.Int("GORUN_COLL_SHM", 1,
 		"1: shared-memory collectives (barrier, bcast, reduce, allreduce, allgather, alltoall) for blocking calls on communicators within one host; 0: point-to-point algorithms only")
-	pShmMax = params.Int("GORUN_COLL_SHM_MAX", 64<<10,
-		"largest message (per rank for allgather; all blocks for alltoall) that the shared-memory collectives take; the slot size of their segment; at most 1 MiB")
+	pShmMax = params.Int("GORUN_COLL_SHM_MAX", 1<<20,
+		"largest message (per rank for allgather; all blocks for alltoall) that the shared-memory collectives take on 4 ranks or more (on 2 and 3, at most 64 KiB): the slot size of their segment, less where the segment would pass 64 MiB or /dev/shm cannot hold it; at most 1 MiB")
 	pShmAllRead = params.Int("GORUN_COLL_SHM_ALLREAD", 16<<10,
 		"shared-memory allreduce and reduce on up to 8 ranks: up to this many bytes of message times ranks, every rank that wants the result reads all contributions and folds them itself (one round of cache-line transfers); above, owners fold segments and the others copy the result; 0: never")
 	shmAllRead = sync.OnceValue(pShmAllRead)
@@ -208,15 +210,44 @@ func Job() string { return jobID }
 
 const line = 64
 
-// shmSlot is the data buffer size for n ranks: GORUN_COLL_SHM_MAX, less
-// for large n so that a segment stays within 64 MiB.
+// shmSlot is the data buffer size for n ranks: GORUN_COLL_SHM_MAX, at
+// most shmSmallSlot below shmBigRanks ranks, less for large n so that a
+// segment stays within 64 MiB (n*2 slots). The set-up takes less still
+// when /dev/shm cannot hold that (shmSetup), down to shmFloor(n).
+//
+// Up to 1 MiB from 4 ranks on (it was 64 KiB at every size): on the lent
+// 32-core Intel host, against Open MPI in the same calls (medians of 3,
+// bench/results/shmslot-2026-11-28-32core.txt), the point-to-point
+// algorithms that took over above 64 KiB cost 2 to 15 times the shared-
+// memory ones' time there (bcast of 128 KiB at np=32: 223 µs against 34;
+// Open MPI 165), and bcast of 1 MiB at np=16 took 1.5x Open MPI's time,
+// 0.54x in shared memory; allreduce, reduce, allgather and alltoall of
+// 128 KiB-1 MiB went from up to 1.4x (allgather np=32 up to 1.6x) to
+// 0.2-1.1x. At np=2 the point-to-point algorithms win there (a single
+// copy between the two processes, where shared memory copies twice:
+// bcast of 1 MiB 40 µs against 171), hence shmBigRanks.
 func shmSlot(n int) int {
 	s := shmMax()
+	if n < shmBigRanks {
+		s = min(s, shmSmallSlot)
+	}
 	for s > 4<<10 && n*2*s > 64<<20 {
 		s >>= 1
 	}
 	return s
 }
+
+// shmSmallSlot is the slot below shmBigRanks ranks, and the least one the
+// set-up settles for when /dev/shm is short (shmFloor).
+const shmSmallSlot = 64 << 10
+
+// shmBigRanks is the least number of ranks whose segment gets slots
+// above shmSmallSlot.
+const shmBigRanks = 4
+
+// shmFloor is the least slot the set-up takes for n ranks before it
+// gives shared memory up: shmSmallSlot, or shmSlot(n) if smaller.
+func shmFloor(n int) int { return min(shmSlot(n), shmSmallSlot) }
 
 // shmSeg is a communicator's mapped segment.
 type shmSeg struct {
@@ -391,10 +422,21 @@ func (m *shmShared) close() {
 }
 
 // shmApplies reports whether a call of size bytes may run in shared
-// memory: a blocking call on a communicator within one host, small enough.
+// memory: a blocking call on a communicator within one host, small enough
+// for its segment's slots. Before the set-up has run (a caller of this
+// package's entry points that picks before Prepare: package mpi prepares
+// first) the slot is not known yet, and only what any segment holds
+// (shmFloor) applies; every rank reaches the same call in the same state.
 func shmApplies(c *Comm, a *Args, size int) bool {
-	return c.sh != nil && c.Nodes == 1 && c.Size() > 1 && !a.Nonblocking &&
-		shmOn() && size <= shmSlot(c.Size())
+	if c.sh == nil || c.Nodes != 1 || c.Size() < 2 || a.Nonblocking || !shmOn() {
+		return false
+	}
+	m := &c.sh.shm
+	if !m.tried.Load() {
+		return size <= shmFloor(c.Size())
+	}
+	g := m.seg.Load()
+	return g != nil && size <= g.slot
 }
 
 // errConcurrent: two blocking collectives at once on one communicator.
@@ -470,34 +512,44 @@ func (g *shmSeg) end() { g.busy.Store(false) }
 // failure of the set-up's messages.
 func (c *Comm) shmSetup(first uint64) (*shmSeg, error) {
 	n := c.Size()
-	slot := shmSlot(n)
 	ring := 0
 	if m := shmAhead(); m > 0 {
 		ring = line + (m+line-1)&^(line-1)
 	}
-	stride := 2*line + 2*slot
-	if ring > 0 {
-		stride += line + shmRingDepth*ring // the read line, the ring
+	// The segment for each slot size the set-up may settle for, the
+	// largest first: a /dev/shm too small for shmSlot(n) (a container's
+	// 64 MiB) costs the large calls their shared-memory algorithms, not
+	// every call.
+	var segs []*shmSeg
+	var sizes []int
+	for slot := shmSlot(n); slot >= shmFloor(n); slot >>= 1 {
+		stride := 2*line + 2*slot
+		if ring > 0 {
+			stride += line + shmRingDepth*ring // the read line, the ring
+		}
+		segs = append(segs, &shmSeg{n: n, slot: slot, stride: stride, ring: ring, radix: treeRadix(n)})
+		sizes = append(sizes, line+n*stride)
 	}
 	path := segPath("coll", c.Ctx, uint64(c.World[0]))
 	// Every rank's ready and last words start at the call before the
 	// first, not at 0: a zero word is a call too, to afterReady
 	// ("Call numbers in the words").
 	w0 := (first - 1) << readySeq
-	g := &shmSeg{n: n, slot: slot, stride: stride, ring: ring, radix: treeRadix(n), pub: w0}
-	mem, why, err := c.sharedSegment(path, line+n*stride, func(mem []byte) {
+	mem, i, why, err := c.sharedSegment(path, sizes, func(i int, mem []byte) {
+		g := segs[i]
 		g.mem = mem
 		for r := range n {
 			*g.ready(r), *g.word(r, 8) = w0, w0
 		}
 	})
+	if why != nil && os.Getenv("GORUN_DEBUG") != "" {
+		fmt.Fprintf(os.Stderr, "gorun: coll: %v\n", why)
+	}
 	if mem == nil {
-		if why != nil && os.Getenv("GORUN_DEBUG") != "" {
-			fmt.Fprintf(os.Stderr, "gorun: coll: %v\n", why)
-		}
 		return nil, err
 	}
-	g.mem = mem
+	g := segs[i]
+	g.mem, g.pub = mem, w0
 	return g, nil
 }
 
@@ -507,21 +559,30 @@ func segPath(kind string, a uint32, b uint64) string {
 	return filepath.Join("/dev/shm", "gorun-"+jobID+"-"+kind+"-"+strconv.FormatUint(uint64(a), 10)+"-"+strconv.FormatUint(b, 10))
 }
 
-// sharedSegment makes a zeroed segment of size bytes that every rank of c
-// maps: rank 0 creates path (and hands it to init, if not nil, before any
-// other rank can map it), the others map it, every rank learns whether
-// all could, and rank 0 unlinks the file. mem is nil at every rank alike
-// when some rank could not; why is then this rank's reason (nil if another
-// rank failed). err is a failure of the set-up's messages.
-func (c *Comm) sharedSegment(path string, size int, init func([]byte)) (mem []byte, why, err error) {
+// sharedSegment makes a zeroed segment that every rank of c maps, of the
+// first of sizes (at most 255) that rank 0 can create: rank 0 creates
+// path (and hands it, and the size's index i, to init, if not nil, before
+// any other rank can map it), the others map it, every rank learns
+// whether all could, and rank 0 unlinks the file. mem is nil at every
+// rank alike when some rank could not; why is then this rank's reason
+// (nil if another rank failed). At rank 0 why may also be the reason a
+// larger size failed when a smaller one did not. err is a failure of the
+// set-up's messages.
+func (c *Comm) sharedSegment(path string, sizes []int, init func(i int, mem []byte)) (mem []byte, i int, why, err error) {
 	me := c.Rank()
-	flag := []byte{0}
+	flag := []byte{0} // 1 + the index of the size made, 0: none
 	if me == 0 {
-		if mem, why = shmseg.Create(path, size); why == nil {
-			flag[0] = 1
-			if init != nil {
-				init(mem)
+		for i, size := range sizes {
+			m, err := shmseg.Create(path, size)
+			if err != nil {
+				why = err
+				continue
 			}
+			mem, flag[0] = m, byte(i+1)
+			if init != nil {
+				init(i, mem)
+			}
+			break
 		}
 	}
 	if err := collBcast.runFlat(c, &Args{Recv: flag, Root: 0}, nil); err != nil {
@@ -529,10 +590,11 @@ func (c *Comm) sharedSegment(path string, size int, init func([]byte)) (mem []by
 			unix.Munmap(mem)
 			unix.Unlink(path)
 		}
-		return nil, why, err
+		return nil, 0, why, err
 	}
-	if me != 0 && flag[0] == 1 {
-		mem, why = shmseg.Open(path, size)
+	i = int(flag[0]) - 1
+	if me != 0 && i >= 0 {
+		mem, why = shmseg.Open(path, sizes[i])
 	}
 	all, err := c.allAgree(mem != nil)
 	if me == 0 && mem != nil {
@@ -542,9 +604,9 @@ func (c *Comm) sharedSegment(path string, size int, init func([]byte)) (mem []by
 		if mem != nil {
 			unix.Munmap(mem)
 		}
-		return nil, why, err
+		return nil, 0, why, err
 	}
-	return mem, nil, nil
+	return mem, i, why, nil
 }
 
 // ErrNoShared is the error of MapShared when some rank could not create or
@@ -560,7 +622,7 @@ var ErrNoShared = errors.New("a rank could not create or map a shared-memory seg
 func (c *Comm) MapShared(kind string, size int) ([]byte, error) {
 	// The first member's world rank too: the communicators of a Split
 	// (one per color) share a context id and may run this call at once.
-	mem, why, err := c.sharedSegment(segPath(kind+"-"+strconv.Itoa(c.World[0]), c.Ctx, c.seq), size, nil)
+	mem, _, why, err := c.sharedSegment(segPath(kind+"-"+strconv.Itoa(c.World[0]), c.Ctx, c.seq), []int{size}, nil)
 	if err != nil || mem != nil {
 		return mem, err
 	}
