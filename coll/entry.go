@@ -86,7 +86,7 @@ func init() {
 		{name: "linear", run: alltoallLinear},
 		{name: "pairwise", run: alltoallPairwise},
 		{name: "bruck", run: alltoallBruck},
-		{name: "shm", run: alltoallShm, shm: true, shmBytes: func(_ *Comm, a *Args) int { return len(a.Recv) }},
+		{name: "shm", run: alltoallShm, shm: true, shmBytes: func(n, size int) int { return n * size }},
 	}, table: tableAlltoall, size: func(c *Comm, a *Args) int { return len(a.Recv) / c.Size() }})
 
 	collAlltoallv = register(&collective{name: "alltoallv", algs: []algorithm{

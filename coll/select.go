@@ -21,15 +21,17 @@ type algorithm struct {
 	// shm: a shared-memory algorithm (shm.go), for blocking calls within
 	// one host up to the slot size.
 	commutative, pow2, hier, shm bool
-	// shmBytes, when set, is what a shm algorithm puts in its slot, where
-	// that is not the collective's size (alltoall: every block).
-	shmBytes func(c *Comm, a *Args) int
+	// shmBytes, when set, is what a shm algorithm puts in its slot for a
+	// call of size bytes on n ranks, where that is not the collective's
+	// size (alltoall: every block); a function of the two alone, so that
+	// the pick can be remembered by size as any other.
+	shmBytes func(n, size int) int
 }
 
 func (al *algorithm) applies(c *Comm, a *Args, size int) bool {
 	n := c.Size()
 	if al.shmBytes != nil {
-		size = al.shmBytes(c, a)
+		size = al.shmBytes(n, size)
 	}
 	return (!al.commutative || a.commutative()) &&
 		(!al.pow2 || n&(n-1) == 0) &&
@@ -52,8 +54,8 @@ type collective struct {
 	varSize bool
 	param   func() string
 	id      uint16 // index in collList
-	// memoOff: pick does not remember choices (an algorithm's shmBytes
-	// looks at more than the size, or the key cannot hold the override).
+	// memoOff: pick does not remember choices (the key cannot hold the
+	// override).
 	memoOff bool
 
 	once   sync.Once
@@ -95,7 +97,6 @@ func register(k *collective) *collective {
 	var names []string
 	for _, a := range k.algs {
 		names = append(names, a.name)
-		k.memoOff = k.memoOff || a.shmBytes != nil
 	}
 	env := "GORUN_COLL_" + strings.ToUpper(k.name)
 	k.param = params.String(env, "",

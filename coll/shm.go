@@ -968,8 +968,8 @@ func allgatherShm(c *Comm, a *Args) error {
 func alltoallShm(c *Comm, a *Args) error {
 	return c.shmRun(a, func(k *shmCall) error {
 		n, me := c.Size(), c.Me
-		all := len(a.Recv)
-		blk := all / n
+		blk := len(a.Recv) / n
+		all := n * blk // its shmBytes
 		src := a.Send
 		if src == nil {
 			src = a.Recv // in place: this rank's blocks go out from a.Recv, copied before any is overwritten
