@@ -542,7 +542,7 @@ func (c *Comm) shmSetup(first uint64) (*shmSeg, error) {
 			*g.ready(r), *g.word(r, 8) = w0, w0
 		}
 	})
-	if why != nil && os.Getenv("GORUN_DEBUG") != "" {
+	if why != nil && os.Getenv("GORUN_DEBUG") == "1" { // launcher/boot's parameter
 		fmt.Fprintf(os.Stderr, "gorun: coll: %v\n", why)
 	}
 	if mem == nil {
