@@ -33,7 +33,7 @@ func TestPickMemo(t *testing.T) {
 	for _, hosts := range [][]string{nil, {"a", "a", "b", "b", "a", "b", "a", "b"}} {
 		c := NewComm(nil, 7, []int{0, 1, 2, 3, 4, 5, 6, 7}, 2, hosts)
 		sub := c.sub([]int{0, 2, 4, 6}, 1)
-		for _, k := range []*collective{collAllreduce, collBcast, collReduce, collAllgather, collBarrier, collScan,
+		for _, k := range []*collective{collAllreduce, collBcast, collReduce, collAllgather, collAlltoall, collBarrier, collScan,
 			collGPUAllreduce, collGPUBcast, collGPUReduce, collGPUAllgather, collGPUReduceScatterBlock} {
 			last := k.algs[len(k.algs)-1].name
 			for _, size := range sizes {
@@ -66,6 +66,22 @@ func TestPickMemo(t *testing.T) {
 				}
 			}
 			SetAlgorithm(k.name, "")
+		}
+		// Across the shared-memory set-up: a pick remembered before it
+		// (the least slot) is dropped once the segment's slot is known.
+		if hosts == nil {
+			for _, k := range []*collective{collBcast, collAlltoall} {
+				a := Args{Recv: recv[:128<<10], Send: send[:128<<10]}
+				before := k.pick(&c, &a)
+				c.shmSetDone(&shmSeg{n: 8, slot: 1 << 20})
+				got, want := k.pick(&c, &a), k.choose(&c, &a, k.size(&c, &a), -1)
+				if got != want || k.algs[got].name != "shm" || k.algs[before].name == "shm" {
+					t.Errorf("%s of 128 KiB: pick %s before the set-up, %s after (afresh %s); want shm after only", k.name, k.algs[before].name, k.algs[got].name, k.algs[want].name)
+				}
+				c.sh.shm.seg.Store(nil)
+				c.sh.shm.tried.Store(false)
+				c.sh.forgetPicks()
+			}
 		}
 		if _, memo := collAllreduce.pickKey(sub, &Args{Recv: make([]byte, 8)}, 8, 0); memo {
 			t.Errorf("hosts=%v: a view of part of the communicator is memoized", hosts)

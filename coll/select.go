@@ -152,6 +152,15 @@ func (k *collective) pick(c *Comm, a *Args) int {
 	return i
 }
 
+// forgetPicks drops every remembered pick on the communicator (a key is
+// never 0), for when what they depend on changes (the shared-memory
+// set-up, shmPrepare).
+func (s *shared) forgetPicks() {
+	for i := range s.picks {
+		s.picks[i].Store(0)
+	}
+}
+
 // pickAlgMask is the algorithm's index in a remembered pick (the key
 // above it).
 const pickAlgMask = 1<<7 - 1

@@ -3,6 +3,7 @@ package coll
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -151,8 +152,9 @@ import (
 // whether its arguments are good or not): rank 0 creates the segment
 // (/dev/shm/gorun-<job>-coll-<ctx>-<world rank>, removed by gorun's reaper
 // whatever happens), with slots of shmSlot bytes, or half that, and so
-// on down to shmFloor, the first size /dev/shm can hold (the calls larger
-// than the slot run their point-to-point algorithms), the others map it,
+// on down to shmFloor, the first size within shmBudget (an eighth of
+// /dev/shm's free space) that /dev/shm can hold (the calls larger than
+// the slot run their point-to-point algorithms), the others map it,
 // every rank reports whether it could, and rank 0 unlinks the file. If
 // any rank failed, the communicator never uses shm and its calls run
 // their point-to-point algorithms, on every rank alike.
@@ -182,7 +184,7 @@ var (
 	pShm = params.Int("GORUN_COLL_SHM", 1,
 		"1: shared-memory collectives (barrier, bcast, reduce, allreduce, allgather, alltoall) for blocking calls on communicators within one host; 0: point-to-point algorithms only")
 	pShmMax = params.Int("GORUN_COLL_SHM_MAX", 1<<20,
-		"largest message (per rank for allgather; all blocks for alltoall) that the shared-memory collectives take on 4 ranks or more (on 2 and 3, at most 64 KiB): the slot size of their segment, less where the segment would pass 64 MiB or /dev/shm cannot hold it; at most 1 MiB")
+		"largest message (per rank for allgather; all blocks for alltoall) that the shared-memory collectives take on 4 ranks or more (on 2 and 3, at most 64 KiB): the slot size of their segment, less where the segment would pass 64 MiB or an eighth of the free space of /dev/shm; at most 1 MiB")
 	pShmAllRead = params.Int("GORUN_COLL_SHM_ALLREAD", 16<<10,
 		"shared-memory allreduce and reduce on up to 8 ranks: up to this many bytes of message times ranks, every rank that wants the result reads all contributions and folds them itself (one round of cache-line transfers); above, owners fold segments and the others copy the result; 0: never")
 	shmAllRead = sync.OnceValue(pShmAllRead)
@@ -213,7 +215,8 @@ const line = 64
 // shmSlot is the data buffer size for n ranks: GORUN_COLL_SHM_MAX, at
 // most shmSmallSlot below shmBigRanks ranks, less for large n so that a
 // segment stays within 64 MiB (n*2 slots). The set-up takes less still
-// when /dev/shm cannot hold that (shmSetup), down to shmFloor(n).
+// when that would pass shmBudget or /dev/shm cannot hold it (shmSetup),
+// down to shmFloor(n).
 //
 // Up to 1 MiB from 4 ranks on (it was 64 KiB at every size): on the lent
 // 32-core Intel host, against Open MPI in the same calls (medians of 3,
@@ -244,6 +247,20 @@ const shmSmallSlot = 64 << 10
 // shmBigRanks is the least number of ranks whose segment gets slots
 // above shmSmallSlot.
 const shmBigRanks = 4
+
+// shmBudget is the most a communicator's segment takes of /dev/shm (but
+// one of the least slot, shmFloor): an eighth of its free space when the
+// segment is made, so that the segments of many communicators, or a
+// container's small /dev/shm (64 MiB by default), leave room for the
+// shared-memory transport's rings, shared windows and the communicators
+// to come (each takes at most an eighth of what the ones before left).
+func shmBudget() int {
+	var st unix.Statfs_t
+	if err := unix.Statfs("/dev/shm", &st); err != nil {
+		return math.MaxInt // Create will say what is wrong
+	}
+	return int(min(st.Bavail*uint64(st.Bsize)/8, math.MaxInt))
+}
 
 // shmFloor is the least slot the set-up takes for n ranks before it
 // gives shared memory up: shmSmallSlot, or shmSlot(n) if smaller.
@@ -474,14 +491,23 @@ func (c *Comm) shmPrepare() error {
 	if m.tried.Load() {
 		return nil
 	}
+	var g *shmSeg
 	var err error
 	if c.Nodes == 1 && c.Size() > 1 && shmOn() {
-		var g *shmSeg
 		g, err = c.setupView(subShmSetup).shmSetup(c.seq)
-		m.seg.Store(g)
 	}
-	m.tried.Store(true)
+	c.shmSetDone(g)
 	return err
+}
+
+// shmSetDone records the set-up's outcome, g (nil: no segment). A pick
+// remembered before it (a caller that picks before Prepare) assumed the
+// least slot (shmApplies): every pick is made afresh from then on.
+func (c *Comm) shmSetDone(g *shmSeg) {
+	m := &c.sh.shm
+	m.seg.Store(g)
+	c.sh.forgetPicks()
+	m.tried.Store(true)
 }
 
 // shmBegin returns the segment; a nil segment means "run the
@@ -535,7 +561,7 @@ func (c *Comm) shmSetup(first uint64) (*shmSeg, error) {
 	// first, not at 0: a zero word is a call too, to afterReady
 	// ("Call numbers in the words").
 	w0 := (first - 1) << readySeq
-	mem, i, why, err := c.sharedSegment(path, sizes, func(i int, mem []byte) {
+	mem, i, why, err := c.sharedSegment(path, sizes, shmBudget(), func(i int, mem []byte) {
 		g := segs[i]
 		g.mem = mem
 		for r := range n {
@@ -543,7 +569,11 @@ func (c *Comm) shmSetup(first uint64) (*shmSeg, error) {
 		}
 	})
 	if why != nil && os.Getenv("GORUN_DEBUG") == "1" { // launcher/boot's parameter
-		fmt.Fprintf(os.Stderr, "gorun: coll: %v\n", why)
+		if mem != nil {
+			fmt.Fprintf(os.Stderr, "gorun: coll: slots of %d bytes (%d in all), not %d: %v\n", segs[i].slot, sizes[i], segs[0].slot, why)
+		} else {
+			fmt.Fprintf(os.Stderr, "gorun: coll: no shared-memory segment: %v\n", why)
+		}
 	}
 	if mem == nil {
 		return nil, err
@@ -560,7 +590,8 @@ func segPath(kind string, a uint32, b uint64) string {
 }
 
 // sharedSegment makes a zeroed segment that every rank of c maps, of the
-// first of sizes (at most 255) that rank 0 can create: rank 0 creates
+// first of sizes (at most 255) that rank 0 can create within budget
+// bytes (the last size whatever the budget): rank 0 creates
 // path (and hands it, and the size's index i, to init, if not nil, before
 // any other rank can map it), the others map it, every rank learns
 // whether all could, and rank 0 unlinks the file. mem is nil at every
@@ -568,11 +599,15 @@ func segPath(kind string, a uint32, b uint64) string {
 // (nil if another rank failed). At rank 0 why may also be the reason a
 // larger size failed when a smaller one did not. err is a failure of the
 // set-up's messages.
-func (c *Comm) sharedSegment(path string, sizes []int, init func(i int, mem []byte)) (mem []byte, i int, why, err error) {
+func (c *Comm) sharedSegment(path string, sizes []int, budget int, init func(i int, mem []byte)) (mem []byte, i int, why, err error) {
 	me := c.Rank()
 	flag := []byte{0} // 1 + the index of the size made, 0: none
 	if me == 0 {
 		for i, size := range sizes {
+			if size > budget && i < len(sizes)-1 {
+				why = fmt.Errorf("%d bytes would take more than an eighth of /dev/shm's free space (%d)", size, budget*8)
+				continue
+			}
 			m, err := shmseg.Create(path, size)
 			if err != nil {
 				why = err
@@ -593,7 +628,11 @@ func (c *Comm) sharedSegment(path string, sizes []int, init func(i int, mem []by
 		return nil, 0, why, err
 	}
 	i = int(flag[0]) - 1
-	if me != 0 && i >= 0 {
+	switch {
+	case me == 0 || i < 0:
+	case i >= len(sizes):
+		why = fmt.Errorf("rank 0 made a segment of the size it tried %d-th, where this rank has %d sizes to try: the processes' environments differ (GORUN_COLL_SHM_MAX?)", i+1, len(sizes))
+	default:
 		mem, why = shmseg.Open(path, sizes[i])
 	}
 	all, err := c.allAgree(mem != nil)
@@ -622,7 +661,7 @@ var ErrNoShared = errors.New("a rank could not create or map a shared-memory seg
 func (c *Comm) MapShared(kind string, size int) ([]byte, error) {
 	// The first member's world rank too: the communicators of a Split
 	// (one per color) share a context id and may run this call at once.
-	mem, _, why, err := c.sharedSegment(segPath(kind+"-"+strconv.Itoa(c.World[0]), c.Ctx, c.seq), []int{size}, nil)
+	mem, _, why, err := c.sharedSegment(segPath(kind+"-"+strconv.Itoa(c.World[0]), c.Ctx, c.seq), []int{size}, math.MaxInt, nil)
 	if err != nil || mem != nil {
 		return mem, err
 	}

@@ -52,77 +52,73 @@ func caseCollShmSlot(w *mpi.Comm) error {
 	return nil
 }
 
-// bcastShmCalls returns, for each rank's GORUN_COLL_REPORT line, how many
-// bcasts ran in shared memory and how many otherwise.
-func bcastShmCalls(t *testing.T, r result, np int) (shm, other []int) {
+// bcastShmCalls returns how many bcasts each rank's GORUN_COLL_REPORT line
+// counts in shared memory.
+func bcastShmCalls(t *testing.T, r result, np int) []int {
 	t.Helper()
 	got := reportLine.FindAllStringSubmatch(r.stderr, -1)
 	if len(got) != np {
 		t.Fatalf("%d report lines for %d ranks\nstderr:\n%s", len(got), np, r.stderr)
 	}
-	alg := regexp.MustCompile(`bcast/(\w+) (\d+)`)
+	var shm []int
 	for _, g := range got {
-		s, o := 0, 0
-		for _, m := range alg.FindAllStringSubmatch(g[2], -1) {
-			k, _ := strconv.Atoi(m[2])
-			if m[1] == "shm" {
-				s += k
-			} else {
-				o += k
-			}
+		k := 0
+		if m := regexp.MustCompile(`bcast/shm (\d+)`).FindStringSubmatch(g[2]); m != nil {
+			k, _ = strconv.Atoi(m[1])
 		}
-		shm, other = append(shm, s), append(other, o)
+		shm = append(shm, k)
 	}
-	return shm, other
+	return shm
+}
+
+// shmUnderTmpfs runs j with a /dev/shm of its own, a tmpfs of size (as
+// mount's size=), in a mount namespace; it needs root and unshare
+// (skipped without them, failed under CI=true).
+func shmUnderTmpfs(t *testing.T, j job, size string) result {
+	t.Helper()
+	why := ""
+	if os.Geteuid() != 0 {
+		why = "needs root: mounts a /dev/shm of its own in a mount namespace"
+	} else if _, err := exec.LookPath("unshare"); err != nil {
+		why = "needs unshare (util-linux)"
+	}
+	if why != "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true but the test %s", why)
+		}
+		t.Skip(why)
+	}
+	c, out, errb, _ := j.cmd(t)
+	c.Args = append([]string{"unshare", "-m", "sh", "-c", `mount -t tmpfs -o size=` + size + ` tmpfs /dev/shm && exec "$0" "$@"`}, c.Args...)
+	c.Path, _ = exec.LookPath("unshare")
+	if err := c.Run(); err != nil {
+		t.Fatalf("gorun -np %d under a %s /dev/shm: %v\nstdout:\n%s\nstderr:\n%s", j.np, size, err, out, errb)
+	}
+	return result{stdout: out.String(), stderr: errb.String()}
 }
 
 // TestCollShmSlots: on 4 ranks the shared-memory collectives take
-// messages up to 1 MiB (GORUN_COLL_SHM_MAX), and where /dev/shm cannot
-// hold a segment of 1 MiB slots (a container's small /dev/shm) the set-up
-// settles for smaller ones: the calls that fit still run in shared
-// memory, the others run their point-to-point algorithms, and every
-// result is right.
+// messages up to 1 MiB (GORUN_COLL_SHM_MAX) where /dev/shm has room; a
+// communicator's segment takes at most an eighth of /dev/shm's free
+// space, so under a container's 64 MiB it has slots of 512 KiB (4.2 MiB
+// at np=4; 1 MiB slots would take 8.4) and the 1 MiB bcast runs its
+// point-to-point algorithm, and where even that does not fit, the least
+// segment (64 KiB slots) still serves the small calls. Every result is
+// checked at every size.
 func TestCollShmSlots(t *testing.T) {
 	const np = 4
-	env := []string{"GORUN_COLL_REPORT=1"}
-	t.Run("default", func(t *testing.T) {
-		r := job{np: np, cas: "coll-shm-slot", env: env}.ok(t)
-		shm, _ := bcastShmCalls(t, r, np)
-		for rank, k := range shm {
-			if k != len(shmSlotSizes) {
-				t.Errorf("rank %d ran %d of the %d bcasts %v in shared memory, want all\nstderr:\n%s", rank, k, len(shmSlotSizes), shmSlotSizes, r.stderr)
+	j := job{np: np, cas: "coll-shm-slot", env: []string{"GORUN_COLL_REPORT=1"}}
+	for _, tc := range []struct {
+		tmpfs string
+		shm   int // bcasts in shared memory, of shmSlotSizes
+	}{{"1g", 3}, {"64m", 2}, {"6m", 1}} {
+		t.Run("dev-shm="+tc.tmpfs, func(t *testing.T) {
+			r := shmUnderTmpfs(t, j, tc.tmpfs)
+			for rank, k := range bcastShmCalls(t, r, np) {
+				if k != tc.shm {
+					t.Errorf("rank %d ran %d of the bcasts of %v bytes in shared memory, want %d\nstderr:\n%s", rank, k, shmSlotSizes, tc.shm, r.stderr)
+				}
 			}
-		}
-	})
-	t.Run("small-dev-shm", func(t *testing.T) {
-		why := ""
-		if os.Geteuid() != 0 {
-			why = "needs root: mounts a small /dev/shm in a mount namespace of its own"
-		} else if _, err := exec.LookPath("unshare"); err != nil {
-			why = "needs unshare (util-linux)"
-		}
-		if why != "" {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("CI=true but the test %s", why)
-			}
-			t.Skip(why)
-		}
-		c, out, errb, _ := job{np: np, cas: "coll-shm-slot", env: env}.cmd(t)
-		// 6 MiB: less than the 8.4 MiB of 1 MiB slots at np=4, more than
-		// the 4.2 of 512 KiB ones.
-		c.Args = append([]string{"unshare", "-m", "sh", "-c", `mount -t tmpfs -o size=6m tmpfs /dev/shm && exec "$0" "$@"`}, c.Args...)
-		unshare, _ := exec.LookPath("unshare")
-		c.Path = unshare
-		if err := c.Run(); err != nil {
-			t.Fatalf("gorun under a 6 MiB /dev/shm: %v\nstdout:\n%s\nstderr:\n%s", err, out, errb)
-		}
-		r := result{stdout: out.String(), stderr: errb.String()}
-		shm, other := bcastShmCalls(t, r, np)
-		for rank := range shm {
-			// The 1 MiB bcast left shared memory; the 8-byte one did not.
-			if shm[rank] < 1 || shm[rank] >= len(shmSlotSizes) || other[rank] < 1 {
-				t.Errorf("rank %d ran %d bcasts in shared memory and %d otherwise: want the small ones there and the 1 MiB one not\nstderr:\n%s", rank, shm[rank], other[rank], r.stderr)
-			}
-		}
-	})
+		})
+	}
 }
