@@ -256,8 +256,10 @@ const shmBigRanks = 4
 // to come (each takes at most an eighth of what the ones before left).
 func shmBudget() int {
 	var st unix.Statfs_t
-	if err := unix.Statfs("/dev/shm", &st); err != nil {
-		return math.MaxInt // Create will say what is wrong
+	if err := unix.Statfs("/dev/shm", &st); err != nil || st.Blocks == 0 {
+		// Create will say what is wrong; no blocks: a tmpfs mounted
+		// without a limit (size=0), or ramfs.
+		return math.MaxInt
 	}
 	return int(min(st.Bavail*uint64(st.Bsize)/8, math.MaxInt))
 }
