@@ -15,9 +15,14 @@ type handler Engine
 var _ btl.WholeHandler = (*handler)(nil)
 
 func (hd *handler) Begin(src int, bh *btl.Header, n int) []byte {
-	e := (*Engine)(hd)
 	var h header
 	h.decode(bh)
+	return hd.begin(src, &h, n)
+}
+
+// begin is Begin of the decoded header h.
+func (hd *handler) begin(src int, h *header, n int) []byte {
+	e := (*Engine)(hd)
 	cur := &e.cur[src]
 	cur.req, cur.u, cur.trsh, cur.stage = nil, nil, nil, nil
 	switch h.kind {
@@ -30,10 +35,10 @@ func (hd *handler) Begin(src int, bh *btl.Header, n int) []byte {
 			return nil
 		}
 		if h.flags&fFail != 0 {
-			e.eagerFailed(src, &h, n)
+			e.eagerFailed(src, h, n)
 			return nil
 		}
-		if r, land := e.matchEager(src, &h, n); r != nil {
+		if r, land := e.matchEager(src, h, n); r != nil {
 			cur.req, cur.trsh = r, land
 			return eagerDst(r, land, n)
 		}
@@ -79,9 +84,9 @@ func (hd *handler) Begin(src int, bh *btl.Header, n int) []byte {
 }
 
 // Whole takes a frame that arrived in one piece: an eager message that a
-// posted receive of host memory matches is copied and completed here, with
-// the header decoded once (the 8-byte message rate's path); any other
-// frame goes through Begin and End.
+// posted receive of host memory matches is copied and completed here (the
+// 8-byte message rate's path); any other frame goes through begin and
+// end. The header is decoded once either way.
 func (hd *handler) Whole(src int, bh *btl.Header, data []byte) bool {
 	e := (*Engine)(hd)
 	n := len(data)
@@ -94,12 +99,12 @@ func (hd *handler) Whole(src int, bh *btl.Header, data []byte) bool {
 			return true
 		}
 	}
-	d := hd.Begin(src, bh, n)
+	d := hd.begin(src, &h, n)
 	if len(d) != n {
 		return false
 	}
 	copy(d, data)
-	hd.End(src, bh, d)
+	hd.end(src, &h, d)
 	return true
 }
 
@@ -137,9 +142,14 @@ func (e *Engine) eagerDone(r *Request, land []byte) {
 }
 
 func (hd *handler) End(src int, bh *btl.Header, data []byte) {
-	e := (*Engine)(hd)
 	var h header
 	h.decode(bh)
+	hd.end(src, &h, data)
+}
+
+// end is End of the decoded header h.
+func (hd *handler) end(src int, h *header, data []byte) {
+	e := (*Engine)(hd)
 	cur := &e.cur[src]
 	req, u, trsh, stage := cur.req, cur.u, cur.trsh, cur.stage
 	cur.req, cur.u, cur.trsh, cur.stage = nil, nil, nil, nil
@@ -200,7 +210,7 @@ func (hd *handler) End(src int, bh *btl.Header, data []byte) {
 			e.unknownPeerOp(src, h.ctx, fmt.Sprintf("CTS for unknown send %d", h.sreq))
 			return
 		}
-		e.cleared(r, src, &h, data)
+		e.cleared(r, src, h, data)
 	case kData:
 		r := e.recvs[h.rreq]
 		if r == nil || trsh != nil {
