@@ -563,7 +563,7 @@ func (c *Comm) shmSetup(first uint64) (*shmSeg, error) {
 	// first, not at 0: a zero word is a call too, to afterReady
 	// ("Call numbers in the words").
 	w0 := (first - 1) << readySeq
-	mem, i, why, err := c.sharedSegment(path, sizes, shmBudget(), func(i int, mem []byte) {
+	mem, i, why, err := c.sharedSegment(path, sizes, shmBudget, func(i int, mem []byte) {
 		g := segs[i]
 		g.mem = mem
 		for r := range n {
@@ -592,8 +592,8 @@ func segPath(kind string, a uint32, b uint64) string {
 }
 
 // sharedSegment makes a zeroed segment that every rank of c maps, of the
-// first of sizes (at most 255) that rank 0 can create within budget
-// bytes (the last size whatever the budget): rank 0 creates
+// first of sizes (at most 255) that rank 0 can create within budget()
+// bytes (the last size whatever the budget; nil: no budget): rank 0 creates
 // path (and hands it, and the size's index i, to init, if not nil, before
 // any other rank can map it), the others map it, every rank learns
 // whether all could, and rank 0 unlinks the file. mem is nil at every
@@ -601,13 +601,17 @@ func segPath(kind string, a uint32, b uint64) string {
 // (nil if another rank failed). At rank 0 why may also be the reason a
 // larger size failed when a smaller one did not. err is a failure of the
 // set-up's messages.
-func (c *Comm) sharedSegment(path string, sizes []int, budget int, init func(i int, mem []byte)) (mem []byte, i int, why, err error) {
+func (c *Comm) sharedSegment(path string, sizes []int, budget func() int, init func(i int, mem []byte)) (mem []byte, i int, why, err error) {
 	me := c.Rank()
 	flag := []byte{0} // 1 + the index of the size made, 0: none
 	if me == 0 {
+		most := math.MaxInt
+		if budget != nil && len(sizes) > 1 {
+			most = budget()
+		}
 		for i, size := range sizes {
-			if size > budget && i < len(sizes)-1 {
-				why = fmt.Errorf("%d bytes would take more than an eighth of /dev/shm's free space (%d)", size, budget*8)
+			if size > most && i < len(sizes)-1 {
+				why = fmt.Errorf("%d bytes would take more than an eighth of /dev/shm's free space (%d)", size, most*8)
 				continue
 			}
 			m, err := shmseg.Create(path, size)
@@ -663,7 +667,7 @@ var ErrNoShared = errors.New("a rank could not create or map a shared-memory seg
 func (c *Comm) MapShared(kind string, size int) ([]byte, error) {
 	// The first member's world rank too: the communicators of a Split
 	// (one per color) share a context id and may run this call at once.
-	mem, _, why, err := c.sharedSegment(segPath(kind+"-"+strconv.Itoa(c.World[0]), c.Ctx, c.seq), []int{size}, math.MaxInt, nil)
+	mem, _, why, err := c.sharedSegment(segPath(kind+"-"+strconv.Itoa(c.World[0]), c.Ctx, c.seq), []int{size}, nil, nil)
 	if err != nil || mem != nil {
 		return mem, err
 	}
