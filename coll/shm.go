@@ -570,7 +570,7 @@ func (c *Comm) shmSetup(first uint64) (*shmSeg, error) {
 			*g.ready(r), *g.word(r, 8) = w0, w0
 		}
 	})
-	if why != nil && os.Getenv("GORUN_DEBUG") == "1" { // launcher/boot's parameter
+	if why != nil && params.Debug() {
 		if mem != nil {
 			fmt.Fprintf(os.Stderr, "gorun: coll: slots of %d bytes (%d in all), not %d: %v\n", segs[i].slot, sizes[i], segs[0].slot, why)
 		} else {

@@ -117,3 +117,10 @@ func warn(name, v string, err error) {
 		fmt.Fprintf(os.Stderr, "gorun: ignoring %s=%q: %v\n", name, v, err)
 	}
 }
+
+// Debug reports whether GORUN_DEBUG is 1: the diagnostics of every layer
+// (the membership's and wire-up's logs, the shared-memory collectives'
+// set-up), declared once here so that each reads it alike.
+var Debug = sync.OnceValue(func() bool { return pDebug() == 1 })
+
+var pDebug = Int("GORUN_DEBUG", 0, "1 prints memberlist and wire-up logs, and why a communicator's shared-memory segment is smaller than its full size or missing, on stderr")

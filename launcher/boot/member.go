@@ -18,7 +18,6 @@ var (
 		"memberlist probe timeout before indirect probes")
 	pSuspicion = params.PositiveDuration("GORUN_MEMBER_SUSPICION", 2400*time.Millisecond,
 		"how long a member that stopped answering probes has to refute the suspicion before it is declared dead: longer than the pauses a live rank must survive (2 s), shorter than the bound on finding a dead host (3 s)")
-	pDebug = params.Int("GORUN_DEBUG", 0, "1 prints memberlist and wire-up logs, and why a communicator's shared-memory segment is smaller than its full size or missing, on stderr")
 )
 
 // MemberConfig returns the memberlist configuration shared by the launcher
@@ -51,7 +50,7 @@ func MemberConfig(name, bindAddr string, key []byte, size int) *memberlist.Confi
 	// microsecond-scale collectives.
 	c.EnableCompression = false
 	c.DeadNodeReclaimTime = time.Second
-	if pDebug() == 1 {
+	if params.Debug() {
 		c.Logger = log.New(os.Stderr, "gorun: "+name+": ", log.Lmicroseconds)
 	} else {
 		c.LogOutput = io.Discard
