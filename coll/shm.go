@@ -255,13 +255,10 @@ const shmBigRanks = 4
 // shared-memory transport's rings, shared windows and the communicators
 // to come (each takes at most an eighth of what the ones before left).
 func shmBudget() int {
-	var st unix.Statfs_t
-	if err := unix.Statfs("/dev/shm", &st); err != nil || st.Blocks == 0 {
-		// Create will say what is wrong; no blocks: a tmpfs mounted
-		// without a limit (size=0), or ramfs.
-		return math.MaxInt
+	if f := shmseg.Free(); f < math.MaxInt {
+		return f / 8
 	}
-	return int(min(st.Bavail*uint64(st.Bsize)/8, math.MaxInt))
+	return math.MaxInt
 }
 
 // shmFloor is the least slot the set-up takes for n ranks before it

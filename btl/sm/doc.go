@@ -11,6 +11,11 @@
 // world size), but it is sparse: a ring's memory is allocated (fallocate)
 // only when its sender first reaches this rank, so a full /dev/shm makes
 // that Reach fall back to the next transport instead of a SIGBUS later.
+// The rings' shape (slots, fragment) is the owner's, in its header: with
+// the default shape, a /dev/shm too small for the rings of every pair of
+// the host's ranks to take at most half of its free space shrinks them
+// (fitSteps, from 1032 KiB down to 8 KiB), so that a container's 64 MiB
+// holds 16 ranks' rings, or 32 ranks' at 24 KiB; local rank 0 says so.
 //
 //	control area (page multiple)
 //	  line 0   magic, layout version, world size, ring geometry (slots,

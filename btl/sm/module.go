@@ -2,11 +2,13 @@ package sm
 
 import (
 	"fmt"
+	"math"
 	"math/bits"
 	"os"
 	"sync/atomic"
 
 	"github.com/gorun/gorun/btl"
+	"github.com/gorun/gorun/internal/shmseg"
 	"golang.org/x/sys/unix"
 )
 
@@ -36,6 +38,7 @@ func (component) Open(env btl.Env) (btl.Module, error) {
 	if eager < 0 {
 		return nil, fmt.Errorf("sm: rank %d: GORUN_SM_EAGER_LIMIT=%d is negative", env.Rank, eager)
 	}
+	slots, frag = shapeRings(env, slots, frag)
 	own, err := create(segName(env.JobID, env.Rank), env.Size, slots, frag)
 	if err != nil {
 		return nil, fmt.Errorf("sm: rank %d: %w", env.Rank, err)
@@ -52,6 +55,34 @@ func (component) Open(env btl.Env) (btl.Module, error) {
 	}
 	m.singleCopyInit()
 	return m, nil
+}
+
+// shapeRings fits the ring shape to /dev/shm's free space: the rings of
+// the host's ranks, were every pair to talk, take at most a ringShare of
+// it (fitRing), instead of pairs failing to reach each other through
+// shared memory once it is full (a container's 64 MiB held the 1 MiB
+// rings of 8 ranks, not 16). A shape the user set (GORUN_SM_SLOTS,
+// GORUN_SM_FRAG_SIZE) is kept. Local rank 0 says so when the rings are
+// cut: one line a host.
+func shapeRings(env btl.Env, slots, frag int) (int, int) {
+	if os.Getenv(envSlots) != "" || os.Getenv(envFrag) != "" {
+		return slots, frag
+	}
+	free, local := shmseg.Free(), env.LocalSize
+	if local < 2 {
+		local = env.Size // unknown placement: every rank may be here
+	}
+	if free == math.MaxInt || local < 2 {
+		return slots, frag
+	}
+	pairs := local * (local - 1)
+	s, f := fitRing(slots, frag, free/ringShare/pairs)
+	if (s != slots || f != frag) && env.LocalRank == 0 && (env.LocalSize > 0 || env.Rank == 0) {
+		want := roundUp(ringShare*pairs*ringBytes(slots, frag), 64<<20) >> 20
+		fmt.Fprintf(os.Stderr, "gorun: sm: %s has %d MiB free for %d ranks on this host: their rings take %d KiB each (%d records of up to %d KiB) instead of %d KiB; a /dev/shm of %d MiB (docker run --shm-size=%dm) gives them their full size\n",
+			shmseg.Dir, free>>20, local, ringBytes(s, f)>>10, s, f>>10, ringBytes(slots, frag)>>10, want, want)
+	}
+	return s, f
 }
 
 // module is one rank's shared-memory transport.
@@ -81,6 +112,7 @@ type module struct {
 	deadIn   bool // some inRing of a failed peer awaits removal from in
 	closed   bool
 	noCopy   string // why single copy is off, "" if it is not
+	fullSaid bool   // a ring that /dev/shm could not hold was reported
 }
 
 var (
@@ -186,7 +218,11 @@ func (m *module) Reach(bp btl.Peer) (btl.Endpoint, error) {
 	}
 	mem, err := p.seg.mapRing(m.env.Rank, true)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "gorun: sm: rank %d: reach rank %d: %v (using the next transport)\n", m.env.Rank, bp.Rank, err)
+		// Said once a rank: a full /dev/shm refuses pairs by the hundred.
+		if !m.fullSaid {
+			m.fullSaid = true
+			fmt.Fprintf(os.Stderr, "gorun: sm: rank %d: reach rank %d: %v (using the next transport, for this pair and any other of this rank's that does not fit)\n", m.env.Rank, bp.Rank, err)
+		}
 		return nil, nil
 	}
 	atomic.StoreUint32(u32(mem, offProdPID), uint32(os.Getpid()))

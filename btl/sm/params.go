@@ -6,10 +6,16 @@ import (
 	"github.com/gorun/gorun/internal/params"
 )
 
+// The ring's shape, as set by the user: kept as it is, never fitted.
+const (
+	envSlots = "GORUN_SM_SLOTS"
+	envFrag  = "GORUN_SM_FRAG_SIZE"
+)
+
 var (
-	pSlots = params.Int("GORUN_SM_SLOTS", defaultSlots,
-		"shared-memory ring size in records of the largest size (a power of two, >= 2): the ring a sender gets in each local peer's segment holds this many times GORUN_SM_FRAG_SIZE (+64, rounded to 128) bytes")
-	pFrag = params.Int("GORUN_SM_FRAG_SIZE", defaultFrag,
+	pSlots = params.Int(envSlots, defaultSlots,
+		"shared-memory ring size in records of the largest size (a power of two, >= 2): the ring a sender gets in each local peer's segment holds this many times GORUN_SM_FRAG_SIZE (+64, rounded to 128) bytes; unset, the ring shrinks to fit a small /dev/shm")
+	pFrag = params.Int(envFrag, defaultFrag,
 		"payload bytes of the largest shared-memory ring record (a multiple of 64): the fragment large frames are streamed in; small frames take whole 64-byte lines")
 	pEager = params.Int("GORUN_SM_EAGER_LIMIT", defaultEager,
 		"largest message sent eagerly over shared memory; larger ones go by rendezvous")
@@ -30,6 +36,22 @@ const (
 	defaultSlots = 16
 	defaultFrag  = 64 << 10
 )
+
+// fitSteps is how a ring shrinks when /dev/shm is short (fitRing), each
+// step halving one of its dimensions down to its floor before the next
+// step: the fragment down to 16 KiB (the eager limit: every eager message
+// stays one record), the slots down to 4, the fragment down to 4 KiB, the
+// slots down to 2, the fragment down to 1 KiB. The rings then take from
+// 1032 KiB (the default) down to 8 KiB, their control page included: a
+// ring of 8 KiB still carries the small messages at the speed of a large
+// one, and rendezvous moves larger ones by single copy, not through it.
+var fitSteps = [...]struct{ slots, frag int }{{0, 16 << 10}, {4, 0}, {0, 4 << 10}, {2, 0}, {0, 1 << 10}}
+
+// ringShare is the share of /dev/shm's free space that the rings of a
+// host's ranks may take together, were every pair to talk: the rest is
+// left to the collectives' segments (coll takes at most an eighth of what
+// it finds), shared windows and other jobs.
+const ringShare = 2 // a half
 
 // defaultEager is the eager limit, measured (doc.go, "Eager limit").
 const defaultEager = 16 << 10
@@ -65,3 +87,20 @@ const maxFrame = 1 << 42
 // pollBudget bounds the bytes one ring delivers per Progress call, in
 // units of its size, so a stream from one peer cannot starve the others.
 const pollBudget = 2
+
+// fitRing returns the ring shape (slots, frag) shrunk by fitSteps until
+// a ring takes at most budget bytes, or to the least shape.
+func fitRing(slots, frag, budget int) (int, int) {
+	for _, st := range fitSteps {
+		for ringBytes(slots, frag) > budget {
+			if st.frag > 0 && frag > st.frag {
+				frag = max(frag/2/lineSize*lineSize, st.frag)
+			} else if st.slots > 0 && slots > st.slots {
+				slots /= 2
+			} else {
+				break
+			}
+		}
+	}
+	return slots, frag
+}

@@ -11,12 +11,13 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/gorun/gorun/internal/shmseg"
 	"golang.org/x/sys/unix"
 )
 
 // shmDir holds the segments; the launcher removes gorun-<job>-* there
 // after any ending (launcher.RemoveSegments).
-const shmDir = "/dev/shm"
+const shmDir = shmseg.Dir
 
 // segName is the file of rank's receive segment in job.
 func segName(job string, rank int) string {

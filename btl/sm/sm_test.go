@@ -38,6 +38,16 @@ func TestConformanceSmallRing(t *testing.T) {
 	btltest.Run(t, btltest.Transport{Name: "sm"})
 }
 
+// TestConformanceLeastRing runs the suite on the least ring a short
+// /dev/shm gets (fitSteps: 2 slots of 1 KiB) with the default eager
+// limit, so that an eager message of 16 KiB streams through it in 16
+// records.
+func TestConformanceLeastRing(t *testing.T) {
+	t.Setenv("GORUN_SM_SLOTS", "2")
+	t.Setenv("GORUN_SM_FRAG_SIZE", "1024")
+	btltest.Run(t, btltest.Transport{Name: "sm"})
+}
+
 func BenchmarkSM(b *testing.B) { btltest.Bench(b, btltest.Transport{Name: "sm"}) }
 
 // TestLayout checks that every shared atomic word is aligned to its size
@@ -828,4 +838,34 @@ func TestSendNow(t *testing.T) {
 		}
 	}
 	t.Logf("%d frames taken at once, %d refused (%d behind a queue)", now, refused, queuedAhead)
+}
+
+// TestFitRing: the ring shape shrinks fragment first down to the eager
+// limit, then slots down to 4, fragment down to 4 KiB, slots down to 2,
+// fragment down to 1 KiB, and stops there; a budget it fits is left
+// alone.
+func TestFitRing(t *testing.T) {
+	def := ringBytes(defaultSlots, defaultFrag)
+	for _, c := range []struct{ budget, slots, frag int }{
+		{1 << 40, 16, 64 << 10},
+		{def, 16, 64 << 10},
+		{def - 1, 16, 32 << 10},
+		{300 << 10, 16, 16 << 10},
+		{140 << 10, 8, 16 << 10},
+		{72 << 10, 4, 16 << 10},
+		{40 << 10, 4, 8 << 10},
+		{24 << 10, 4, 4 << 10},
+		{20 << 10, 2, 4 << 10},
+		{12 << 10, 2, 2 << 10},
+		{8 << 10, 2, 1 << 10},
+		{0, 2, 1 << 10},
+	} {
+		s, f := fitRing(defaultSlots, defaultFrag, c.budget)
+		if s != c.slots || f != c.frag {
+			t.Errorf("budget %d: %d slots of %d, want %d of %d", c.budget, s, f, c.slots, c.frag)
+		}
+		if c.budget >= 8<<10 && ringBytes(s, f) > c.budget {
+			t.Errorf("budget %d: ring of %d bytes", c.budget, ringBytes(s, f))
+		}
+	}
 }

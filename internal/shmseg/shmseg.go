@@ -6,9 +6,26 @@ package shmseg
 
 import (
 	"fmt"
+	"math"
 
 	"golang.org/x/sys/unix"
 )
+
+// Dir is where the segments are made.
+const Dir = "/dev/shm"
+
+// Free returns the bytes free for this user in Dir, math.MaxInt when it
+// sets no limit (a tmpfs mounted with size=0, ramfs: statfs reports no
+// blocks) or cannot be read (Create says what is wrong then). The
+// segments' makers size what they take by it: a container's /dev/shm is
+// 64 MiB by default.
+func Free() int {
+	var st unix.Statfs_t
+	if err := unix.Statfs(Dir, &st); err != nil || st.Blocks == 0 {
+		return math.MaxInt
+	}
+	return int(min(st.Bavail*uint64(st.Bsize), math.MaxInt))
+}
 
 // Create creates the file path (it must not exist), backs size bytes of
 // it now, so that a full /dev/shm is an error here and not a SIGBUS at

@@ -1,0 +1,74 @@
+package tests
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/gorun/gorun/mpi"
+)
+
+func init() { rankCases["sm-all-pairs"] = caseSmAllPairs }
+
+// caseSmAllPairs has every rank exchange messages with every other
+// (Sendrecv in a shifting ring, so that every ordered pair talks) three
+// times over: 8 bytes (a short record), 12 KiB (eager, three records in
+// the least ring's 4 KiB ones) and 100 KiB (rendezvous), each byte
+// checked.
+func caseSmAllPairs(w *mpi.Comm) error {
+	me, n := w.Rank(), w.Size()
+	for round := range 3 {
+		for _, size := range []int{8, 12 << 10, 100 << 10} {
+			for k := 1; k < n; k++ {
+				to, from := (me+k)%n, (me-k+n)%n
+				b, r := make([]byte, size), make([]byte, size)
+				for i := range b {
+					b[i] = byte(i*31 + me*7 + to + round)
+				}
+				if _, err := mpi.Sendrecv(w, b, to, k, r, from, k); err != nil {
+					return err
+				}
+				for i := range r {
+					if want := byte(i*31 + from*7 + me + round); r[i] != want {
+						return fmt.Errorf("round %d, %d bytes from rank %d: byte %d is %d, want %d", round, size, from, i, r[i], want)
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// TestSmRingsFit: the shared-memory rings of a host's ranks take at most
+// half of /dev/shm's free space, were every pair to talk: under a small
+// /dev/shm (a container's is 64 MiB) every pair of 8 ranks still talks
+// through shared memory, in smaller rings (one line from local rank 0
+// says so), where 1 MiB rings sent the pairs that did not fit to TCP with
+// a warning each. A /dev/shm with room keeps the full rings and says
+// nothing.
+func TestSmRingsFit(t *testing.T) {
+	const np = 8
+	j := job{np: np, cas: "sm-all-pairs"}
+	for _, tc := range []struct {
+		tmpfs string
+		note  string // the line's ring shape; "" for none
+	}{
+		{"1g", ""},
+		{"32m", "(16 records of up to 16 KiB)"}, // 1 MiB rings of 8 ranks take 58 MiB
+		{"3m", "(4 records of up to 4 KiB)"},    // the least ring
+	} {
+		t.Run("dev-shm="+tc.tmpfs, func(t *testing.T) {
+			r := shmUnderTmpfs(t, j, tc.tmpfs)
+			if strings.Contains(r.stderr, "using the next transport") {
+				t.Errorf("pairs left shared memory:\n%s", r.stderr)
+			}
+			notes := strings.Count(r.stderr, "gorun: sm: /dev/shm has")
+			switch {
+			case tc.note == "" && notes != 0:
+				t.Errorf("rings cut under a %s /dev/shm:\n%s", tc.tmpfs, r.stderr)
+			case tc.note != "" && (notes != 1 || !strings.Contains(r.stderr, tc.note)):
+				t.Errorf("want one line saying the rings were cut to %s:\n%s", tc.note, r.stderr)
+			}
+		})
+	}
+}
