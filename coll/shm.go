@@ -887,16 +887,74 @@ func (c *Comm) shmRenew(g *shmSeg, s uint64) error {
 	return nil
 }
 
-// barrierShm: every rank announces itself and waits for all the others.
-// (Gathering at rank 0 and releasing through its done word was measured
-// against this on the 16-core host, medians of 4 interleaved runs: 1.07x
-// this one's time at np=2, 1.24x at np=8, 0.85x at np=16 with a spread
-// of 93%; not taken.)
+// barrierShm: every rank announces itself and waits for all the others,
+// reading every rank's ready line, or from GORUN_COLL_SHM_DISS ranks on
+// in dissemination rounds (disseminate). (Gathering at rank 0 and
+// releasing through its done word was measured against the flat one on
+// the 16-core host, medians of 4 interleaved runs: 1.07x its time at
+// np=2, 1.24x at np=8, 0.85x at np=16 with a spread of 93%; not taken.)
 func barrierShm(c *Comm, a *Args) error {
 	return c.shmRun(a, func(k *shmCall) error {
 		k.publish(0)
+		if n := shmDissFrom(); n > 0 && k.g.n >= n {
+			return k.disseminate()
+		}
 		return k.enteredAll(k.s)
 	}, barrierDissemination)
+}
+
+// pShmDiss: from this many ranks the shared-memory barrier runs in
+// rounds (disseminate). Off by default: on the lent 32-core host the
+// rounds, one line transfer after another, were slower than the flat
+// barrier's reads in parallel at every np from 4 to 32 (np=16: 2.16
+// against 1.27 µs; bench/results/shmbarrier-diss-2026-11-28-32core.txt),
+// and on the 2-core VM at np=4 (oversubscribed) too. At np=64 on the
+// 64-core host the flat barrier took 1.77x Open MPI's time (8.6 against
+// 4.9 µs) where the rounds would take about six line transfers; that is
+// where to measure this next.
+var (
+	pShmDiss = params.Int("GORUN_COLL_SHM_DISS", 0,
+		"the shared-memory barrier on at least this many ranks runs in dissemination rounds (each rank reads one other rank's line a round) instead of every rank reading every rank's line; 0: never (the default: slower at np <= 32)")
+	shmDissFrom = sync.OnceValue(pShmDiss)
+)
+
+// dissWord is rank r's barrier word: the last word of its done line
+// (shmtree.go's level words stop below it).
+func (g *shmSeg) dissWord(r int) *uint64 { return g.level(r, treeLevels+1) }
+
+// dissBits: a barrier word holds the call's number above this many bits
+// and the round below, so that it only grows, call after call (the
+// call's whole 64-bit number, as the tree's level words hold it, not the
+// ready words' 40 bits: no epoch renews it, and 2^58 calls are out of
+// reach).
+const dissBits = 6
+
+// disseminate is the rest of a barrier in dissemination rounds, as
+// barrierDissemination is between processes: in round j (from 1) this
+// rank stores call s's round j in its barrier word and waits until rank
+// me-2^(j-1) has stored at least as much there, that is until it has
+// passed round j-1: after round j this rank knows that the 2^j ranks up
+// to itself have entered the call, after the last that all have. Each
+// line is read by one rank a round, where the flat barrier has every
+// rank read every rank's line (n-1 readers of each line at once). The
+// words only grow, so a rank that has gone on to later calls still
+// satisfies an earlier round. Every rank published its ready word before
+// its first round, so after the last this rank also knows every rank's
+// ready word shows the call (g.seen), as enteredAll would have made sure.
+func (k *shmCall) disseminate() error {
+	c, g, me := k.c, k.g, k.c.Me
+	mine := g.dissWord(me)
+	for d, j := 1, uint64(1); d < g.n; d, j = 2*d, j+1 {
+		v := k.s<<dissBits | j
+		atomic.StoreUint64(mine, v)
+		p := (me - d + g.n) % g.n
+		w := g.dissWord(p)
+		if err := c.shmWait(func(int) bool { return atomic.LoadUint64(w) >= v }, p, p+1); err != nil {
+			return err
+		}
+	}
+	g.seen = k.s
+	return nil
 }
 
 // bcastShm: the root writes the buffer into its slot; the others copy it.

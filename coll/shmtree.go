@@ -54,9 +54,9 @@ var (
 // treeParams are the tree's parameters, read once.
 type treeParams struct{ from, radix, most int }
 
-// treeLevels is the deepest level word of a done line (words 1..7; word 0
-// is reduce's owners').
-const treeLevels = 7
+// treeLevels is the deepest level word of a done line (words 1..6; word 0
+// is reduce's owners', word 7 the barrier's rounds: dissWord).
+const treeLevels = 6
 
 // useTree reports whether a reduction of m bytes on n ranks runs through
 // the tree.

@@ -1024,10 +1024,12 @@ func TestCollAlgorithms(t *testing.T) {
 	}
 	// The shared-memory fan-in tree (coll/shmtree.go) at every size,
 	// with small radixes so that its groups are uneven and it is three
-	// levels deep at np=5.
+	// levels deep at np=5; and the shared-memory barrier in dissemination
+	// rounds (3 at np=5: not a power of two), whose word shares the
+	// tree's done line.
 	for _, tc := range []struct{ np, radix int }{{5, 2}, {4, 3}} {
 		t.Run(fmt.Sprintf("shmtree/np=%d/radix=%d", tc.np, tc.radix), func(t *testing.T) {
-			env := []string{"GORUN_COLL_SEGSIZE=4096", "GORUN_COLL_SHM_TREE=2",
+			env := []string{"GORUN_COLL_SEGSIZE=4096", "GORUN_COLL_SHM_TREE=2", "GORUN_COLL_SHM_DISS=2",
 				fmt.Sprint("GORUN_COLL_SHM_RADIX=", tc.radix), "GORUN_COLL_SHM_TREE_MAX=1000000"}
 			r := job{np: tc.np, cas: "coll-algorithms", env: env}.ok(t)
 			t.Log(strings.TrimSpace(r.stdout))
