@@ -104,9 +104,10 @@
 //
 // The consumer calls Handler.Begin at a frame's first record, copies each
 // record's payload into the slice Begin returned, and calls End after the
-// last. A record carries up to 65600 bytes of payload with a full header
-// (Caps.MaxFrag), so a frame of up to 64 KiB (every eager message, every
-// 64 KiB rendezvous DATA) is one record. Frames are FIFO per sender
+// last. With the default shape a record carries up to 65600 bytes of
+// payload with a full header (Caps.MaxFrag), so a frame of up to 64 KiB
+// (every eager message, every 64 KiB rendezvous DATA) is one record; a
+// ring cut to fit /dev/shm carries them in several. Frames are FIFO per sender
 // because one ring carries one sender's frames in order.
 //
 // Send writes as many records as the ring has room for; what does not fit

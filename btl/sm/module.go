@@ -62,8 +62,9 @@ func (component) Open(env btl.Env) (btl.Module, error) {
 // it (fitRing), instead of pairs failing to reach each other through
 // shared memory once it is full (a container's 64 MiB held the 1 MiB
 // rings of 8 ranks, not 16). A shape the user set (GORUN_SM_SLOTS,
-// GORUN_SM_FRAG_SIZE) is kept. Local rank 0 says so when the rings are
-// cut: one line a host.
+// GORUN_SM_FRAG_SIZE, set at all: a malformed value too, which params
+// replaces by the default) is kept. Local rank 0 says so when the rings
+// are cut: one line a host.
 func shapeRings(env btl.Env, slots, frag int) (int, int) {
 	if os.Getenv(envSlots) != "" || os.Getenv(envFrag) != "" {
 		return slots, frag
@@ -79,8 +80,8 @@ func shapeRings(env btl.Env, slots, frag int) (int, int) {
 	s, f := fitRing(slots, frag, free/ringShare/pairs)
 	if (s != slots || f != frag) && env.LocalRank == 0 && (env.LocalSize > 0 || env.Rank == 0) {
 		want := roundUp(ringShare*pairs*ringBytes(slots, frag), 64<<20) >> 20
-		fmt.Fprintf(os.Stderr, "gorun: sm: %s has %d MiB free for %d ranks on this host: their rings take %d KiB each (%d records of up to %d KiB) instead of %d KiB; a /dev/shm of %d MiB (docker run --shm-size=%dm) gives them their full size\n",
-			shmseg.Dir, free>>20, local, ringBytes(s, f)>>10, s, f>>10, ringBytes(slots, frag)>>10, want, want)
+		fmt.Fprintf(os.Stderr, "gorun: sm: %s has %.1f MiB free for %d ranks on this host: their rings take %d KiB each (%d records of up to %d KiB) instead of %d KiB; with %d MiB free (docker run --shm-size=%dm) they get their full size\n",
+			shmseg.Dir, float64(free)/(1<<20), local, ringBytes(s, f)>>10, s, f>>10, ringBytes(slots, frag)>>10, want, want)
 	}
 	return s, f
 }

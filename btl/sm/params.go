@@ -42,9 +42,11 @@ const (
 // step: the fragment down to 16 KiB (the eager limit: every eager message
 // stays one record), the slots down to 4, the fragment down to 4 KiB, the
 // slots down to 2, the fragment down to 1 KiB. The rings then take from
-// 1032 KiB (the default) down to 8 KiB, their control page included: a
-// ring of 8 KiB still carries the small messages at the speed of a large
-// one, and rendezvous moves larger ones by single copy, not through it.
+// 1032 KiB (the default) down to 8 KiB, their control page included (with
+// 4 KiB pages): a ring of 8 KiB still carries messages of up to 64 B at
+// the speed of a large one, and rendezvous moves those above the eager
+// limit by single copy, not through it; streams of eager messages lose
+// (docs/measurements.md, "Rings that fit /dev/shm").
 var fitSteps = [...]struct{ slots, frag int }{{0, 16 << 10}, {4, 0}, {0, 4 << 10}, {2, 0}, {0, 1 << 10}}
 
 // ringShare is the share of /dev/shm's free space that the rings of a
@@ -89,17 +91,24 @@ const maxFrame = 1 << 42
 const pollBudget = 2
 
 // fitRing returns the ring shape (slots, frag) shrunk by fitSteps until
-// a ring takes at most budget bytes, or to the least shape.
+// a ring takes at most budget bytes, or to the least shape, or to where a
+// smaller shape would take no fewer bytes (a ring is whole pages: with 64
+// KiB pages nothing below 4 records of 8 KiB is smaller).
 func fitRing(slots, frag, budget int) (int, int) {
 	for _, st := range fitSteps {
 		for ringBytes(slots, frag) > budget {
+			s, f := slots, frag
 			if st.frag > 0 && frag > st.frag {
-				frag = max(frag/2/lineSize*lineSize, st.frag)
+				f = max(frag/2/lineSize*lineSize, st.frag)
 			} else if st.slots > 0 && slots > st.slots {
-				slots /= 2
+				s = slots / 2
 			} else {
 				break
 			}
+			if ringBytes(s, f) >= ringBytes(slots, frag) {
+				return slots, frag
+			}
+			slots, frag = s, f
 		}
 	}
 	return slots, frag

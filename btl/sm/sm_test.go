@@ -845,6 +845,9 @@ func TestSendNow(t *testing.T) {
 // fragment down to 1 KiB, and stops there; a budget it fits is left
 // alone.
 func TestFitRing(t *testing.T) {
+	if pageSize != 4096 {
+		t.Skipf("the shapes below are for 4 KiB pages, not %d", pageSize)
+	}
 	def := ringBytes(defaultSlots, defaultFrag)
 	for _, c := range []struct{ budget, slots, frag int }{
 		{1 << 40, 16, 64 << 10},
@@ -867,5 +870,12 @@ func TestFitRing(t *testing.T) {
 		if c.budget >= 8<<10 && ringBytes(s, f) > c.budget {
 			t.Errorf("budget %d: ring of %d bytes", c.budget, ringBytes(s, f))
 		}
+	}
+	// With 64 KiB pages a ring is at least a page: the shrinking stops
+	// where it would save nothing.
+	defer func(p int) { pageSize = p }(pageSize)
+	pageSize = 64 << 10
+	if s, f := fitRing(defaultSlots, defaultFrag, 0); ringBytes(s, f) != 64<<10 || s != 4 || f != 8<<10 {
+		t.Errorf("64 KiB pages, budget 0: %d slots of %d (%d bytes), want 4 of 8 KiB in one page", s, f, ringBytes(s, f))
 	}
 }
