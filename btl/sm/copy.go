@@ -5,17 +5,39 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"unsafe"
 
 	"github.com/gorun/gorun/btl"
 	"golang.org/x/sys/unix"
 )
 
+// prSetPtracerAny is PR_SET_PTRACER's "any process" (linux/prctl.h: -1).
+const prSetPtracerAny = ^uintptr(0)
+
+// allowPeerReads lets the other ranks of this host read this process's
+// memory with process_vm_readv (single copy), unless
+// GORUN_SM_SINGLE_COPY=none. Under Yama's ptrace_scope 1, the default of
+// Ubuntu and others, a process may only read its descendants' memory, so
+// ranks, which are siblings, were refused: every rendezvous between
+// non-root ranks went through the rings at a fifth of the bandwidth (5
+// against 25-32 GB/s at 256 KiB-4 MiB, np=2 on the 2-core VM), and said
+// nothing. PR_SET_PTRACER_ANY lets any process of this user attach to
+// this one, as ptrace_scope 0 lets any; Charm++ does the same for its
+// CMA. Without Yama the call fails (EINVAL), harmlessly. It runs before
+// the segment is made, so that no peer's probe comes before it.
+func allowPeerReads() {
+	if pSingleCopy() != "none" {
+		unix.Prctl(unix.PR_SET_PTRACER, prSetPtracerAny, 0, 0, 0)
+	}
+}
+
 // singleCopyInit decides whether single copy is on for this module: off
 // by GORUN_SM_SINGLE_COPY=none, or when the kernel refuses
 // process_vm_readv even on this process itself (seccomp filters in some
-// containers answer ENOSYS or EPERM). Refusals that depend on the peer
-// (Yama ptrace_scope, other credentials) are found per peer by probe.
+// containers answer ENOSYS or EPERM): local rank 0 says so then, once.
+// Refusals that depend on the peer (Yama's ptrace_scope 2 or 3, other
+// credentials) are found per peer by probe (copyPeer).
 func (m *module) singleCopyInit() {
 	switch v := pSingleCopy(); v {
 	case "none":
@@ -28,12 +50,17 @@ func (m *module) singleCopyInit() {
 	var probe [8]byte
 	if err := vmRead(os.Getpid(), uintptr(unsafe.Pointer(&m.own.ctl[0])), probe[:]); err != nil {
 		m.noCopy = fmt.Sprintf("process_vm_readv: %v", err)
-		return
-	}
-	if binary.LittleEndian.Uint64(probe[:]) != segMagic {
+	} else if binary.LittleEndian.Uint64(probe[:]) != segMagic {
 		m.noCopy = "process_vm_readv returned wrong bytes"
 	}
+	if m.noCopy != "" && m.env.LocalRank == 0 && (m.env.LocalSize > 0 || m.env.Rank == 0) {
+		m.saidNoCopy = true
+		fmt.Fprintf(os.Stderr, "gorun: sm: single copy between the ranks of this host is off (%s): %s\n", m.noCopy, noCopyCost)
+	}
 }
+
+// noCopyCost is what a rank says when single copy is refused.
+const noCopyCost = "messages above the eager limit go through the shared-memory rings, at about a fifth of the bandwidth; allow process_vm_readv (a container's seccomp profile, docker run --cap-add=SYS_PTRACE), or set GORUN_SM_SINGLE_COPY=none to go without it silently"
 
 // RMAKinds is host memory for a peer that single copy works with: single
 // copy is on, peer is a local rank whose segment this module can open, and
@@ -61,8 +88,15 @@ func (m *module) copyPeer(rank int) *peer {
 			return nil
 		}
 		var probe [8]byte
-		if vmRead(p.seg.pid, uintptr(p.seg.addr), probe[:]) == nil && binary.LittleEndian.Uint64(probe[:]) == segMagic {
+		err := vmRead(p.seg.pid, uintptr(p.seg.addr), probe[:])
+		if err == nil && binary.LittleEndian.Uint64(probe[:]) == segMagic {
 			p.cma = 1
+		} else if refused(err) && !m.saidNoCopy {
+			// Said once a rank: a peer whose memory the kernel keeps
+			// from this one (Yama's ptrace_scope 2 or 3, a peer of
+			// other credentials).
+			m.saidNoCopy = true
+			fmt.Fprintf(os.Stderr, "gorun: sm: rank %d: single copy from rank %d is refused (process_vm_readv: %v%s): %s\n", m.env.Rank, rank, err, yamaScope(), noCopyCost)
 		}
 	}
 	return p
@@ -134,7 +168,7 @@ func (m *module) copyCheck(peer int, op string) (*peer, error) {
 // peer); other errors (EFAULT: a bad address; ESRCH: the peer is gone)
 // are returned as they are.
 func (m *module) copyErr(p *peer, op string, err error) error {
-	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EACCES) {
+	if refused(err) {
 		p.cma = -1
 		return fmt.Errorf("sm: rank %d: %s rank %d: %w (%v)", m.env.Rank, op, p.rank, btl.ErrRMARefused, err)
 	}
@@ -171,4 +205,20 @@ func vmCopy(pid int, addr uintptr, b []byte, write bool) error {
 		addr += uintptr(n)
 	}
 	return nil
+}
+
+// refused reports whether err is the kernel refusing single copy (not a
+// bad address, not a peer gone).
+func refused(err error) bool {
+	return errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EACCES)
+}
+
+// yamaScope names Yama's ptrace_scope when it is set (", Yama's
+// ptrace_scope 2"), for the line that says single copy was refused.
+func yamaScope() string {
+	b, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope")
+	if v := strings.TrimSpace(string(b)); err == nil && v != "0" {
+		return ", Yama's ptrace_scope " + v
+	}
+	return ""
 }

@@ -39,6 +39,7 @@ func (component) Open(env btl.Env) (btl.Module, error) {
 		return nil, fmt.Errorf("sm: rank %d: GORUN_SM_EAGER_LIMIT=%d is negative", env.Rank, eager)
 	}
 	slots, frag = shapeRings(env, slots, frag)
+	allowPeerReads()
 	own, err := create(segName(env.JobID, env.Rank), env.Size, slots, frag)
 	if err != nil {
 		return nil, fmt.Errorf("sm: rank %d: %w", env.Rank, err)
@@ -114,6 +115,8 @@ type module struct {
 	closed   bool
 	noCopy   string // why single copy is off, "" if it is not
 	fullSaid bool   // a ring that /dev/shm could not hold was reported
+	// saidNoCopy: single copy's refusal was reported (once a module).
+	saidNoCopy bool
 }
 
 var (
