@@ -96,7 +96,7 @@ func (m *module) copyPeer(rank int) *peer {
 			// from this one (Yama's ptrace_scope 2 or 3, a peer of
 			// other credentials).
 			m.saidNoCopy = true
-			fmt.Fprintf(os.Stderr, "gorun: sm: rank %d: single copy from rank %d is refused (process_vm_readv: %v%s): %s\n", m.env.Rank, rank, err, yamaScope(), noCopyCost)
+			fmt.Fprintf(os.Stderr, "gorun: sm: rank %d: single copy from rank %d is refused (process_vm_readv: %v%s): messages above the eager limit between the two go through the shared-memory rings, at about a fifth of the bandwidth (the kernel keeps one process's memory from the other: Yama's ptrace_scope 2 or 3, other credentials, a process made non-dumpable); this rank says so once\n", m.env.Rank, rank, err, yamaScope())
 		}
 	}
 	return p

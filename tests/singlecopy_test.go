@@ -1,0 +1,120 @@
+package tests
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gorun/gorun/mpi"
+	"golang.org/x/sys/unix"
+)
+
+func init() { rawCases["single-copy-refused"] = caseSingleCopyRefused }
+
+// caseSingleCopyRefused: rank 1 makes itself non-dumpable before Init,
+// which keeps the other processes of its (unprivileged) user out of its
+// memory, so that rank 0's single copy from it is refused from the
+// first probe on; then 1 MiB each way (rendezvous), every byte checked.
+func caseSingleCopyRefused() int {
+	if os.Getenv("GORUN_RANK") == "1" {
+		if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+			fmt.Fprintln(os.Stderr, "prctl:", err)
+			return 1
+		}
+	}
+	if err := mpi.Init(); err != nil {
+		fmt.Fprintln(os.Stderr, "Init:", err)
+		return 1
+	}
+	w := mpi.World()
+	me := w.Rank()
+	b, r := make([]byte, 1<<20), make([]byte, 1<<20)
+	for i := range b {
+		b[i] = byte(i*7 + me)
+	}
+	if _, err := mpi.Sendrecv(w, b, 1-me, 1, r, 1-me, 1); err != nil {
+		fmt.Fprintf(os.Stderr, "rank %d: %v\n", me, err)
+		return 1
+	}
+	for i := range r {
+		if want := byte(i*7 + 1 - me); r[i] != want {
+			fmt.Fprintf(os.Stderr, "rank %d: byte %d from rank %d is %d, want %d\n", me, i, 1-me, r[i], want)
+			return 1
+		}
+	}
+	if err := mpi.Finalize(); err != nil {
+		fmt.Fprintln(os.Stderr, "Finalize:", err)
+		return 1
+	}
+	return 0
+}
+
+// TestSingleCopyRefused: where the kernel keeps a rank's memory from its
+// peers (here a non-dumpable rank, as an unprivileged user), the message
+// still arrives, through the rings, and the peer says once that single
+// copy is refused, where it used to go slower without a word (as it did
+// under Yama's ptrace_scope 1 for every pair of non-root ranks, before
+// they allowed each other: PR_SET_PTRACER_ANY). Needs root, to run the
+// job as nobody (setpriv).
+func TestSingleCopyRefused(t *testing.T) {
+	why := ""
+	if os.Geteuid() != 0 {
+		why = "needs root: runs the job as nobody"
+	} else if _, err := exec.LookPath("setpriv"); err != nil {
+		why = "needs setpriv (util-linux)"
+	}
+	if why != "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true but the test %s", why)
+		}
+		t.Skip(why)
+	}
+	// Binaries nobody may run: copies in a directory of mode 0755.
+	dir, err := os.MkdirTemp("", "gorun-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bins := map[string]string{"gorun": gorunBin, "ranks": os.Args[0]}
+	for name, src := range bins {
+		if err := copyExec(src, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+		filepath.Join(dir, "gorun"), "-np", "2", "--timeout", "60", filepath.Join(dir, "ranks"), "-test.run=^$")
+	c.Dir = dir
+	c.Env = append(os.Environ(), "HOME="+dir, "GORUN_TEST_CASE=single-copy-refused")
+	out, err := c.CombinedOutput()
+	if err != nil {
+		t.Fatalf("gorun -np 2 as nobody: %v\n%s", err, out)
+	}
+	if n := strings.Count(string(out), "gorun: sm: rank 0: single copy from rank 1 is refused"); n != 1 {
+		t.Errorf("%d lines from rank 0 saying single copy from rank 1 is refused, want 1:\n%s", n, out)
+	}
+}
+
+// copyExec copies the program src to dst, mode 0755.
+func copyExec(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
