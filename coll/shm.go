@@ -904,17 +904,19 @@ func barrierShm(c *Comm, a *Args) error {
 }
 
 // pShmDiss: from this many ranks the shared-memory barrier runs in
-// rounds (disseminate). Off by default: on the lent 32-core host the
-// rounds, one line transfer after another, were slower than the flat
-// barrier's reads in parallel at every np from 4 to 32 (np=16: 2.16
-// against 1.27 µs; bench/results/shmbarrier-diss-2026-11-28-32core.txt),
-// and on the 2-core VM at np=4 (oversubscribed) too. At np=64 on the
-// 64-core host the flat barrier took 1.77x Open MPI's time (8.6 against
-// 4.9 µs) where the rounds would take about six line transfers; that is
-// where to measure this next.
+// rounds (disseminate). On the lent 32-core host the rounds, one line
+// transfer after another, were slower than the flat barrier's reads in
+// parallel at every np from 4 to 32 (np=16: 2.16 against 1.27 µs;
+// bench/results/shmbarrier-diss-2026-11-28-32core.txt), and on the 2-core
+// VM at np=4 (oversubscribed) too; at np=64 on the 64-core host, where
+// every line has 63 readers, they were faster: per-call medians of 2.56
+// and 2.62 µs against 2.97 and 2.98 (Open MPI 4.10 and 4.31; 20,000 calls,
+// bench/results/np64-colldist-2026-11-28-64core.txt). Between 33 and 63
+// ranks nothing was measured cleanly (np=48: 9.3 against 13.4 µs, spreads
+// of 119% and 469%): the flat barrier stays there.
 var (
-	pShmDiss = params.Int("GORUN_COLL_SHM_DISS", 0,
-		"the shared-memory barrier on at least this many ranks runs in dissemination rounds (each rank reads one other rank's line a round) instead of every rank reading every rank's line; 0: never (the default: slower at np <= 32)")
+	pShmDiss = params.Int("GORUN_COLL_SHM_DISS", 64,
+		"the shared-memory barrier on at least this many ranks runs in dissemination rounds (each rank reads one other rank's line a round) instead of every rank reading every rank's line; 0: never")
 	shmDissFrom = sync.OnceValue(pShmDiss)
 )
 
