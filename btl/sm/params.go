@@ -22,7 +22,7 @@ var (
 	pBellAfter = params.Int("GORUN_SM_DOORBELL_AFTER", defaultBellAfter,
 		"a receiver with more registered shared-memory senders than this polls by doorbell (only the rings that rang) instead of every ring; 0 always")
 	pSingleCopy = params.String("GORUN_SM_SINGLE_COPY", "cma",
-		`single copy between local ranks for rendezvous: "cma" (process_vm_readv/writev) or "none" (always the ring)`)
+		`single copy between local ranks for rendezvous: "cma" (process_vm_readv/writev; under Yama's ptrace_scope 1 each rank then lets any process of its user attach to it, PR_SET_PTRACER_ANY, as ptrace_scope 0 lets any) or "none" (always the ring)`)
 )
 
 // The ring's shape: 16 records of 64 KiB (1 MiB) was the best of the
