@@ -23,8 +23,8 @@ const prSetPtracerAny = ^uintptr(0)
 // non-root ranks went through the rings at a fifth of the bandwidth (5
 // against 25-32 GB/s at 256 KiB-4 MiB, np=2 on the 2-core VM), and said
 // nothing. PR_SET_PTRACER_ANY lets any process of this user attach to
-// this one, as ptrace_scope 0 lets any; Charm++ does the same for its
-// CMA. Without Yama the call fails (EINVAL), harmlessly. It runs before
+// this one, as ptrace_scope 0 lets any, until Close withdraws it; Open
+// MPI's vader and Charm++ do the same for their CMA. Without Yama the call fails (EINVAL), harmlessly. It runs before
 // the segment is made, so that no peer's probe comes before it.
 func allowPeerReads() {
 	if pSingleCopy() != "none" {
@@ -60,7 +60,7 @@ func (m *module) singleCopyInit() {
 }
 
 // noCopyCost is what a rank says when single copy is refused.
-const noCopyCost = "messages above the eager limit go through the shared-memory rings, at about a fifth of the bandwidth; allow process_vm_readv (a container's seccomp profile, docker run --cap-add=SYS_PTRACE), or set GORUN_SM_SINGLE_COPY=none to go without it silently"
+const noCopyCost = "messages above the eager limit go through the shared-memory rings, two copies instead of one; allow process_vm_readv (a container's seccomp profile, docker run --cap-add=SYS_PTRACE), or set GORUN_SM_SINGLE_COPY=none to go without it silently"
 
 // RMAKinds is host memory for a peer that single copy works with: single
 // copy is on, peer is a local rank whose segment this module can open, and
@@ -96,7 +96,7 @@ func (m *module) copyPeer(rank int) *peer {
 			// from this one (Yama's ptrace_scope 2 or 3, a peer of
 			// other credentials).
 			m.saidNoCopy = true
-			fmt.Fprintf(os.Stderr, "gorun: sm: rank %d: single copy from rank %d is refused (process_vm_readv: %v%s): messages above the eager limit between the two go through the shared-memory rings, at about a fifth of the bandwidth (the kernel keeps one process's memory from the other: Yama's ptrace_scope 2 or 3, other credentials, a process made non-dumpable); this rank says so once\n", m.env.Rank, rank, err, yamaScope())
+			fmt.Fprintf(os.Stderr, "gorun: sm: rank %d: single copy from rank %d is refused (process_vm_readv: %v%s): messages above the eager limit between the two go through the shared-memory rings, two copies instead of one (the kernel keeps one process's memory from the other: Yama's ptrace_scope 2 or 3, other credentials, a process made non-dumpable); this rank says so once\n", m.env.Rank, rank, err, yamaScope())
 		}
 	}
 	return p
@@ -213,12 +213,12 @@ func refused(err error) bool {
 	return errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EACCES)
 }
 
-// yamaScope names Yama's ptrace_scope when it is set (", Yama's
-// ptrace_scope 2"), for the line that says single copy was refused.
+// yamaScope names Yama's ptrace_scope when it refuses attaching whatever
+// the ranks do (2 or 3), for the line that says single copy was refused.
 func yamaScope() string {
 	b, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope")
-	if v := strings.TrimSpace(string(b)); err == nil && v != "0" {
-		return ", Yama's ptrace_scope " + v
+	if v := strings.TrimSpace(string(b)); err == nil && (v == "2" || v == "3") {
+		return "; Yama's ptrace_scope is " + v
 	}
 	return ""
 }

@@ -226,9 +226,18 @@
 // own memory through process_vm_readv (seccomp filters in containers
 // answer ENOSYS or EPERM); per peer, RMAKinds reads the peer's segment
 // header from the peer's memory once and compares the magic, which catches
-// Yama's ptrace_scope and foreign credentials. A refusal later (EPERM,
-// EACCES, ENOSYS) fails that operation with btl.ErrRMARefused and turns
-// RMA off for that peer.
+// Yama's ptrace_scope 2 and 3, non-dumpable peers and foreign credentials;
+// a refusal is said once (a line on stderr). Under ptrace_scope 1 a
+// process may read only its descendants', so each rank lets any process
+// of its user attach to it (prctl PR_SET_PTRACER_ANY at Open, before its
+// segment exists, withdrawn at Close), as Open MPI's vader and Charm++ do:
+// for the job's life any process of the user may then ptrace a rank, as
+// ptrace_scope 0 lets any; GORUN_SM_SINGLE_COPY=none keeps the
+// restriction. A refusal later (EPERM, EACCES, ENOSYS) fails that
+// operation with btl.ErrRMARefused and stops single copy with that peer in
+// this module, but p2p keeps the route's RMA and the pair's later
+// rendezvous fail too (a rank made non-dumpable, or given another ptracer,
+// after Init: not mended yet).
 //
 // # Eager limit
 //

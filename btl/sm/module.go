@@ -449,6 +449,10 @@ func (m *module) Close() error {
 		return nil
 	}
 	m.closed = true
+	if m.noCopy == "" {
+		// Withdraw allowPeerReads' exception: no peer reads any more.
+		unix.Prctl(unix.PR_SET_PTRACER, 0, 0, 0, 0)
+	}
 	atomic.StoreUint32(u32(m.own.ctl, offClosed), 1)
 	for _, p := range m.peers {
 		if p == nil {
