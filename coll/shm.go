@@ -280,6 +280,7 @@ type shmSeg struct {
 	busy   atomic.Bool
 	call   shmCall // the call in progress (busy)
 	radix  int     // the reduction tree's (shmtree.go)
+	diss   bool    // the barrier runs in rounds (disseminate)
 }
 
 func (g *shmSeg) rank(r int) int { return line + r*g.stride }
@@ -552,7 +553,7 @@ func (c *Comm) shmSetup(first uint64) (*shmSeg, error) {
 		if ring > 0 {
 			stride += line + shmRingDepth*ring // the read line, the ring
 		}
-		segs = append(segs, &shmSeg{n: n, slot: slot, stride: stride, ring: ring, radix: treeRadix(n)})
+		segs = append(segs, &shmSeg{n: n, slot: slot, stride: stride, ring: ring, radix: treeRadix(n), diss: useDiss(n)})
 		sizes = append(sizes, line+n*stride)
 	}
 	path := segPath("coll", c.Ctx, uint64(c.World[0]))
@@ -896,7 +897,7 @@ func (c *Comm) shmRenew(g *shmSeg, s uint64) error {
 func barrierShm(c *Comm, a *Args) error {
 	return c.shmRun(a, func(k *shmCall) error {
 		k.publish(0)
-		if n := shmDissFrom(); n > 0 && k.g.n >= n {
+		if k.g.diss {
 			return k.disseminate()
 		}
 		return k.enteredAll(k.s)
@@ -919,6 +920,10 @@ var (
 		"the shared-memory barrier on at least this many ranks runs in dissemination rounds (each rank reads one other rank's line a round) instead of every rank reading every rank's line; 0: never")
 	shmDissFrom = sync.OnceValue(pShmDiss)
 )
+
+// useDiss reports whether the barrier of n ranks runs in rounds
+// (shmSeg.diss, set once per segment).
+func useDiss(n int) bool { f := shmDissFrom(); return f > 0 && n >= f }
 
 // dissWord is rank r's barrier word: the last word of its done line
 // (shmtree.go's level words stop below it).
