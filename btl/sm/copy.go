@@ -53,7 +53,7 @@ func (m *module) singleCopyInit() {
 	} else if binary.LittleEndian.Uint64(probe[:]) != segMagic {
 		m.noCopy = "process_vm_readv returned wrong bytes"
 	}
-	if m.noCopy != "" && m.env.LocalRank == 0 && (m.env.LocalSize > 0 || m.env.Rank == 0) {
+	if m.noCopy != "" && speaksForHost(m.env) {
 		m.saidNoCopy = true
 		fmt.Fprintf(os.Stderr, "gorun: sm: single copy between the ranks of this host is off (%s): %s\n", m.noCopy, noCopyCost)
 	}

@@ -79,12 +79,19 @@ func shapeRings(env btl.Env, slots, frag int) (int, int) {
 	}
 	pairs := local * (local - 1)
 	s, f := fitRing(slots, frag, free/ringShare/pairs)
-	if (s != slots || f != frag) && env.LocalRank == 0 && (env.LocalSize > 0 || env.Rank == 0) {
+	if (s != slots || f != frag) && speaksForHost(env) {
 		want := roundUp(ringShare*pairs*ringBytes(slots, frag), 64<<20) >> 20
 		fmt.Fprintf(os.Stderr, "gorun: sm: %s has %.1f MiB free for %d ranks on this host: their rings take %d KiB each (%d records of up to %d KiB) instead of %d KiB; with %d MiB free (docker run --shm-size=%dm) they get their full size\n",
 			shmseg.Dir, float64(free)/(1<<20), local, ringBytes(s, f)>>10, s, f>>10, ringBytes(slots, frag)>>10, want, want)
 	}
 	return s, f
+}
+
+// speaksForHost reports whether this rank prints what holds for every
+// rank of its host (one line a host, not one a rank): local rank 0, or
+// rank 0 where the placement is unknown.
+func speaksForHost(env btl.Env) bool {
+	return env.LocalRank == 0 && (env.LocalSize > 0 || env.Rank == 0)
 }
 
 // module is one rank's shared-memory transport.
