@@ -586,7 +586,7 @@ func (c *Comm) shmSetup(first uint64) (*shmSeg, error) {
 // segPath is the path of a segment of this job: kind, then two numbers
 // that make it unique (gorun's reaper removes /dev/shm/gorun-<job>-*).
 func segPath(kind string, a uint32, b uint64) string {
-	return filepath.Join("/dev/shm", "gorun-"+jobID+"-"+kind+"-"+strconv.FormatUint(uint64(a), 10)+"-"+strconv.FormatUint(b, 10))
+	return filepath.Join(shmseg.Dir, "gorun-"+jobID+"-"+kind+"-"+strconv.FormatUint(uint64(a), 10)+"-"+strconv.FormatUint(b, 10))
 }
 
 // sharedSegment makes a zeroed segment that every rank of c maps, of the

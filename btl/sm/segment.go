@@ -15,13 +15,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// shmDir holds the segments; the launcher removes gorun-<job>-* there
-// after any ending (launcher.RemoveSegments).
-const shmDir = shmseg.Dir
-
-// segName is the file of rank's receive segment in job.
+// segName is the file of rank's receive segment in job, in shmseg.Dir,
+// where the launcher removes gorun-<job>-* after any ending
+// (launcher.RemoveSegments).
 func segName(job string, rank int) string {
-	return filepath.Join(shmDir, "gorun-"+job+"-sm-"+strconv.Itoa(rank))
+	return filepath.Join(shmseg.Dir, "gorun-"+job+"-sm-"+strconv.Itoa(rank))
 }
 
 // segment is one rank's receive segment as seen by one module: the owner's

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strconv"
 
+	"github.com/gorun/gorun/internal/shmseg"
 	"golang.org/x/sys/unix"
 )
 
@@ -65,7 +66,7 @@ func FileID(path string) string {
 // RemoveSegments removes the shared-memory segments of job id from
 // /dev/shm (every segment the runtime creates is named gorun-<job>-*).
 func RemoveSegments(id string) {
-	m, _ := filepath.Glob(filepath.Join("/dev/shm", "gorun-"+id+"-*"))
+	m, _ := filepath.Glob(filepath.Join(shmseg.Dir, "gorun-"+id+"-*"))
 	for _, f := range m {
 		os.Remove(f)
 	}
