@@ -2,7 +2,6 @@ package tests
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -76,18 +75,7 @@ func bcastShmCalls(t *testing.T, r result, np int) []int {
 // (skipped without them, failed under CI=true).
 func shmUnderTmpfs(t *testing.T, j job, size string) result {
 	t.Helper()
-	why := ""
-	if os.Geteuid() != 0 {
-		why = "needs root: mounts a /dev/shm of its own in a mount namespace"
-	} else if _, err := exec.LookPath("unshare"); err != nil {
-		why = "needs unshare (util-linux)"
-	}
-	if why != "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI=true but the test %s", why)
-		}
-		t.Skip(why)
-	}
+	needRoot(t, "unshare", "mounts a /dev/shm of its own in a mount namespace")
 	c, out, errb, _ := j.cmd(t)
 	c.Args = append([]string{"unshare", "-m", "sh", "-c", `mount -t tmpfs -o size=` + size + ` tmpfs /dev/shm && exec "$0" "$@"`}, c.Args...)
 	c.Path, _ = exec.LookPath("unshare")

@@ -204,3 +204,22 @@ func checkNothingLeft(t *testing.T, r result) {
 		t.Errorf("temp files left behind: %v", m)
 	}
 }
+
+// needRoot skips t unless it runs as root with tool (of util-linux) on
+// the path, for what it does as root; under CI=true, which installs both,
+// it fails instead.
+func needRoot(t *testing.T, tool, what string) {
+	t.Helper()
+	why := ""
+	if os.Geteuid() != 0 {
+		why = "needs root: " + what
+	} else if _, err := exec.LookPath(tool); err != nil {
+		why = "needs " + tool + " (util-linux)"
+	}
+	if why != "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true but the test %s", why)
+		}
+		t.Skip(why)
+	}
+}

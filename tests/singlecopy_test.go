@@ -61,18 +61,7 @@ func caseSingleCopyRefused() int {
 // they allowed each other: PR_SET_PTRACER_ANY). Needs root, to run the
 // job as nobody (setpriv).
 func TestSingleCopyRefused(t *testing.T) {
-	why := ""
-	if os.Geteuid() != 0 {
-		why = "needs root: runs the job as nobody"
-	} else if _, err := exec.LookPath("setpriv"); err != nil {
-		why = "needs setpriv (util-linux)"
-	}
-	if why != "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI=true but the test %s", why)
-		}
-		t.Skip(why)
-	}
+	needRoot(t, "setpriv", "runs the job as nobody")
 	// Binaries nobody may run: copies in a directory of mode 0755.
 	// Under /tmp itself: a TMPDIR of root's may not be enterable by nobody.
 	dir, err := os.MkdirTemp("/tmp", "gorun-nobody-")
