@@ -25,12 +25,17 @@ import (
 func main() {
 	iters := flag.Int("i", 20000, "timed calls per loop")
 	size := flag.Int("s", 8, "allreduce and bcast size in bytes (float32)")
+	late := flag.Float64("late", 0, "instead of the five loops, barriers back to back with a report on the rank that made each call slower than this many microseconds late (late.go)")
 	flag.Parse()
 	if err := mpi.Init(); err != nil {
 		log.Fatal(err)
 	}
 	defer mpi.Finalize()
 	w := mpi.World()
+	if *late > 0 {
+		lateLoop(w, *iters, *late)
+		return
+	}
 	s, r := make([]float32, max(*size/4, 1)), make([]float32, max(*size/4, 1))
 	d := make([]float64, max(*iters, 1))
 	run := func(name string, sep bool, f func() error) {
