@@ -56,7 +56,7 @@ func (hd *handler) begin(src int, h *header, n int) []byte {
 	case kData:
 		r := e.recvs[h.rreq]
 		off := h.sreq // the chunk's offset (staging); 0 for one frame
-		if r != nil && r.x == nil && r.rndvPeer == src && r.st.Bytes >= 0 && off <= uint64(r.st.Bytes) && uint64(n) <= uint64(r.st.Bytes)-off {
+		if r != nil && r.rndvPeer == src && r.st.Bytes >= 0 && off <= uint64(r.st.Bytes) && uint64(n) <= uint64(r.st.Bytes)-off {
 			switch {
 			case n == 0:
 				return nil // an empty message, or fNoPath
@@ -220,6 +220,10 @@ func (hd *handler) end(src int, h *header, data []byte) {
 			}
 			return
 		}
+		if r.x != nil {
+			e.partLanded(r, h.sreq) // a refused RMA's part (rma.go)
+			return
+		}
 		switch {
 		case h.flags&fFail != 0:
 			err := fmt.Errorf("rank %d failed while sending its device memory", src)
@@ -248,7 +252,11 @@ func (hd *handler) end(src int, h *header, data []byte) {
 		}
 		e.unknownPeerOp(src, h.ctx, fmt.Sprintf("FIN for unknown receive %d", h.rreq))
 	case kFinR:
-		if r := e.sends[h.sreq]; r != nil && r.x != nil && r.peer == src && !r.x.theirs {
+		if r := e.sends[h.sreq]; r != nil && r.x != nil && r.peer == src && !r.x.theirs && !r.x.asked {
+			if h.flags&fResend != 0 {
+				e.resend(r, src)
+				return
+			}
 			e.finished(r, src, h.flags&fFail != 0)
 			return
 		}

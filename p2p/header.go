@@ -54,6 +54,12 @@ const fFail = 8
 // ErrRevoked.
 const fRevoked = 16
 
+// fResend flags a receiver's FIN by which it says that its part of an
+// RMA rendezvous was refused (btl.ErrRMARefused) and not copied: the
+// sender sends that part as DATA instead (rma.go, "Refused parts go by
+// frames"), and the receiver's part is over when it lands.
+const fResend = 128
+
 // fPutAll and fGetAll flag an RMA CTS by which the receiver says who
 // copies the message: the sender all of it (fPutAll), the receiver all of
 // it (fGetAll), or neither flag: the receiver the first part and the

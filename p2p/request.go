@@ -159,6 +159,12 @@ func (r *Request) FrameDone(f *btl.Frame, err error) {
 		return
 	}
 	if f == &r.data && !r.recv {
+		if r.x != nil && r.x.dataOn != 0 {
+			if !r.done.Load() {
+				r.e.partSent(r) // a refused RMA's part, sent as DATA
+			}
+			return
+		}
 		r.complete(nil)
 	}
 }

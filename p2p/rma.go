@@ -1,6 +1,7 @@
 package p2p
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 
@@ -39,6 +40,18 @@ type rndv struct {
 	err, theirErr error
 	// peerReq is the peer's request id, which our FIN names.
 	peerReq uint64
+	// part is where the receiver's part of the copy ends and the
+	// sender's begins (split), accept where the sender's ends (the CTS's
+	// length); the sender keeps them for the parts that go by frames.
+	part, accept int
+	// The parts that go by frames after all (refused: an RMA the system
+	// refused after the route said it had it). The receiver waits for its
+	// part as DATA (wantData). The sender owes its own part (ownDue) and
+	// the receiver's (resendDue, asked: the receiver's FIN asked for it)
+	// as DATA, one frame at a time (r.data): dataOn says which is on the
+	// wire (dataOwn, dataTheirs), 0 none.
+	wantData, ownDue, resendDue, asked bool
+	dataOn                             uint8
 }
 
 var rndvPool = sync.Pool{New: func() any { return new(rndv) }}
@@ -131,6 +144,9 @@ func (x *rndv) RMADone(op *btl.RMAOp, err error) {
 		return
 	}
 	e := r.e
+	if err != nil && e.refused(r, op.Peer, err) {
+		return
+	}
 	if err != nil {
 		what := "put to"
 		if r.recv {
@@ -205,12 +221,13 @@ func (e *Engine) rmaSend(r *Request, dst int, accept int, flags uint8) {
 		return
 	}
 	m := sendPart(flags, accept)
+	x.part, x.accept = m, accept
 	if m == accept {
 		e.finish(r, dst, nil)
 		return
 	}
 	x.op = btl.RMAOp{Peer: dst, Local: r.mem.Slice(m, accept), Remote: &x.remote, Offset: uint64(m), Owner: x}
-	if err := x.start(false); err != nil {
+	if err := x.start(false); err != nil && !e.refused(r, dst, err) {
 		e.finish(r, dst, fmt.Errorf("rma put to rank %d: %w", dst, err))
 	}
 }
@@ -225,8 +242,121 @@ func (e *Engine) rmaRecv(r *Request, src int, m int) {
 		return
 	}
 	x.op = btl.RMAOp{Peer: src, Local: r.mem.Slice(0, m), Remote: &x.remote, Owner: x}
-	if err := x.start(true); err != nil {
+	if err := x.start(true); err != nil && !e.refused(r, src, err) {
 		e.finish(r, src, fmt.Errorf("rma get from rank %d: %w", src, err))
+	}
+}
+
+// Refused parts go by frames. The system may refuse an RMA after the
+// route said it had it (btl.ErrRMARefused: the kernel refuses
+// process_vm_readv to a rank made non-dumpable after its peers probed
+// it); the message then still arrives, as the bytes of a plain
+// rendezvous do. A receiver refused its Get sends its FIN with fResend
+// (its one FIN) and takes its part from the DATA frame the sender then
+// sends; a sender refused its Put sends its part as DATA, then its FIN.
+// Both land where the copy would have put them (DATA's offset). Host
+// memory only: a device buffer's refusal fails the transfer as before.
+
+// refused takes over r's part when err is a refusal and r's buffer is
+// host memory, and reports whether it did.
+func (e *Engine) refused(r *Request, peer int, err error) bool {
+	if !errors.Is(err, btl.ErrRMARefused) || r.mem.Kind != btl.MemHost {
+		return false
+	}
+	x := r.x
+	if r.recv {
+		fin := header{kind: kFinR, flags: fResend, ctx: r.ctx, sreq: x.peerReq}
+		fin.encode(&r.data.Hdr)
+		r.data.Payload = nil
+		x.wantData = true
+		if serr := e.sendCtl(peer, r, &r.data); serr != nil {
+			e.forget(r)
+			r.complete(serr)
+		}
+		return true
+	}
+	x.ownDue = true
+	e.sendParts(r)
+	return true
+}
+
+// Which part of the message a sender's DATA frame carries (rndv.dataOn).
+const (
+	dataOwn    = 1
+	dataTheirs = 2
+)
+
+// resend answers a receiver's FIN with fResend: its part goes as DATA.
+func (e *Engine) resend(r *Request, dst int) {
+	x := r.x
+	x.asked = true
+	if r.mem.Kind != btl.MemHost {
+		e.finished(r, dst, true)
+		return
+	}
+	x.resendDue = true
+	e.sendParts(r)
+}
+
+// sendParts sends the next part the sender owes as a DATA frame (which
+// lands at the part's offset of the receive buffer), unless one is on the
+// wire: its FrameDone (partSent) sends the next.
+func (e *Engine) sendParts(r *Request) {
+	x := r.x
+	from, to := 0, x.part
+	switch {
+	case x.dataOn != 0:
+		return
+	case x.ownDue:
+		x.ownDue, x.dataOn = false, dataOwn
+		from, to = x.part, x.accept
+	case x.resendDue:
+		x.resendDue, x.dataOn = false, dataTheirs
+	default:
+		return
+	}
+	d := header{kind: kData, ctx: r.ctx, tag: int32(r.tag), length: uint64(to - from), sreq: uint64(from), rreq: x.peerReq}
+	d.encode(&r.data.Hdr)
+	r.data.Payload = r.mem.Bytes[from:to]
+	if err := e.sendCtl(r.peer, r, &r.data); err != nil {
+		e.forget(r)
+		r.complete(err)
+	}
+}
+
+// partSent is the FrameDone of a sender's DATA frame of an RMA
+// rendezvous: our own part is out, so our FIN goes; or the receiver's
+// part is, which is then over for it too.
+func (e *Engine) partSent(r *Request) {
+	x := r.x
+	on := x.dataOn
+	x.dataOn = 0
+	switch on {
+	case dataOwn:
+		e.finish(r, r.peer, nil)
+	case dataTheirs:
+		x.theirs = true
+		if x.mine {
+			e.rmaOver(r)
+		}
+	}
+	if !r.done.Load() {
+		e.sendParts(r)
+	}
+}
+
+// partLanded is a DATA frame of an RMA rendezvous at the receiver: the
+// part it asked for (at offset 0) completes its own part; the sender's
+// part is followed by the sender's FIN.
+func (e *Engine) partLanded(r *Request, off uint64) {
+	x := r.x
+	if !x.wantData || off != 0 {
+		return
+	}
+	x.wantData = false
+	x.mine = true
+	if x.theirs {
+		e.rmaOver(r)
 	}
 }
 

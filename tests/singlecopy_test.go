@@ -15,16 +15,28 @@ import (
 
 func init() { rawCases["single-copy-refused"] = caseSingleCopyRefused }
 
-// caseSingleCopyRefused: rank 1 makes itself non-dumpable before Init,
-// which keeps the other processes of its (unprivileged) user out of its
-// memory, so that rank 0's single copy from it is refused from the
-// first probe on; then 1 MiB each way (rendezvous), every byte checked.
+// caseSingleCopyRefused: rank 1 makes itself non-dumpable, which keeps
+// the other processes of its (unprivileged) user out of its memory:
+// before Init (GORUN_TEST_LATE unset), so that rank 0's single copy from
+// it is refused from the first probe on; or after Init and a first
+// exchange (GORUN_TEST_LATE=1), so that the probe said yes and the
+// refusals come in the middle of rendezvous: rank 0's Get of its part
+// from rank 1, and its Put of its part to rank 1 (split from 256 KiB on).
+// Then 1 MiB and 128 KiB each way, three times (rendezvous), every byte
+// checked.
 func caseSingleCopyRefused() int {
-	if os.Getenv("GORUN_RANK") == "1" {
-		if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-			fmt.Fprintln(os.Stderr, "prctl:", err)
-			return 1
+	late := os.Getenv("GORUN_TEST_LATE") == "1"
+	nodump := func() int {
+		if os.Getenv("GORUN_RANK") == "1" {
+			if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+				fmt.Fprintln(os.Stderr, "prctl:", err)
+				return 1
+			}
 		}
+		return 0
+	}
+	if !late && nodump() != 0 {
+		return 1
 	}
 	if err := mpi.Init(); err != nil {
 		fmt.Fprintln(os.Stderr, "Init:", err)
@@ -32,17 +44,41 @@ func caseSingleCopyRefused() int {
 	}
 	w := mpi.World()
 	me := w.Rank()
-	b, r := make([]byte, 1<<20), make([]byte, 1<<20)
-	for i := range b {
-		b[i] = byte(i*7 + me)
+	exchange := func(n, round int) int {
+		b, r := make([]byte, n), make([]byte, n)
+		for i := range b {
+			b[i] = byte(i*7 + me + round)
+		}
+		if _, err := mpi.Sendrecv(w, b, 1-me, 1, r, 1-me, 1); err != nil {
+			fmt.Fprintf(os.Stderr, "rank %d: %d bytes, round %d: %v\n", me, n, round, err)
+			return 1
+		}
+		for i := range r {
+			if want := byte(i*7 + 1 - me + round); r[i] != want {
+				fmt.Fprintf(os.Stderr, "rank %d: %d bytes, round %d: byte %d from rank %d is %d, want %d\n", me, n, round, i, 1-me, r[i], want)
+				return 1
+			}
+		}
+		return 0
 	}
-	if _, err := mpi.Sendrecv(w, b, 1-me, 1, r, 1-me, 1); err != nil {
-		fmt.Fprintf(os.Stderr, "rank %d: %v\n", me, err)
-		return 1
+	if late {
+		if exchange(1<<20, 0) != 0 {
+			return 1
+		}
+		if err := mpi.Barrier(w); err != nil {
+			fmt.Fprintln(os.Stderr, "Barrier:", err)
+			return 1
+		}
+		if nodump() != 0 {
+			return 1
+		}
+		if err := mpi.Barrier(w); err != nil {
+			fmt.Fprintln(os.Stderr, "Barrier:", err)
+			return 1
+		}
 	}
-	for i := range r {
-		if want := byte(i*7 + 1 - me); r[i] != want {
-			fmt.Fprintf(os.Stderr, "rank %d: byte %d from rank %d is %d, want %d\n", me, i, 1-me, r[i], want)
+	for round := 1; round <= 3; round++ {
+		if exchange(1<<20, round) != 0 || exchange(128<<10, round) != 0 {
 			return 1
 		}
 	}
@@ -58,9 +94,16 @@ func caseSingleCopyRefused() int {
 // still arrives, through the rings, and the peer says once that single
 // copy is refused, where it used to go slower without a word (as it did
 // under Yama's ptrace_scope 1 for every pair of non-root ranks, before
-// they allowed each other: PR_SET_PTRACER_ANY). Needs root, to run the
-// job as nobody (setpriv).
+// they allowed each other: PR_SET_PTRACER_ANY). Made non-dumpable after
+// the probe ("after-init"), the refusals come in the middle of
+// rendezvous, whose refused parts then go by frames: these transfers
+// failed before. Needs root, to run the job as nobody (setpriv).
 func TestSingleCopyRefused(t *testing.T) {
+	t.Run("at-init", func(t *testing.T) { singleCopyRefused(t, "0") })
+	t.Run("after-init", func(t *testing.T) { singleCopyRefused(t, "1") })
+}
+
+func singleCopyRefused(t *testing.T, late string) {
 	needRoot(t, "setpriv", "runs the job as nobody")
 	// Binaries nobody may run: copies in a directory of mode 0755.
 	// Under /tmp itself: a TMPDIR of root's may not be enterable by nobody.
@@ -82,14 +125,14 @@ func TestSingleCopyRefused(t *testing.T) {
 		filepath.Join(dir, "gorun"), "-np", "2", "--timeout", "60", filepath.Join(dir, "ranks"), "-test.run=^$")
 	c.Dir = dir
 	c.Env = append(os.Environ(), "HOME="+dir, "TMPDIR=/tmp", "GORUN_TEST_CASE=single-copy-refused",
-		"GORUN_TEST_DEADLINE=55s", "GORUN_SM_SINGLE_COPY=cma", "GORUN_BTL=")
+		"GORUN_TEST_DEADLINE=55s", "GORUN_SM_SINGLE_COPY=cma", "GORUN_BTL=", "GORUN_TEST_LATE="+late)
 	out, err := c.CombinedOutput()
 	if err != nil {
 		t.Fatalf("gorun -np 2 as nobody: %v\n%s", err, out)
 	}
 	// Rank 1 reads rank 0's memory (dumpable) and says nothing.
-	if n, all := strings.Count(string(out), "gorun: sm: rank 0: single copy from rank 1 is refused"), strings.Count(string(out), "single copy"); n != 1 || all != 1 {
-		t.Errorf("%d lines from rank 0 saying single copy from rank 1 is refused and %d about single copy, want 1 and 1:\n%s", n, all, out)
+	if n, all := strings.Count(string(out), "gorun: sm: rank 0: single copy with rank 1 is refused"), strings.Count(string(out), "single copy"); n != 1 || all != 1 {
+		t.Errorf("%d lines from rank 0 saying single copy with rank 1 is refused and %d about single copy, want 1 and 1:\n%s", n, all, out)
 	}
 }
 

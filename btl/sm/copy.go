@@ -91,12 +91,8 @@ func (m *module) copyPeer(rank int) *peer {
 		err := vmRead(p.seg.pid, uintptr(p.seg.addr), probe[:])
 		if err == nil && binary.LittleEndian.Uint64(probe[:]) == segMagic {
 			p.cma = 1
-		} else if refused(err) && !m.saidNoCopy {
-			// Said once a rank: a peer whose memory the kernel keeps
-			// from this one (Yama's ptrace_scope 2 or 3, a peer of
-			// other credentials).
-			m.saidNoCopy = true
-			fmt.Fprintf(os.Stderr, "gorun: sm: rank %d: single copy from rank %d is refused (process_vm_readv: %v%s): messages above the eager limit between the two go through the shared-memory rings, two copies instead of one (the kernel keeps one process's memory from the other: Yama's ptrace_scope 2 or 3, other credentials, a process made non-dumpable); this rank says so once\n", m.env.Rank, rank, err, yamaScope())
+		} else if refused(err) {
+			m.sayRefused(rank, "process_vm_readv", err)
 		}
 	}
 	return p
@@ -164,12 +160,33 @@ func (m *module) copyCheck(peer int, op string) (*peer, error) {
 	return p, nil
 }
 
+// sayRefused says, once a rank, that single copy with peer is refused:
+// a peer whose memory the kernel keeps from this one (Yama's ptrace_scope
+// 2 or 3, a peer of other credentials, one made non-dumpable, at the
+// probe or later).
+func (m *module) sayRefused(peer int, call string, err error) {
+	if m.saidNoCopy {
+		return
+	}
+	m.saidNoCopy = true
+	fmt.Fprintf(os.Stderr, "gorun: sm: rank %d: single copy with rank %d is refused (%s: %v%s): messages above the eager limit between the two go through the shared-memory rings, two copies instead of one (the kernel keeps one process's memory from the other: Yama's ptrace_scope 2 or 3, other credentials, a process made non-dumpable); this rank says so once\n", m.env.Rank, peer, call, err, yamaScope())
+}
+
+// vmCall names the system call of an operation ("get from", "put to").
+func vmCall(op string) string {
+	if op == "put to" {
+		return "process_vm_writev"
+	}
+	return "process_vm_readv"
+}
+
 // copyErr turns a refusal into ErrRMARefused (and stops trying with that
 // peer); other errors (EFAULT: a bad address; ESRCH: the peer is gone)
 // are returned as they are.
 func (m *module) copyErr(p *peer, op string, err error) error {
 	if refused(err) {
 		p.cma = -1
+		m.sayRefused(p.rank, vmCall(op), err)
 		return fmt.Errorf("sm: rank %d: %s rank %d: %w (%v)", m.env.Rank, op, p.rank, btl.ErrRMARefused, err)
 	}
 	return fmt.Errorf("sm: rank %d: %s rank %d (pid %d): %w", m.env.Rank, op, p.rank, p.seg.pid, err)

@@ -233,11 +233,14 @@
 // segment exists, withdrawn at Close), as Open MPI's vader and Charm++ do:
 // for the job's life any process of the user may then ptrace a rank, as
 // ptrace_scope 0 lets any; GORUN_SM_SINGLE_COPY=none keeps the
-// restriction. A refusal later (EPERM, EACCES, ENOSYS) fails that
-// operation with btl.ErrRMARefused and stops single copy with that peer in
-// this module, but p2p keeps the route's RMA and the pair's later
-// rendezvous fail too (a rank made non-dumpable, or given another ptracer,
-// after Init: not mended yet).
+// restriction. A refusal later (EPERM, EACCES, ENOSYS: a rank made
+// non-dumpable, or given another ptracer, after Init) fails that
+// operation with btl.ErrRMARefused, is said once a rank, and stops single
+// copy with that peer in this module; p2p then sends the refused part as
+// a DATA frame through the rings (p2p/rma.go, "Refused parts go by
+// frames"), so the message arrives. The pair's later rendezvous still
+// offer RMA and fall back the same way, each refused at once (one more
+// control frame each way than a rendezvous without RMA).
 //
 // # Eager limit
 //
