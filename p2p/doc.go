@@ -42,13 +42,14 @@
 // receiver's CTS always says who copies what),
 // each operation completes through RMADone (inside the call or from a later
 // Progress: nothing waits under the lock), each side sends exactly one FIN
-// when its part is over (fFail when it failed), and a request completes on
-// the peer's FIN, failed if either part failed; then its registration is
-// released. A part the system refuses after the route said it had RMA
-// (btl.ErrRMARefused: a rank made non-dumpable after the probe) goes as a
-// DATA frame instead, at its offset: the sender's own part before its
-// FIN; the receiver's when the receiver's FIN asks for it (fResend), and
-// the receiver's part is over when it lands (rma.go). A staged transfer that fails tells the receiver (an empty DATA
+// when its part is over (fFail when it failed), and a request completes
+// once both parts are over, failed if either failed; then its
+// registration is released. A part the system refuses after the route
+// said it had RMA (btl.ErrRMARefused: a rank made non-dumpable after the
+// probe) goes as a DATA frame instead, at its offset, when both buffers
+// are host memory: the sender's own part before its FIN; the receiver's
+// when the receiver's FIN asks for it (fResend), and the receiver's part
+// is then over when it lands (rma.go). A staged transfer that fails tells the receiver (an empty DATA
 // with fFail), and a request with copies of its own still in flight
 // completes only when they end, so that no copy touches a buffer the user
 // has back. A frame that contradicts the protocol (a CTS for no send, a

@@ -498,6 +498,7 @@ func (e *Engine) startRendezvous(r *Request, src, length int, sreq uint64, remot
 		if register(r, x, r.mem.Slice(0, accept)) == nil {
 			part = split(accept, r.mem.Kind == btl.MemDevice && remote.Kind == btl.MemDevice)
 			h.flags = fRMA | ctsFlags(part, accept)
+			r.x.part, r.x.accept = part, accept
 			r.x.remote = *remote
 			r.x.peerReq = sreq
 		}

@@ -56,7 +56,14 @@ func (hd *handler) begin(src int, h *header, n int) []byte {
 	case kData:
 		r := e.recvs[h.rreq]
 		off := h.sreq // the chunk's offset (staging); 0 for one frame
-		if r != nil && r.rndvPeer == src && r.st.Bytes >= 0 && off <= uint64(r.st.Bytes) && uint64(n) <= uint64(r.st.Bytes)-off {
+		if r != nil && r.x != nil {
+			// A refused RMA's part (rma.go): exactly the part asked
+			// for, or the sender's part, into host memory.
+			if x := r.x; r.rndvPeer == src && r.mem.Kind == btl.MemHost && n > 0 &&
+				(x.wantData && off == 0 && n == x.part || off == uint64(x.part) && n == x.accept-x.part) {
+				return r.mem.Bytes[off : int(off)+n]
+			}
+		} else if r != nil && r.rndvPeer == src && r.st.Bytes >= 0 && off <= uint64(r.st.Bytes) && uint64(n) <= uint64(r.st.Bytes)-off {
 			switch {
 			case n == 0:
 				return nil // an empty message, or fNoPath
@@ -221,6 +228,10 @@ func (hd *handler) end(src int, h *header, data []byte) {
 			return
 		}
 		if r.x != nil {
+			if h.flags != 0 || len(data) == 0 {
+				e.protocolError(src, fmt.Sprintf("DATA (flags %#x, %d bytes) for receive %d, whose transfer is by RMA", h.flags, len(data), h.rreq))
+				return
+			}
 			e.partLanded(r, h.sreq) // a refused RMA's part (rma.go)
 			return
 		}
@@ -254,7 +265,11 @@ func (hd *handler) end(src int, h *header, data []byte) {
 	case kFinR:
 		if r := e.sends[h.sreq]; r != nil && r.x != nil && r.peer == src && !r.x.theirs && !r.x.asked {
 			if h.flags&fResend != 0 {
-				e.resend(r, src)
+				if r.mem.Kind != btl.MemHost || r.x.remote.Kind != btl.MemHost {
+					e.protocolError(src, fmt.Sprintf("FIN asking send %d's %v memory again as DATA", h.sreq, r.mem.Kind))
+					return
+				}
+				e.resend(r)
 				return
 			}
 			e.finished(r, src, h.flags&fFail != 0)
@@ -425,10 +440,12 @@ func failPosted(q *matchQ, match func(*Request) bool, err error) {
 
 // abandon fails r, whose peer is gone, once no copy of ours still uses its
 // buffer: an RMA operation in flight finishes first (RMADone then completes
-// r, with err as the peer's part), and so do staging copies.
+// r, with err as the peer's part), and so do staging copies and a DATA
+// frame of a refused RMA's part, which is our buffer (its FrameDone then
+// completes r: partSent's next frame fails on the dead peer).
 func (e *Engine) abandon(r *Request, err error) {
 	switch {
-	case r.x != nil && r.x.busy:
+	case r.x != nil && (r.x.busy || r.x.dataOn != 0):
 		r.x.theirs = true
 		if r.x.theirErr == nil {
 			r.x.theirErr = err

@@ -19,7 +19,7 @@ const (
 	kCTS                   // clear to send: accepted length, both request ids
 	kData                  // the message body of a rendezvous, for rreq
 	kFinS                  // RMA: the sender's Put of its part is done (for rreq)
-	kFinR                  // RMA: the receiver's Get of its part is done (for sreq)
+	kFinR                  // RMA: the receiver's Get of its part is done (for sreq), or refused (fResend)
 )
 
 // fRMA flags an RTS or CTS of an RMA rendezvous; its payload is the
@@ -42,11 +42,14 @@ const fDevice = 4
 // memory (stage.go): the receive that gets it fails.
 //
 // fFail flags a FIN by which a side of an RMA rendezvous says its part
-// failed (its Get or Put was refused or ended in error): the other side
-// fails too, instead of taking the message as complete. Each side of an
-// RMA rendezvous sends exactly one FIN, failed or not, and completes on the
-// other's, so that neither waits for nothing and neither's buffer is
-// written after it was given back.
+// failed (its Get or Put ended in error, or was refused where a buffer
+// is device memory): the other side fails too, instead of taking the
+// message as complete. Each side of an RMA rendezvous sends exactly one
+// FIN, failed or not, and completes on the other's, so that neither waits
+// for nothing and neither's buffer is written after it was given back;
+// except after a receiver's FIN with fResend, on which the receiver's
+// part comes as DATA: the receiver's part is over when it lands, the
+// sender's view of it when that frame is done (rma.go).
 const fFail = 8
 
 // fRevoked flags a CTS by which the receiver refuses a message because its

@@ -42,7 +42,7 @@ type rndv struct {
 	peerReq uint64
 	// part is where the receiver's part of the copy ends and the
 	// sender's begins (split), accept where the sender's ends (the CTS's
-	// length); the sender keeps them for the parts that go by frames.
+	// length): for the parts that go by frames.
 	part, accept int
 	// The parts that go by frames after all (refused: an RMA the system
 	// refused after the route said it had it). The receiver waits for its
@@ -254,16 +254,18 @@ func (e *Engine) rmaRecv(r *Request, src int, m int) {
 // rendezvous do. A receiver refused its Get sends its FIN with fResend
 // (its one FIN) and takes its part from the DATA frame the sender then
 // sends; a sender refused its Put sends its part as DATA, then its FIN.
-// Both land where the copy would have put them (DATA's offset). Host
-// memory only: a device buffer's refusal fails the transfer as before.
+// Both land where the copy would have put them (DATA's offset), and the
+// receiver takes no other DATA while its transfer is by RMA. Host memory
+// on both sides only: a refusal where either buffer is device memory
+// fails the transfer as before.
 
 // refused takes over r's part when err is a refusal and r's buffer is
 // host memory, and reports whether it did.
 func (e *Engine) refused(r *Request, peer int, err error) bool {
-	if !errors.Is(err, btl.ErrRMARefused) || r.mem.Kind != btl.MemHost {
+	x := r.x
+	if !errors.Is(err, btl.ErrRMARefused) || r.mem.Kind != btl.MemHost || x.remote.Kind != btl.MemHost {
 		return false
 	}
-	x := r.x
 	if r.recv {
 		fin := header{kind: kFinR, flags: fResend, ctx: r.ctx, sreq: x.peerReq}
 		fin.encode(&r.data.Hdr)
@@ -286,14 +288,11 @@ const (
 	dataTheirs = 2
 )
 
-// resend answers a receiver's FIN with fResend: its part goes as DATA.
-func (e *Engine) resend(r *Request, dst int) {
+// resend answers a receiver's FIN with fResend (both buffers host
+// memory, checked): its part goes as DATA.
+func (e *Engine) resend(r *Request) {
 	x := r.x
 	x.asked = true
-	if r.mem.Kind != btl.MemHost {
-		e.finished(r, dst, true)
-		return
-	}
 	x.resendDue = true
 	e.sendParts(r)
 }
@@ -347,7 +346,8 @@ func (e *Engine) partSent(r *Request) {
 
 // partLanded is a DATA frame of an RMA rendezvous at the receiver: the
 // part it asked for (at offset 0) completes its own part; the sender's
-// part is followed by the sender's FIN.
+// part is followed by the sender's FIN. Begin checked the offsets and
+// lengths.
 func (e *Engine) partLanded(r *Request, off uint64) {
 	x := r.x
 	if !x.wantData || off != 0 {
