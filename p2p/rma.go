@@ -255,7 +255,10 @@ func (e *Engine) rmaRecv(r *Request, src int, m int) {
 // (its one FIN) and takes its part from the DATA frame the sender then
 // sends; a sender refused its Put sends its part as DATA, then its FIN.
 // Both land where the copy would have put them (DATA's offset), and the
-// receiver takes no other DATA while its transfer is by RMA. Host memory
+// receiver takes no other DATA while its transfer is by RMA. The route
+// then keeps only the kinds the module still reaches with the peer
+// (recheckRMA), so that later transfers of the pair do not try again what
+// was refused. Host memory
 // on both sides only: a refusal where either buffer is device memory
 // fails the transfer as before.
 
@@ -263,7 +266,11 @@ func (e *Engine) rmaRecv(r *Request, src int, m int) {
 // host memory, and reports whether it did.
 func (e *Engine) refused(r *Request, peer int, err error) bool {
 	x := r.x
-	if !errors.Is(err, btl.ErrRMARefused) || r.mem.Kind != btl.MemHost || x.remote.Kind != btl.MemHost {
+	if !errors.Is(err, btl.ErrRMARefused) {
+		return false
+	}
+	e.recheckRMA(peer, x.rma)
+	if r.mem.Kind != btl.MemHost || x.remote.Kind != btl.MemHost {
 		return false
 	}
 	if r.recv {
@@ -280,6 +287,28 @@ func (e *Engine) refused(r *Request, peer int, err error) bool {
 	x.ownDue = true
 	e.sendParts(r)
 	return true
+}
+
+// recheckRMA asks module m, which refused an RMA with peer, which kinds
+// it still reaches with it, and keeps the route's list to those: btl/sm
+// stops single copy with a peer that refused once, and the pair's later
+// rendezvous then go without RMA from the start (its RTS or CTS offers no
+// region) instead of falling back each time.
+func (e *Engine) recheckRMA(peer int, m btl.RMA) {
+	rt := e.routes[peer]
+	if rt == nil || peer < 0 || peer >= len(e.peers) {
+		return
+	}
+	keep := make([]rmaMod, 0, len(rt.rmas))
+	for _, x := range rt.rmas {
+		if x.rma == m {
+			if x.kinds &= m.RMAKinds(e.peers[peer]); x.kinds == 0 {
+				continue
+			}
+		}
+		keep = append(keep, x)
+	}
+	rt.rmas = keep
 }
 
 // Which part of the message a sender's DATA frame carries (rndv.dataOn).

@@ -238,9 +238,8 @@
 // operation with btl.ErrRMARefused, is said once a rank, and stops single
 // copy with that peer in this module; p2p then sends the refused part as
 // a DATA frame through the rings (p2p/rma.go, "Refused parts go by
-// frames"), so the message arrives. The pair's later rendezvous still
-// offer RMA and fall back the same way, each refused at once (one more
-// control frame each way than a rendezvous without RMA).
+// frames"), so the message arrives, and asks RMAKinds again: the pair's
+// later rendezvous go without RMA from the start.
 //
 // # Eager limit
 //
