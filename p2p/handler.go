@@ -265,8 +265,8 @@ func (hd *handler) end(src int, h *header, data []byte) {
 	case kFinR:
 		if r := e.sends[h.sreq]; r != nil && r.x != nil && r.peer == src && !r.x.theirs && !r.x.asked {
 			if h.flags&fResend != 0 {
-				if r.mem.Kind != btl.MemHost || r.x.remote.Kind != btl.MemHost {
-					e.protocolError(src, fmt.Sprintf("FIN asking send %d's %v memory again as DATA", h.sreq, r.mem.Kind))
+				if r.x.peerReq == 0 || r.mem.Kind != btl.MemHost || r.x.remote.Kind != btl.MemHost {
+					e.protocolError(src, fmt.Sprintf("FIN asking send %d's %v memory again as DATA (its CTS came: %v)", h.sreq, r.mem.Kind, r.x.peerReq != 0))
 					return
 				}
 				e.resend(r)
