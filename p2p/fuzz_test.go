@@ -103,6 +103,9 @@ func FuzzHandler(f *testing.F) {
 		{encoded(header{kind: kRTS, ctx: 1, tag: 5, length: 40, sreq: 9}), nil, encoded(header{kind: kData, ctx: 1, length: 16, rreq: 3}), bytes.Repeat([]byte{7}, 16)},
 		{encoded(header{kind: kRTS, flags: fRMA, ctx: 1, tag: 7, length: 100, sreq: 9}), region(0x10000, 100), encoded(header{kind: kFinS, rreq: 3}), nil},
 		{encoded(header{kind: kCTS, flags: fRMA, ctx: 1, length: 300, sreq: 1, rreq: 5}), region(0x20000, 300), encoded(header{kind: kFinR, sreq: 1}), nil},
+		// A refused part asked again (fResend), and a part landing as DATA.
+		{encoded(header{kind: kCTS, flags: fRMA, ctx: 1, length: 300, sreq: 1, rreq: 5}), region(0x20000, 300), encoded(header{kind: kFinR, flags: fResend, sreq: 1}), nil},
+		{encoded(header{kind: kRTS, flags: fRMA, ctx: 1, tag: 7, length: 100, sreq: 9}), region(0x10000, 100), encoded(header{kind: kData, length: 100, rreq: 3}), bytes.Repeat([]byte{5}, 100)},
 		{encoded(header{kind: kCTS, ctx: 1, sreq: 2, rreq: 5}), nil, encoded(header{kind: kCTS, flags: fNoPath, ctx: 1, sreq: 1, rreq: 6}), nil},
 		{encoded(header{kind: 42}), []byte{1}, encoded(header{kind: kRTS, flags: fRMA, ctx: 2, tag: 1, length: 64, sreq: 4}), region(0x30000, 64)},
 	} {
