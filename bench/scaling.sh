@@ -49,6 +49,19 @@ run)
 		[ "$np" -gt "$ncores" ] && extra=(--oversubscribe)
 		$MPIRUN --allow-run-as-root "${extra[@]}" -np "$np" "$@"
 	}
+	# The host's steal time (ticks of all CPUs that the hypervisor gave
+	# to others: the lent hosts are VMs) over each run, appended to its
+	# output: scaling_table.py reports it, since it, not the runtime,
+	# made most of the np=64 tails (bench/results/np64-spin-steal-*).
+	steal() { awk '/^cpu /{print $9; exit}' /proc/stat 2>/dev/null || echo 0; }
+	withsteal() {
+		local f=$1 s0 rc=0
+		shift
+		s0=$(steal)
+		"$@" >"$f" 2>&1 || rc=$?
+		echo "# steal_ticks $(($(steal) - s0))" >>"$f"
+		return $rc
+	}
 	ms() { local s e; s=$(date +%s%N); "$@" >/dev/null 2>&1 || echo "FAILED: $*" >&2; e=$(date +%s%N); echo $(((e - s) / 1000000)); }
 	{
 		echo "# launch: hello world wall time (ms), gorun vs mpirun, $reps interleaved runs"
@@ -68,11 +81,11 @@ run)
 	for b in ${P2P-latency bw mbw_mr}; do
 		[ -x $BIN/osu_$b ] || continue
 		for i in $(seq "$reps"); do
-			timeout 120 $BIN/gorun -np 2 $BIN/osu_$b "${pargs[@]}" >"$out/g-$b-np2-$i.txt" 2>&1 || echo "gorun $b np=2 failed" >&2
+			withsteal "$out/g-$b-np2-$i.txt" timeout 120 $BIN/gorun -np 2 $BIN/osu_$b "${pargs[@]}" || echo "gorun $b np=2 failed" >&2
 			if [ -n "${ALT:-}${BIN_ALT:-}" ] && [ "${SHM0:-1}" = 1 ]; then
-				env $PENV timeout 120 $PBIN/gorun -np 2 $PBIN/osu_$b "${pargs[@]}" >"$out/p-$b-np2-$i.txt" 2>&1 || echo "gorun ($PBIN $PENV) $b np=2 failed" >&2
+				withsteal "$out/p-$b-np2-$i.txt" env $PENV timeout 120 $PBIN/gorun -np 2 $PBIN/osu_$b "${pargs[@]}" || echo "gorun ($PBIN $PENV) $b np=2 failed" >&2
 			fi
-			timeout 120 bash -c "$(declare -f ompi); MPIRUN=$MPIRUN ncores=$ncores ompi 2 $ref/osu_$b ${pargs[*]}" >"$out/o-$b-np2-$i.txt" 2>&1 || echo "ompi $b np=2 failed" >&2
+			withsteal "$out/o-$b-np2-$i.txt" timeout 120 bash -c "$(declare -f ompi); MPIRUN=$MPIRUN ncores=$ncores ompi 2 $ref/osu_$b ${pargs[*]}" || echo "ompi $b np=2 failed" >&2
 		done
 	done
 	args=(-m "${SIZES:-8:65536}" -i "${ITERS:-1000}" -x 100)
@@ -80,11 +93,11 @@ run)
 		for b in ${BENCHES:-allreduce bcast barrier allgather reduce}; do
 			[ -x $BIN/osu_$b ] || continue
 			for i in $(seq "$reps"); do
-				timeout 120 $BIN/gorun -np $np $BIN/osu_$b "${args[@]}" >"$out/g-$b-np$np-$i.txt" 2>&1 || echo "gorun $b np=$np failed" >&2
+				withsteal "$out/g-$b-np$np-$i.txt" timeout 120 $BIN/gorun -np $np $BIN/osu_$b "${args[@]}" || echo "gorun $b np=$np failed" >&2
 				if [ "${SHM0:-1}" = 1 ]; then
-					env $PENV timeout 120 $PBIN/gorun -np $np $PBIN/osu_$b "${args[@]}" >"$out/p-$b-np$np-$i.txt" 2>&1 || echo "gorun ($PBIN $PENV) $b np=$np failed" >&2
+					withsteal "$out/p-$b-np$np-$i.txt" env $PENV timeout 120 $PBIN/gorun -np $np $PBIN/osu_$b "${args[@]}" || echo "gorun ($PBIN $PENV) $b np=$np failed" >&2
 				fi
-				timeout 120 bash -c "$(declare -f ompi); MPIRUN=$MPIRUN ncores=$ncores ompi $np $ref/osu_$b ${args[*]}" >"$out/o-$b-np$np-$i.txt" 2>&1 || echo "ompi $b np=$np failed" >&2
+				withsteal "$out/o-$b-np$np-$i.txt" timeout 120 bash -c "$(declare -f ompi); MPIRUN=$MPIRUN ncores=$ncores ompi $np $ref/osu_$b ${args[*]}" || echo "ompi $b np=$np failed" >&2
 			done
 		done
 	done
