@@ -258,12 +258,12 @@ func (e *Engine) rmaRecv(r *Request, src int, m int) {
 // receiver takes no other DATA while its transfer is by RMA. The route
 // then keeps only the kinds the module still reaches with the peer
 // (recheckRMA), so that later transfers of the pair do not try again what
-// was refused. Host memory
-// on both sides only: a refusal where either buffer is device memory
-// fails the transfer as before.
+// was refused. Host memory on both sides only: a refusal where either
+// buffer is device memory fails the transfer as before.
 
-// refused takes over r's part when err is a refusal and r's buffer is
-// host memory, and reports whether it did.
+// refused takes over r's part when err is a refusal and both buffers are
+// host memory, and reports whether it did; any refusal makes the route
+// ask the module again what it reaches.
 func (e *Engine) refused(r *Request, peer int, err error) bool {
 	x := r.x
 	if !errors.Is(err, btl.ErrRMARefused) {
