@@ -169,5 +169,8 @@ func DecodeRegion(b []byte, r *Region) error {
 
 // ErrRMARefused is returned by RMA calls the system refuses (the kernel
 // forbids process_vm_readv with that peer, a provider cannot register the
-// memory). p2p then fails the transfer.
+// memory), not by those a peer's bad region makes fail. A Get or Put
+// refused between two host buffers has p2p send that part by frames
+// instead (p2p/rma.go), and ask RMAKinds again for the peer; otherwise
+// p2p fails the transfer.
 var ErrRMARefused = errors.New("btl: remote memory access refused")

@@ -133,10 +133,12 @@ func (m *module) start(op *btl.RMAOp, write bool) error {
 		return fmt.Errorf("%w: ofi: %s rank %d: %v to %v memory", btl.ErrRMARefused, what, op.Peer, op.Local.Kind, op.Remote.Kind)
 	}
 	if !op.InRegion() {
-		return fmt.Errorf("%w: ofi: %s rank %d: %d bytes at %d leave a region of %d", btl.ErrRMARefused, what, op.Peer, op.Local.Len(), op.Offset, op.Remote.Len)
+		// A peer's mistake, not a refusal: the transfer fails (p2p
+		// would otherwise send the part by frames, ErrRMARefused).
+		return fmt.Errorf("ofi: %s rank %d: %d bytes at %d leave a region of %d", what, op.Peer, op.Local.Len(), op.Offset, op.Remote.Len)
 	}
 	if len(op.Remote.Key()) != regKeyLen {
-		return fmt.Errorf("%w: ofi: %s rank %d: key of %d bytes", btl.ErrRMARefused, what, op.Peer, len(op.Remote.Key()))
+		return fmt.Errorf("ofi: %s rank %d: key of %d bytes", what, op.Peer, len(op.Remote.Key()))
 	}
 	if op.Local.Len() == 0 {
 		op.Owner.RMADone(op, nil)
