@@ -160,32 +160,37 @@ func (x *rndv) RMADone(op *btl.RMAOp, err error) {
 // finish sends our FIN once our part is over (failed when err is not nil),
 // and completes r if the peer's part is over too.
 func (e *Engine) finish(r *Request, peer int, err error) {
-	x := r.x
-	var fin header
-	f := &r.ctl
-	if r.recv {
-		fin = header{kind: kFinR, ctx: r.ctx, sreq: x.peerReq}
-		f = &r.data
-	} else {
-		fin = header{kind: kFinS, ctx: r.ctx, rreq: x.peerReq}
-	}
+	var flags uint8
 	if err != nil {
-		fin.flags = fFail
+		flags = fFail
 	}
-	fin.encode(&f.Hdr)
-	f.Payload = nil
-	if serr := e.sendCtl(peer, r, f); serr != nil {
-		e.forget(r)
-		r.complete(serr)
+	if !e.sendFin(r, peer, flags) {
 		return
 	}
-	if r.done.Load() {
-		return // the FIN failed inside Send, and so did r (x is gone)
-	}
+	x := r.x
 	x.mine, x.err = true, err
 	if x.theirs {
 		e.rmaOver(r)
 	}
+}
+
+// sendFin sends r's one FIN with flags and reports whether r goes on: a
+// FIN that fails fails r.
+func (e *Engine) sendFin(r *Request, peer int, flags uint8) bool {
+	fin := header{kind: kFinS, flags: flags, ctx: r.ctx, rreq: r.x.peerReq}
+	f := &r.ctl
+	if r.recv {
+		fin = header{kind: kFinR, flags: flags, ctx: r.ctx, sreq: r.x.peerReq}
+		f = &r.data
+	}
+	fin.encode(&f.Hdr)
+	f.Payload = nil
+	if err := e.sendCtl(peer, r, f); err != nil {
+		e.forget(r)
+		r.complete(err)
+		return false
+	}
+	return !r.done.Load() // the FIN failed inside Send, and so did r (x is gone)
 }
 
 // finished is the peer's FIN: its part is over, failed when failed.
@@ -274,14 +279,8 @@ func (e *Engine) refused(r *Request, peer int, err error) bool {
 		return false
 	}
 	if r.recv {
-		fin := header{kind: kFinR, flags: fResend, ctx: r.ctx, sreq: x.peerReq}
-		fin.encode(&r.data.Hdr)
-		r.data.Payload = nil
 		x.wantData = true
-		if serr := e.sendCtl(peer, r, &r.data); serr != nil {
-			e.forget(r)
-			r.complete(serr)
-		}
+		e.sendFin(r, peer, fResend)
 		return true
 	}
 	x.ownDue = true
