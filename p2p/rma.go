@@ -367,17 +367,9 @@ func (e *Engine) partSent(r *Request) {
 			e.rmaOver(r)
 		}
 	}
-	if r.done.Load() {
-		return
+	if !r.done.Load() {
+		e.sendParts(r)
 	}
-	if err := e.failed[r.peer]; err != nil && !x.busy {
-		// The peer failed while the frame was out (abandon left r to
-		// this call): no FIN is owed to it, nothing of ours is in flight.
-		e.forget(r)
-		r.complete(fmt.Errorf("rank %d: %w", r.peer, err))
-		return
-	}
-	e.sendParts(r)
 }
 
 // partLanded is a DATA frame of an RMA rendezvous at the receiver: the
