@@ -120,9 +120,9 @@ func (m *module) Get(op *btl.RMAOp) error { return m.rma(op, false) }
 func (m *module) Put(op *btl.RMAOp) error { return m.rma(op, true) }
 
 func (m *module) rma(op *btl.RMAOp, write bool) error {
-	what := "get from"
+	what, call := "get from", "process_vm_readv"
 	if write {
-		what = "put to"
+		what, call = "put to", "process_vm_writev"
 	}
 	n := op.Local.Len()
 	if op.Local.Kind != btl.MemHost || op.Remote.Kind != btl.MemHost {
@@ -142,7 +142,7 @@ func (m *module) rma(op *btl.RMAOp, write bool) error {
 		err = vmRead(p.seg.pid, addr, op.Local.Bytes)
 	}
 	if err != nil {
-		err = m.copyErr(p, what, err)
+		err = m.copyErr(p, what, call, err)
 	}
 	op.Owner.RMADone(op, err)
 	return nil
@@ -172,21 +172,13 @@ func (m *module) sayRefused(peer int, call string, err error) {
 	fmt.Fprintf(os.Stderr, "gorun: sm: rank %d: single copy with rank %d is refused (%s: %v%s): messages above the eager limit between the two go through the shared-memory rings, two copies instead of one (the kernel keeps one process's memory from the other: Yama's ptrace_scope 2 or 3, other credentials, a process made non-dumpable); this rank says so once\n", m.env.Rank, peer, call, err, yamaScope())
 }
 
-// vmCall names the system call of an operation ("get from", "put to").
-func vmCall(op string) string {
-	if op == "put to" {
-		return "process_vm_writev"
-	}
-	return "process_vm_readv"
-}
-
 // copyErr turns a refusal into ErrRMARefused (and stops trying with that
 // peer); other errors (EFAULT: a bad address; ESRCH: the peer is gone)
 // are returned as they are.
-func (m *module) copyErr(p *peer, op string, err error) error {
+func (m *module) copyErr(p *peer, op, call string, err error) error {
 	if refused(err) {
 		p.cma = -1
-		m.sayRefused(p.rank, vmCall(op), err)
+		m.sayRefused(p.rank, call, err)
 		return fmt.Errorf("sm: rank %d: %s rank %d: %w (%v)", m.env.Rank, op, p.rank, btl.ErrRMARefused, err)
 	}
 	return fmt.Errorf("sm: rank %d: %s rank %d (pid %d): %w", m.env.Rank, op, p.rank, p.seg.pid, err)
