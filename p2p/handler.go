@@ -332,13 +332,8 @@ func (e *Engine) cleared(r *Request, dst int, h *header, data []byte) {
 			return
 		}
 		delete(e.sends, h.sreq)
-		d := header{kind: kData, ctx: r.ctx, tag: int32(r.tag), length: h.length, rreq: h.rreq}
-		d.encode(&r.data.Hdr)
-		r.data.Payload = r.mem.Bytes[:h.length]
+		e.sendData(r, dst, h.rreq, 0, int(h.length))
 		r.mem = btl.Mem{}
-		if err := e.sendCtl(dst, r, &r.data); err != nil {
-			r.complete(err)
-		}
 	}
 }
 

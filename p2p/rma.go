@@ -342,10 +342,18 @@ func (e *Engine) sendParts(r *Request) {
 	default:
 		return
 	}
-	d := header{kind: kData, ctx: r.ctx, tag: int32(r.tag), length: uint64(to - from), sreq: uint64(from), rreq: x.peerReq}
+	e.sendData(r, r.peer, x.peerReq, from, to)
+}
+
+// sendData sends bytes [from, to) of r's host buffer as one DATA frame
+// for the peer's receive rreq, where it lands at offset from (the plain
+// rendezvous sends it all, a refused RMA one part); a frame that cannot
+// go fails r.
+func (e *Engine) sendData(r *Request, dst int, rreq uint64, from, to int) {
+	d := header{kind: kData, ctx: r.ctx, tag: int32(r.tag), length: uint64(to - from), sreq: uint64(from), rreq: rreq}
 	d.encode(&r.data.Hdr)
 	r.data.Payload = r.mem.Bytes[from:to]
-	if err := e.sendCtl(r.peer, r, &r.data); err != nil {
+	if err := e.sendCtl(dst, r, &r.data); err != nil {
 		e.forget(r)
 		r.complete(err)
 	}
