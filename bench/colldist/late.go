@@ -21,7 +21,7 @@ import (
 // thread during the previous call or between the calls), its goroutine
 // changed threads, it slept (a voluntary switch), or none of these.
 
-const lateFields = 7 // entry, exit ns; tid at entry, at exit; involuntary at entry, at exit; voluntary at exit minus at entry
+const lateFields = 6 // entry, exit ns; tid at entry, at exit; involuntary switches at entry; voluntary ones during the call
 
 func now() int64 {
 	var ts unix.Timespec
@@ -51,8 +51,8 @@ func lateLoop(w *mpi.Comm, iters int, slowUs float64) {
 		}
 		x := now()
 		t1 := int64(unix.Gettid())
-		v1, iv1 := switches()
-		copy(rec[i*lateFields:], []int64{e, x, t0, t1, iv0, iv1, v1 - v0})
+		v1, _ := switches()
+		copy(rec[i*lateFields:], []int64{e, x, t0, t1, iv0, v1 - v0})
 	}
 	var all []int64
 	if w.Rank() == 0 {
@@ -74,7 +74,6 @@ func lateReport(all []int64, n, iters int, slowUs float64) {
 		fT0
 		fT1
 		fIV0
-		fIV1
 		fV
 	)
 	type cause struct{ n, preempt, moved, slept, none int }
