@@ -1,0 +1,8 @@
+//go:build amd64 && !race
+
+package relstore
+
+// Store32 stores v into *p with release order (a MOV).
+//
+//go:noescape
+func Store32(p *uint32, v uint32)

@@ -1,0 +1,8 @@
+//go:build !amd64 || race
+
+package relstore
+
+import "sync/atomic"
+
+// Store32 stores v into *p with (at least) release order.
+func Store32(p *uint32, v uint32) { atomic.StoreUint32(p, v) }
