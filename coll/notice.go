@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gorun/gorun/internal/params"
+	"github.com/gorun/gorun/internal/relstore"
 	"github.com/gorun/gorun/p2p"
 )
 
@@ -98,9 +99,10 @@ type shared struct {
 	oldest  uint32                   // no record in aborted is older (forget)
 	nAbort  atomic.Int32             // len(aborted), read without the lock
 	queries map[uint32]callRec       // queries about calls not begun here
+	nQuery  atomic.Int32             // len(queries), read without the lock (record)
 	closed  bool
 
-	hist    [64]callRec // recent calls, by seq mod 64 (under mu)
+	hist    [64]histRec // recent calls, by seq mod 64
 	waiters atomic.Int32
 	tick    atomic.Uint64 // ticks received
 
@@ -281,21 +283,27 @@ func (s *shared) take(b []byte) {
 			return
 		}
 		q := callRec{seq: seq, coll: uint16(getU32(b[12:]) >> 16), alg: uint16(getU32(b[12:])), size: int64(getU64(b[noticeHdr:])), from: rank}
-		if h := s.hist[seq%uint32(len(s.hist))]; h.seq == seq {
-			if why := mismatch(h, q, s.me, rank); why != "" {
+		// The query is stored before the history is read, and record
+		// stores the history before it reads nQuery: whichever comes
+		// second sees the other (record).
+		if s.queries == nil {
+			s.queries = map[uint32]callRec{}
+		}
+		s.queries[seq] = q
+		s.nQuery.Store(int32(len(s.queries)))
+		if h, ok := s.hist[seq%uint32(len(s.hist))].load(seq); ok {
+			s.dropQuery(seq)
+			if err := mismatch(h, q, s.me, rank); err != nil {
+				why := err.Error()
 				s.abort(seq, ClassCount, why) // first: see Abort
 				s.markAborted(seq, &AbortedError{Rank: s.me, Class: ClassCount, Reason: why})
 			}
 			return
 		}
-		if s.queries == nil {
-			s.queries = map[uint32]callRec{}
-		}
-		s.queries[seq] = q
 		if len(s.queries) > 64 {
 			for k := range s.queries {
 				if seq-k > 1<<16 {
-					delete(s.queries, k)
+					s.dropQuery(k)
 				}
 			}
 		}
@@ -370,40 +378,80 @@ func (s *shared) refused(c *Comm, err error) error {
 }
 
 // mismatch says how a query shows that two ranks ran call q.seq
-// differently, or "".
-func mismatch(mine, q callRec, me, them int) string {
+// differently (an error wrapping ErrCount), or nil.
+func mismatch(mine, q callRec, me, them int) error {
 	if mine.coll == q.coll && mine.alg == q.alg && (mine.size < 0 || q.size < 0 || mine.size == q.size) {
-		return ""
+		return nil
 	}
-	return fmt.Sprintf("rank %d ran %s on %d bytes where rank %d ran %s on %d bytes (%v)",
+	return fmt.Errorf("rank %d ran %s on %d bytes where rank %d ran %s on %d bytes (%w)",
 		them, algName(q), q.size, me, algName(mine), mine.size, ErrCount)
 }
 
 // record notes what this rank runs call c with, and fails the call if a
-// query about it arrived from a rank that runs it differently.
+// query about it arrived from a rank that runs it differently. It runs on
+// every collective call and takes s.mu only when a query waits: the lock
+// and the map lookup were 8% of an 8-byte allreduce at np=2 (0.23 against
+// 0.21 us without them, 2-core VM). The history entry is stored before
+// nQuery is read, take stores nQuery before it reads the entry, all four
+// sequentially consistent: a query that take stored too late to find the
+// entry is seen here, and handled under the lock by whichever of the two
+// still finds it in queries.
 func (s *shared) record(c *Comm, rec callRec) error {
 	rec.seq = c.key()
+	s.hist[rec.seq%uint32(len(s.hist))].store(rec)
+	if s.nQuery.Load() == 0 {
+		return nil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.hist[rec.seq%uint32(len(s.hist))] = rec
 	q, ok := s.queries[rec.seq]
 	if !ok {
 		return nil
 	}
-	delete(s.queries, rec.seq)
-	if why := mismatch(rec, q, s.me, q.from); why != "" {
-		return errors.New(why)
+	s.dropQuery(rec.seq)
+	return mismatch(rec, q, s.me, q.from)
+}
+
+// dropQuery forgets the query about call seq; s.mu is held.
+func (s *shared) dropQuery(seq uint32) {
+	delete(s.queries, seq)
+	s.nQuery.Store(int32(len(s.queries)))
+}
+
+// histRec is an entry of shared.hist, a call this rank ran: written by
+// record without s.mu, read under it by take and query. id packs the
+// call's number, collective and algorithm (an index into the collective's
+// table: 15 bits are plenty) under histValid; it is 0 while record
+// rewrites the entry: record stores 0, then size, then id, so that a
+// reader that reads id, size and id again and finds id unchanged read the
+// size of that call.
+type histRec struct {
+	id, size uint64
+}
+
+const histValid = 1 << 63
+
+func (h *histRec) store(rec callRec) {
+	relstore.Store64(&h.id, 0)
+	relstore.Store64(&h.size, uint64(rec.size))
+	atomic.StoreUint64(&h.id, histValid|uint64(rec.alg&0x7fff)<<48|uint64(rec.coll)<<32|uint64(rec.seq))
+}
+
+// load returns the call of number seq, if the entry holds it.
+func (h *histRec) load(seq uint32) (callRec, bool) {
+	id := atomic.LoadUint64(&h.id)
+	size := atomic.LoadUint64(&h.size)
+	if id&histValid == 0 || uint32(id) != seq || atomic.LoadUint64(&h.id) != id {
+		return callRec{}, false
 	}
-	return nil
+	return callRec{seq: seq, coll: uint16(id >> 32), alg: uint16(id>>48) & 0x7fff, size: int64(size)}, true
 }
 
 // query asks the other ranks how they run c's call.
 func (s *shared) query(c *Comm) {
-	s.mu.Lock()
 	key := c.key()
-	h := s.hist[key%uint32(len(s.hist))]
-	s.mu.Unlock()
-	if h.seq != key {
+	h, ok := s.hist[key%uint32(len(s.hist))].load(key)
+	if !ok {
 		return
 	}
 	msg := notice(noticeQuery, key, s.me)

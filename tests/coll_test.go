@@ -951,6 +951,28 @@ func caseCollErrors(w *mpi.Comm) error {
 		}
 	}
 	mpi.SetCollAlgorithm("bcast", "")
+	// Mismatched collectives where one rank comes to the call after the
+	// others have waited for it past the stall period (GORUN_COLL_STALL):
+	// they asked it how it runs the call, and it took their query in (a
+	// probe progresses its engine) before it began the call; it finds the
+	// query when it begins (coll's record) and fails the call, and so do
+	// they.
+	if me == n-1 {
+		time.Sleep(time.Second)
+		if _, _, err := mpi.Iprobe(w, mpi.AnySource, mpi.AnyTag); err != nil {
+			return err
+		}
+		err = mpi.Bcast(w, make([]int32, 8), 0)
+	} else {
+		x := make([]int32, 8)
+		err = mpi.Allreduce(w, x, x, mpi.Sum)
+	}
+	if !errors.Is(err, mpi.ErrCount) {
+		return fmt.Errorf("allreduce against a late bcast at rank %d: want ErrCount, got %v", n-1, err)
+	}
+	if err := after("mismatched collectives at a late rank"); err != nil {
+		return err
+	}
 	// Mismatched Gather counts.
 	k := 5
 	if me == n-1 {

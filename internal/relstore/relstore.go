@@ -11,7 +11,7 @@
 // stores across a call to an assembly function, so the store stays
 // after everything the caller did before. Under the race detector, and on
 // other architectures (arm64's atomic store is a store-release already),
-// Store32 is sync/atomic's.
+// the stores are sync/atomic's.
 //
 // A release store does not order a later load: a store followed by a
 // load of another word that must not pass it (Dekker: "set my flag, then

@@ -6,3 +6,8 @@ package relstore
 //
 //go:noescape
 func Store32(p *uint32, v uint32)
+
+// Store64 stores v into *p with release order (a MOV).
+//
+//go:noescape
+func Store64(p *uint64, v uint64)
