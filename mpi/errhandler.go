@@ -95,8 +95,17 @@ func (d *Comm) inherit(c *Comm) {
 // c's handler to err and returns err. An error is handled once: an error
 // of a nested call (a Split's Allgather) that went through a handler
 // already does not go through one again when the outer call returns it.
+// Its test for no error is inlined into every call.
 func (c *Comm) fail(err error) error {
-	if err == nil || c == nil || handled(err) {
+	if err == nil {
+		return nil
+	}
+	return c.failSlow(err)
+}
+
+// failSlow is fail of an error.
+func (c *Comm) failSlow(err error) error {
+	if c == nil || handled(err) {
 		return err
 	}
 	if e, ok := err.(*Error); ok {

@@ -17,6 +17,19 @@ func checkTag(op string, tag int, allowAny bool) error {
 	return nil
 }
 
+// fastPeer returns the world rank of rank r of c for a point-to-point
+// operation with tag when nothing needs more checking than its test (a
+// live intracommunicator in good standing, a rank of it, a tag of 0..TagUB):
+// inlined, it spares the common case the calls down through the checks
+// (sendTo's, startRecv's), a tenth of a sender's post at the 8-byte
+// message rate.
+func (c *Comm) fastPeer(r, tag int) (int, bool) {
+	if c.good() && uint(tag) <= TagUB && c.inter == nil && uint(r) < uint(len(c.world)) {
+		return c.world[r], true
+	}
+	return 0, false
+}
+
 // startSend validates a send and starts it; it returns a nil request for
 // ProcNull.
 func startSend(op string, c *Comm, m btl.Mem, dest, tag int, sync bool, into *p2p.Request) (*p2p.Request, error) {
@@ -40,6 +53,9 @@ func startSend(op string, c *Comm, m btl.Mem, dest, tag int, sync bool, into *p2
 // sendTo validates a send to dest with tag and returns dest's world rank
 // (anything for ProcNull).
 func sendTo(op string, c *Comm, dest, tag int) (int, error) {
+	if w, ok := c.fastPeer(dest, tag); ok {
+		return w, nil
+	}
 	if err := c.check(op); err != nil {
 		return 0, err
 	}
@@ -53,15 +69,18 @@ func sendTo(op string, c *Comm, dest, tag int) (int, error) {
 // startRecv validates a receive and posts it; it returns a nil request for
 // ProcNull.
 func startRecv(op string, c *Comm, m btl.Mem, source, tag int, into *p2p.Request) (*p2p.Request, error) {
-	if err := c.check(op); err != nil {
-		return nil, err
-	}
-	if err := checkTag(op, tag, true); err != nil || source == ProcNull {
-		return nil, err
-	}
-	w, err := c.peerRank(op, source, true)
-	if err != nil {
-		return nil, err
+	w, ok := c.fastPeer(source, tag)
+	if !ok {
+		if err := c.check(op); err != nil {
+			return nil, err
+		}
+		if err := checkTag(op, tag, true); err != nil || source == ProcNull {
+			return nil, err
+		}
+		var err error
+		if w, err = c.peerRank(op, source, true); err != nil {
+			return nil, err
+		}
 	}
 	if into != nil {
 		if err := c.rt.eng.IrecvInto(into, c.ctx, w, tag, m); err != nil {
