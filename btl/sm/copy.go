@@ -59,8 +59,12 @@ func (m *module) singleCopyInit() {
 	}
 }
 
-// noCopyCost is what a rank says when single copy is refused.
-const noCopyCost = "messages above the eager limit go through the shared-memory rings, two copies instead of one; allow process_vm_readv (a container's seccomp profile, docker run --cap-add=SYS_PTRACE), or set GORUN_SM_SINGLE_COPY=none to go without it silently"
+// noCopyCost is what a rank says when single copy is refused; twoCopies
+// is the cost, said by sayRefused too.
+const (
+	twoCopies  = "go through the shared-memory rings, two copies instead of one"
+	noCopyCost = "messages above the eager limit " + twoCopies + "; allow process_vm_readv (a container's seccomp profile, docker run --cap-add=SYS_PTRACE), or set GORUN_SM_SINGLE_COPY=none to go without it silently"
+)
 
 // RMAKinds is host memory for a peer that single copy works with: single
 // copy is on, peer is a local rank whose segment this module can open, and
@@ -169,7 +173,7 @@ func (m *module) sayRefused(peer int, call string, err error) {
 		return
 	}
 	m.saidNoCopy = true
-	fmt.Fprintf(os.Stderr, "gorun: sm: rank %d: single copy with rank %d is refused (%s: %v%s): messages above the eager limit between the two go through the shared-memory rings, two copies instead of one (the kernel keeps one process's memory from the other: Yama's ptrace_scope 2 or 3, other credentials, a process made non-dumpable); this rank says so once\n", m.env.Rank, peer, call, err, yamaScope())
+	fmt.Fprintf(os.Stderr, "gorun: sm: rank %d: single copy with rank %d is refused (%s: %v%s): messages above the eager limit between the two %s (the kernel keeps one process's memory from the other: Yama's ptrace_scope 2 or 3, other credentials, a process made non-dumpable); this rank says so once\n", m.env.Rank, peer, call, err, yamaScope(), twoCopies)
 }
 
 // copyErr turns a refusal into ErrRMARefused (and stops trying with that
