@@ -3,6 +3,7 @@ package coll
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -244,7 +245,10 @@ func (s *shared) wait(c *Comm, r *p2p.Request) error {
 // check takes in a completed notice, if any, and reports whether c's call
 // was aborted.
 func (s *shared) check(c *Comm) error {
-	if r := s.ab.Load(); r != nil && r.Done() {
+	// Every notice that has arrived, not only the first: the receive
+	// posted after one completes at once when another waits (a stall tick
+	// ahead of a query would hide the query from record).
+	for r := s.ab.Load(); r != nil && r.Done(); r = s.ab.Load() {
 		s.mu.Lock()
 		if r == s.ab.Load() {
 			st, err := r.Result()
@@ -391,11 +395,11 @@ func mismatch(mine, q callRec, me, them int) error {
 // query about it arrived from a rank that runs it differently. It runs on
 // every collective call and takes s.mu only when a query waits: the lock
 // and the map lookup were 8% of an 8-byte allreduce at np=2 (0.23 against
-// 0.21 us without them, 2-core VM). The history entry is stored before
-// nQuery is read, take stores nQuery before it reads the entry, all four
-// sequentially consistent: a query that take stored too late to find the
-// entry is seen here, and handled under the lock by whichever of the two
-// still finds it in queries.
+// 0.21 us without them, 2-core VM). The history entry is claimed (a
+// sequentially consistent compare-and-swap) before nQuery is read, and
+// take stores nQuery before it reads the entry: a query that take stored
+// too late to find the entry is seen here (histRec), and handled under the
+// lock by whichever of the two still finds it in queries.
 func (s *shared) record(c *Comm, rec callRec) error {
 	rec.seq = c.key()
 	s.hist[rec.seq%uint32(len(s.hist))].store(rec)
@@ -404,6 +408,14 @@ func (s *shared) record(c *Comm, rec callRec) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// Queries about calls well behind this one will find no record (the
+	// call failed before it, or its entry was overwritten): dropped, so
+	// that record's fast path comes back.
+	for k := range s.queries {
+		if d := rec.seq - k; d > uint32(len(s.hist)) && d < 1<<31 {
+			s.dropQuery(k)
+		}
+	}
 	q, ok := s.queries[rec.seq]
 	if !ok {
 		return nil
@@ -419,32 +431,55 @@ func (s *shared) dropQuery(seq uint32) {
 }
 
 // histRec is an entry of shared.hist, a call this rank ran: written by
-// record without s.mu, read under it by take and query. id packs the
+// record without s.mu, read by take (under it) and query. id packs the
 // call's number, collective and algorithm (an index into the collective's
-// table: 15 bits are plenty) under histValid; it is 0 while record
-// rewrites the entry: record stores 0, then size, then id, so that a
-// reader that reads id, size and id again and finds id unchanged read the
-// size of that call.
+// table: 15 bits are plenty) under histValid; 0 is an empty entry and
+// histBusy one being written. A writer claims the entry by swapping its
+// id for histBusy (nonblocking collectives record from goroutines of
+// their own, so calls seq and seq+64 may meet on one entry), stores size,
+// then the new id; a reader waits out histBusy and reads id, size and id
+// again. The claim is record's one fence (a compare-and-swap): it orders
+// the entry's change before record's read of nQuery, and take, which
+// stores nQuery before it reads id, finds either the old id (then record
+// sees the query) or histBusy and then the new one.
 type histRec struct {
 	id, size uint64
 }
 
-const histValid = 1 << 63
+const (
+	histValid = 1 << 63
+	histBusy  = 1
+)
 
 func (h *histRec) store(rec callRec) {
-	relstore.Store64(&h.id, 0)
+	for {
+		old := atomic.LoadUint64(&h.id)
+		if old != histBusy && atomic.CompareAndSwapUint64(&h.id, old, histBusy) {
+			break
+		}
+		runtime.Gosched()
+	}
 	relstore.Store64(&h.size, uint64(rec.size))
-	atomic.StoreUint64(&h.id, histValid|uint64(rec.alg&0x7fff)<<48|uint64(rec.coll)<<32|uint64(rec.seq))
+	relstore.Store64(&h.id, histValid|uint64(rec.alg&0x7fff)<<48|uint64(rec.coll)<<32|uint64(rec.seq))
 }
 
 // load returns the call of number seq, if the entry holds it.
 func (h *histRec) load(seq uint32) (callRec, bool) {
-	id := atomic.LoadUint64(&h.id)
-	size := atomic.LoadUint64(&h.size)
-	if id&histValid == 0 || uint32(id) != seq || atomic.LoadUint64(&h.id) != id {
-		return callRec{}, false
+	for {
+		id := atomic.LoadUint64(&h.id)
+		if id == histBusy {
+			runtime.Gosched()
+			continue
+		}
+		size := atomic.LoadUint64(&h.size)
+		if atomic.LoadUint64(&h.id) != id {
+			continue // rewritten meanwhile
+		}
+		if id&histValid == 0 || uint32(id) != seq {
+			return callRec{}, false
+		}
+		return callRec{seq: seq, coll: uint16(id >> 32), alg: uint16(id>>48) & 0x7fff, size: int64(size)}, true
 	}
-	return callRec{seq: seq, coll: uint16(id >> 32), alg: uint16(id>>48) & 0x7fff, size: int64(size)}, true
 }
 
 // query asks the other ranks how they run c's call.

@@ -82,9 +82,9 @@ func (c *Comm) Size() int { return len(c.world) }
 // Name is c's name (MPI_COMM_WORLD, MPI_COMM_SELF, ...).
 func (c *Comm) Name() string { return c.name }
 
-// check validates c for operation op. The test of a communicator in good
-// standing is inlined into every operation (checkSlow says what is
-// wrong): the calls down through the checks were a tenth of an Irecv.
+// check validates c for operation op (checkSlow says what is wrong). The
+// point-to-point entries test good inline instead (fastPeer): the calls
+// down through the checks were ~3 ns of an Irecv's 34.
 func (c *Comm) check(op string) error {
 	if c.good() {
 		return nil

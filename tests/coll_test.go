@@ -958,7 +958,7 @@ func caseCollErrors(w *mpi.Comm) error {
 	// query when it begins (coll's record) and fails the call, and so do
 	// they.
 	if me == n-1 {
-		time.Sleep(time.Second)
+		time.Sleep(2 * time.Second) // the others query after 3 ticks of 100 ms
 		if _, _, err := mpi.Iprobe(w, mpi.AnySource, mpi.AnyTag); err != nil {
 			return err
 		}

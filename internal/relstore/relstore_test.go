@@ -2,6 +2,7 @@ package relstore
 
 import (
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"testing"
 )
@@ -10,14 +11,20 @@ import (
 // Store32; a reader that sees the flag (atomic load) must see the whole
 // record, every round, from another goroutine (another thread).
 func TestMessagePassing(t *testing.T) {
-	const rounds = 200000
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("needs two goroutines running at once (GOMAXPROCS >= 2)")
+	}
+	const rounds = 100000
 	var data [8]uint64
 	var flag uint32
 	var ack atomic.Uint32
 	done := make(chan error, 1)
 	go func() {
 		for i := uint32(1); i <= rounds; i++ {
-			for atomic.LoadUint32(&flag) != i {
+			for k := 0; atomic.LoadUint32(&flag) != i; k++ {
+				if k&1023 == 1023 {
+					runtime.Gosched() // a busy machine: let the writer run
+				}
 			}
 			for k, v := range data {
 				if v != uint64(i)*uint64(k+1) {
@@ -34,7 +41,10 @@ func TestMessagePassing(t *testing.T) {
 			data[k] = uint64(i) * uint64(k+1)
 		}
 		Store32(&flag, i)
-		for ack.Load() != i {
+		for k := 0; ack.Load() != i; k++ {
+			if k&1023 == 1023 {
+				runtime.Gosched()
+			}
 		}
 	}
 	if err := <-done; err != nil {
