@@ -288,8 +288,8 @@ func (s *shared) take(b []byte) {
 		}
 		q := callRec{seq: seq, coll: uint16(getU32(b[12:]) >> 16), alg: uint16(getU32(b[12:])), size: int64(getU64(b[noticeHdr:])), from: rank}
 		// The query is stored before the history is read, and record
-		// stores the history before it reads nQuery: whichever comes
-		// second sees the other (record).
+		// claims the history entry before it reads nQuery: whichever
+		// comes second sees the other (record).
 		if s.queries == nil {
 			s.queries = map[uint32]callRec{}
 		}
@@ -408,11 +408,13 @@ func (s *shared) record(c *Comm, rec callRec) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	// Queries about calls well behind this one will find no record (the
+	// Queries about calls far behind this one will find no record (the
 	// call failed before it, or its entry was overwritten): dropped, so
-	// that record's fast path comes back.
+	// that record's fast path comes back. Far: 2^16 calls, not the
+	// history's 64, since a nonblocking collective records from its own
+	// goroutine, which may come late.
 	for k := range s.queries {
-		if d := rec.seq - k; d > uint32(len(s.hist)) && d < 1<<31 {
+		if d := rec.seq - k; d > 1<<16 && d < 1<<31 {
 			s.dropQuery(k)
 		}
 	}
