@@ -93,7 +93,7 @@ func (c *Comm) check(op string) error {
 }
 
 // good reports whether c is live, not freed and not revoked: check's test,
-// small enough to inline (the hot paths call it, then checkSlow).
+// small enough to inline (fastPeer's too).
 func (c *Comm) good() bool {
 	return c != nil && c.rt != nil && !c.freed.Load() && !c.ft.revoked.Load() && live.Load() == c.rt
 }
