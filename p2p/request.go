@@ -1,6 +1,8 @@
 package p2p
 
 import (
+	"errors"
+	"fmt"
 	"sync/atomic"
 
 	"github.com/gorun/gorun/btl"
@@ -171,7 +173,7 @@ func (r *Request) FrameDone(f *btl.Frame, err error) {
 	}
 	if err != nil {
 		r.e.forget(r)
-		r.complete(err)
+		r.complete(frameErr(err))
 		return
 	}
 	if f == &r.data && !r.recv {
@@ -183,6 +185,19 @@ func (r *Request) FrameDone(f *btl.Frame, err error) {
 		}
 		r.complete(nil)
 	}
+}
+
+// frameErr is what a request fails with when its transport could not
+// deliver one of its frames: the peer is gone (it exited, closed its
+// transport, broke the protocol: the transport fails its frames first,
+// then tells the engine, PeerFailed), so a process failure, as
+// PeerFailed's own errors are (MPI's ERR_PROC_FAILED, which a program
+// under --enable-recovery checks for); a closed transport's error stays.
+func frameErr(err error) error {
+	if errors.Is(err, ErrProcFailed) || errors.Is(err, btl.ErrClosed) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrProcFailed, err)
 }
 
 // Result returns the status and error of a completed request.

@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -8,12 +9,16 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gorun/gorun/mpi"
 	"golang.org/x/sys/unix"
 )
 
-func init() { rawCases["single-copy-refused"] = caseSingleCopyRefused }
+func init() {
+	rawCases["single-copy-refused"] = caseSingleCopyRefused
+	rawCases["single-copy-refused-dies"] = caseSingleCopyRefusedDies
+}
 
 // caseSingleCopyRefused: rank 1 makes itself non-dumpable, which keeps
 // the other processes of its (unprivileged) user out of its memory:
@@ -89,6 +94,78 @@ func caseSingleCopyRefused() int {
 	return 0
 }
 
+// caseSingleCopyRefusedDies (under --enable-recovery): after a first
+// exchange (the probe said yes) rank 1 makes itself non-dumpable and
+// posts the receive of 16 MiB; rank 0 sends them (the RTS) and a small
+// message after them, which rank 1 waits for, so that it has answered
+// the RTS (its CTS splits the message: rank 1 gets the first part from
+// rank 0, rank 0 puts the rest) when it stops polling. Rank 0's put is
+// refused, so its part goes through the ring as a DATA frame, which
+// fills the ring and waits for a reader that is gone: rank 1 kills
+// itself. Rank 0's send must then fail (a process failure), not hang and
+// not succeed, and only once the frame is off the ring (p2p's abandon
+// defers a send whose part is on the wire).
+func caseSingleCopyRefusedDies() int {
+	if err := mpi.Init(); err != nil {
+		fmt.Fprintln(os.Stderr, "Init:", err)
+		return 1
+	}
+	w := mpi.World()
+	me := w.Rank()
+	first := make([]byte, 1<<20)
+	if _, err := mpi.Sendrecv(w, first, 1-me, 1, make([]byte, 1<<20), 1-me, 1); err != nil {
+		fmt.Fprintf(os.Stderr, "rank %d: first exchange: %v\n", me, err)
+		return 1
+	}
+	if me == 1 {
+		if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+			fmt.Fprintln(os.Stderr, "prctl:", err)
+			return 1
+		}
+	}
+	if err := mpi.Barrier(w); err != nil {
+		fmt.Fprintln(os.Stderr, "Barrier:", err)
+		return 1
+	}
+	big := make([]byte, 16<<20)
+	if me == 1 {
+		if _, err := mpi.Irecv(w, big, 0, 2); err != nil {
+			fmt.Fprintln(os.Stderr, "rank 1: Irecv:", err)
+			return 1
+		}
+		if _, err := mpi.Recv(w, make([]byte, 1), 0, 3); err != nil {
+			fmt.Fprintln(os.Stderr, "rank 1: Recv:", err)
+			return 1
+		}
+		time.Sleep(300 * time.Millisecond) // rank 0's part fills the ring meanwhile
+		unix.Kill(os.Getpid(), unix.SIGKILL)
+		select {}
+	}
+	for i := range big {
+		big[i] = byte(i)
+	}
+	r, err := mpi.Isend(w, big, 1, 2)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rank 0: Isend:", err)
+		return 1
+	}
+	if err := mpi.Send(w, []byte{1}, 1, 3); err != nil {
+		fmt.Fprintln(os.Stderr, "rank 0: Send:", err)
+		return 1
+	}
+	_, err = r.Wait()
+	if !errors.Is(err, mpi.ErrProcFailed) {
+		fmt.Fprintf(os.Stderr, "rank 0: the send of 16 MiB to rank 1, which died with part of it in the ring: want a process failure, got %v\n", err)
+		return 1
+	}
+	fmt.Printf("rank 0: the send failed: %v\n", err)
+	if err := mpi.Finalize(); err != nil {
+		fmt.Fprintln(os.Stderr, "rank 0: Finalize:", err)
+		return 1
+	}
+	return 0
+}
+
 // TestSingleCopyRefused: where the kernel keeps a rank's memory from its
 // peers (here a non-dumpable rank, as an unprivileged user), the message
 // still arrives, through the rings, and the peer says once that single
@@ -101,6 +178,7 @@ func caseSingleCopyRefused() int {
 func TestSingleCopyRefused(t *testing.T) {
 	t.Run("at-init", func(t *testing.T) { singleCopyRefused(t, "0") })
 	t.Run("after-init", func(t *testing.T) { singleCopyRefused(t, "1") })
+	t.Run("peer-dies", func(t *testing.T) { singleCopyRefused(t, "dies") })
 }
 
 func singleCopyRefused(t *testing.T, late string) {
@@ -121,14 +199,22 @@ func singleCopyRefused(t *testing.T, late string) {
 			t.Fatal(err)
 		}
 	}
-	c := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-		filepath.Join(dir, "gorun"), "-np", "2", "--timeout", "60", filepath.Join(dir, "ranks"), "-test.run=^$")
+	args, cas := []string{"-np", "2", "--timeout", "60"}, "single-copy-refused"
+	if late == "dies" {
+		args, cas = append(args, "--enable-recovery"), "single-copy-refused-dies"
+	}
+	args = append(args, filepath.Join(dir, "ranks"), "-test.run=^$")
+	c := exec.Command("setpriv", append([]string{"--reuid=65534", "--regid=65534", "--clear-groups",
+		filepath.Join(dir, "gorun")}, args...)...)
 	c.Dir = dir
-	c.Env = append(os.Environ(), "HOME="+dir, "TMPDIR=/tmp", "GORUN_TEST_CASE=single-copy-refused",
+	c.Env = append(os.Environ(), "HOME="+dir, "TMPDIR=/tmp", "GORUN_TEST_CASE="+cas,
 		"GORUN_TEST_DEADLINE=55s", "GORUN_SM_SINGLE_COPY=cma", "GORUN_BTL=", "GORUN_TEST_LATE="+late)
 	out, err := c.CombinedOutput()
 	if err != nil {
 		t.Fatalf("gorun -np 2 as nobody: %v\n%s", err, out)
+	}
+	if late == "dies" && !strings.Contains(string(out), "rank 0: the send failed") {
+		t.Errorf("rank 0 did not report its send's failure:\n%s", out)
 	}
 	// Rank 1 reads rank 0's memory (dumpable) and says nothing.
 	if n, all := strings.Count(string(out), "gorun: sm: rank 0: single copy with rank 1 is refused"), strings.Count(string(out), "single copy"); n != 1 || all != 1 {
