@@ -403,6 +403,18 @@ func (nh *netHosts) removeLeftovers() {
 		}
 		runCmd("ip", "netns", "del", f[0])
 	}
+	// The root side of each host's veth goes with its namespace, but
+	// later (the kernel frees a namespace asynchronously, once its last
+	// process is gone): a bed set up right after another's teardown found
+	// gorun-v1 still there ("File exists"). Deleting a veth's end takes
+	// both at once.
+	links, _ := exec.Command("ip", "-o", "link", "show").Output()
+	for _, line := range strings.Split(string(links), "\n") {
+		// "7: gorun-v1@if2: <BROADCAST,..."
+		if f := strings.Fields(line); len(f) > 1 && strings.HasPrefix(f[1], nsVeth) {
+			runCmd("ip", "link", "del", strings.TrimSuffix(strings.SplitN(f[1], "@", 2)[0], ":"))
+		}
+	}
 	runCmd("ip", "link", "del", nsBridge)
 	stale, _ := filepath.Glob("/var/tmp/gorun-netns-*")
 	for _, d := range stale {
