@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/gorun/gorun/internal/params"
+	"github.com/gorun/gorun/internal/relstore"
 	"github.com/gorun/gorun/internal/shmseg"
 	"golang.org/x/sys/unix"
 )
@@ -271,13 +272,13 @@ type shmSeg struct {
 	n      int
 	slot   int
 	stride int
-	ring   int    // the stride of a ring slot: the stamp's line, then GORUN_COLL_SHM_AHEAD bytes in whole lines
-	next   uint64 // the buffer this rank's next shm call writes
-	prev   uint64 // this rank's previous shm call
-	pub    uint64 // the ready word this rank published last
-	seen   uint64 // every rank is known to have entered call seen
-	epoch  uint64 // the epoch of the last renewal (shmRenew); 0 at the set-up
-	busy   atomic.Bool
+	ring   int     // the stride of a ring slot: the stamp's line, then GORUN_COLL_SHM_AHEAD bytes in whole lines
+	next   uint64  // the buffer this rank's next shm call writes
+	prev   uint64  // this rank's previous shm call
+	pub    uint64  // the ready word this rank published last
+	seen   uint64  // every rank is known to have entered call seen
+	epoch  uint64  // the epoch of the last renewal (shmRenew); 0 at the set-up
+	busy   uint32  // 1 while a call runs on the segment (shmBegin, end)
 	call   shmCall // the call in progress (busy)
 	radix  int     // the reduction tree's (shmtree.go)
 	diss   bool    // the barrier runs in rounds (disseminate)
@@ -524,13 +525,16 @@ func (c *Comm) shmBegin() (*shmSeg, error) {
 	if g == nil {
 		return nil, nil
 	}
-	if !g.busy.CompareAndSwap(false, true) {
+	if !atomic.CompareAndSwapUint32(&g.busy, 0, 1) {
 		return nil, errConcurrent
 	}
 	return g, nil
 }
 
-func (g *shmSeg) end() { g.busy.Store(false) }
+// end lets the next call on the segment begin. A release store (what
+// the call did is visible before it), not sync/atomic's, whose fence
+// waited for the call's last stores to the shared lines.
+func (g *shmSeg) end() { relstore.Store32(&g.busy, 0) }
 
 // shmSetup makes and maps the segment (see the package comment above); c
 // is a set-up view, and first the number of the call it runs in (the same
