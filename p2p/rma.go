@@ -295,10 +295,10 @@ func (e *Engine) refused(r *Request, peer int, err error) bool {
 // region) instead of falling back each time.
 func (e *Engine) recheckRMA(peer int, m btl.RMA) {
 	rt := e.routes[peer]
-	if rt == nil || peer < 0 || peer >= len(e.peers) {
+	if rt == nil {
 		return
 	}
-	keep := make([]rmaMod, 0, len(rt.rmas))
+	keep := rt.rmas[:0] // the route's own list, filtered in place
 	for _, x := range rt.rmas {
 		if x.rma == m {
 			if x.kinds &= m.RMAKinds(e.peers[peer]); x.kinds == 0 {
