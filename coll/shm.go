@@ -278,7 +278,7 @@ type shmSeg struct {
 	pub    uint64  // the ready word this rank published last
 	seen   uint64  // every rank is known to have entered call seen
 	epoch  uint64  // the epoch of the last renewal (shmRenew); 0 at the set-up
-	busy   uint32  // 1 while a call runs on the segment (shmBegin, end)
+	busy   uint64  // 1 while a call runs on the segment (shmBegin, end)
 	call   shmCall // the call in progress (busy)
 	radix  int     // the reduction tree's (shmtree.go)
 	diss   bool    // the barrier runs in rounds (disseminate)
@@ -525,7 +525,7 @@ func (c *Comm) shmBegin() (*shmSeg, error) {
 	if g == nil {
 		return nil, nil
 	}
-	if !atomic.CompareAndSwapUint32(&g.busy, 0, 1) {
+	if !atomic.CompareAndSwapUint64(&g.busy, 0, 1) {
 		return nil, errConcurrent
 	}
 	return g, nil
@@ -534,7 +534,7 @@ func (c *Comm) shmBegin() (*shmSeg, error) {
 // end lets the next call on the segment begin. A release store (what
 // the call did is visible before it), not sync/atomic's, whose fence
 // waited for the call's last stores to the shared lines.
-func (g *shmSeg) end() { relstore.Store32(&g.busy, 0) }
+func (g *shmSeg) end() { relstore.Store64(&g.busy, 0) }
 
 // shmSetup makes and maps the segment (see the package comment above); c
 // is a set-up view, and first the number of the call it runs in (the same

@@ -130,10 +130,10 @@ func (r *Request) TakeKept() any {
 // in an 8-byte window on the 2-core VM, and np=2 latency at 1-32 B fell
 // from 0.48-0.52 to 0.39-0.45 µs without it on the 16-core Intel host
 // (docs/measurements.md, "Fences that ordered nothing").
-type doneFlag struct{ v uint32 }
+type doneFlag struct{ v uint64 } // a word: relstore stores whole ones
 
-func (f *doneFlag) Load() bool { return atomic.LoadUint32(&f.v) != 0 }
-func (f *doneFlag) set()       { relstore.Store32(&f.v, 1) }
+func (f *doneFlag) Load() bool { return atomic.LoadUint64(&f.v) != 0 }
+func (f *doneFlag) set()       { relstore.Store64(&f.v, 1) }
 
 // Done reports whether the request has completed, without progressing.
 func (r *Request) Done() bool { return r.done.Load() }

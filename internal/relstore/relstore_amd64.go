@@ -2,11 +2,6 @@
 
 package relstore
 
-// Store32 stores v into *p with release order (a MOV).
-//
-//go:noescape
-func Store32(p *uint32, v uint32)
-
 // Store64 stores v into *p with release order (a MOV).
 //
 //go:noescape

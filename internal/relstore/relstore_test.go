@@ -5,10 +5,11 @@ import (
 	"runtime"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestMessagePassing: a writer fills a record and then sets its flag with
-// Store32; a reader that sees the flag (atomic load) must see the whole
+// Store64; a reader that sees the flag (atomic load) must see the whole
 // record, every round, from another goroutine (another thread).
 func TestMessagePassing(t *testing.T) {
 	if runtime.GOMAXPROCS(0) < 2 {
@@ -16,18 +17,31 @@ func TestMessagePassing(t *testing.T) {
 	}
 	const rounds = 100000
 	var data [8]uint64
-	var flag uint32
-	var ack atomic.Uint32
+	var flag uint64
+	var ack atomic.Uint64
+	deadline := time.Now().Add(30 * time.Second)
+	// until spins until cond holds, yielding now and then (a busy
+	// machine: let the other side run); false past the deadline.
+	until := func(cond func() bool) bool {
+		for k := 0; !cond(); k++ {
+			if k&1023 == 1023 {
+				if time.Now().After(deadline) {
+					return false
+				}
+				runtime.Gosched()
+			}
+		}
+		return true
+	}
 	done := make(chan error, 1)
 	go func() {
-		for i := uint32(1); i <= rounds; i++ {
-			for k := 0; atomic.LoadUint32(&flag) != i; k++ {
-				if k&1023 == 1023 {
-					runtime.Gosched() // a busy machine: let the writer run
-				}
+		for i := uint64(1); i <= rounds; i++ {
+			if !until(func() bool { return atomic.LoadUint64(&flag) == i }) {
+				done <- fmt.Errorf("round %d: the flag never came (it reads %d)", i, atomic.LoadUint64(&flag))
+				return
 			}
 			for k, v := range data {
-				if v != uint64(i)*uint64(k+1) {
+				if v != i*uint64(k+1) {
 					done <- fmt.Errorf("round %d: word %d is %d after the flag", i, k, v)
 					return
 				}
@@ -36,15 +50,13 @@ func TestMessagePassing(t *testing.T) {
 		}
 		done <- nil
 	}()
-	for i := uint32(1); i <= rounds; i++ {
+	for i := uint64(1); i <= rounds; i++ {
 		for k := range data {
-			data[k] = uint64(i) * uint64(k+1)
+			data[k] = i * uint64(k+1)
 		}
-		Store32(&flag, i)
-		for k := 0; ack.Load() != i; k++ {
-			if k&1023 == 1023 {
-				runtime.Gosched()
-			}
+		Store64(&flag, i)
+		if !until(func() bool { return ack.Load() == i }) {
+			break // the reader reports why
 		}
 	}
 	if err := <-done; err != nil {
