@@ -305,11 +305,7 @@ func (s *shared) take(b []byte) {
 			return
 		}
 		if len(s.queries) > 64 {
-			for k := range s.queries {
-				if seq-k > 1<<16 {
-					s.dropQuery(k)
-				}
-			}
+			s.dropStale(seq)
 		}
 	}
 }
@@ -408,22 +404,27 @@ func (s *shared) record(c *Comm, rec callRec) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	// Queries about calls far behind this one will find no record (the
-	// call failed before it, or its entry was overwritten): dropped, so
-	// that record's fast path comes back. Far: 2^16 calls, not the
-	// history's 64, since a nonblocking collective records from its own
-	// goroutine, which may come late.
-	for k := range s.queries {
-		if d := rec.seq - k; d > 1<<16 && d < 1<<31 {
-			s.dropQuery(k)
-		}
-	}
+	s.dropStale(rec.seq) // so that record's fast path comes back
 	q, ok := s.queries[rec.seq]
 	if !ok {
 		return nil
 	}
 	s.dropQuery(rec.seq)
 	return mismatch(rec, q, s.me, q.from)
+}
+
+// dropStale forgets the queries about calls far behind call seq: they
+// will find no record here (the call failed before it, or its entry was
+// overwritten). Far: 2^16 calls, not the history's 64, since a
+// nonblocking collective records from its own goroutine, which may come
+// late; behind, in the calls' modular order (a query about a later call
+// stays). s.mu is held.
+func (s *shared) dropStale(seq uint32) {
+	for k := range s.queries {
+		if d := seq - k; d > 1<<16 && d < 1<<31 {
+			s.dropQuery(k)
+		}
+	}
 }
 
 // dropQuery forgets the query about call seq; s.mu is held.
