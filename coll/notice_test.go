@@ -60,3 +60,21 @@ func TestRecordMeetsQuery(t *testing.T) {
 		}
 	}
 }
+
+// TestDropStale: of the queries waiting at call 100000, the one about a
+// call 2^16 or more behind goes; a recent one and one about a later call
+// stay; nQuery follows.
+func TestDropStale(t *testing.T) {
+	s := &shared{queries: map[uint32]callRec{}}
+	for _, k := range []uint32{1, 99000, 100005} {
+		s.queries[k] = callRec{seq: k}
+	}
+	s.nQuery.Store(int32(len(s.queries)))
+	s.dropStale(100000)
+	_, old := s.queries[1]
+	_, recent := s.queries[99000]
+	_, later := s.queries[100005]
+	if old || !recent || !later || s.nQuery.Load() != 2 {
+		t.Fatalf("after dropStale(100000): call 1 kept %v, 99000 kept %v, 100005 kept %v, nQuery %d", old, recent, later, s.nQuery.Load())
+	}
+}
