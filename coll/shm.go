@@ -324,7 +324,10 @@ func (g *shmSeg) publish(me int, s, b uint64, size int) {
 // read ("Bcasts that run ahead").
 func (g *shmSeg) publishWord(me int, v uint64) {
 	if v&g.pub&shmAheadBit == 0 {
-		atomic.StoreUint64(g.word(me, 8), g.pub)
+		// A release store: the ready word's store below, to the same
+		// line, is the fence, and a reader that sees the new ready word
+		// sees this one (stores stay in order), as data reads it.
+		relstore.Store64(g.word(me, 8), g.pub)
 	}
 	atomic.StoreUint64(g.ready(me), v)
 	g.pub = v
@@ -694,6 +697,10 @@ func (c *Comm) allAgree(ok bool) (bool, error) {
 	return !slices.Contains(votes, 0), nil
 }
 
+// shmSpinFirst is how many times shmWait checks before it registers as a
+// waiter and starts idling: about a microsecond of polls.
+const shmSpinFirst = 256
+
 // shmWait waits until ok(r) holds for every r in [lo, hi), polling the
 // transports now and then, and failing when the call is aborted (a
 // notice), when a rank it waits for has failed, or after the stall query
@@ -705,6 +712,17 @@ func (c *Comm) shmWait(ok func(r int) bool, lo, hi int) error {
 	}
 	if r == hi {
 		return nil
+	}
+	// A short spin first: at np=2 the other rank is usually a line
+	// transfer away, and registering as a waiter (two locked
+	// instructions) and the idler's bookkeeping cost more than that.
+	for range shmSpinFirst {
+		for r < hi && ok(r) {
+			r++
+		}
+		if r == hi {
+			return nil
+		}
 	}
 	sh := c.sh
 	sh.waiters.Add(1)
