@@ -713,22 +713,25 @@ func (c *Comm) shmWait(ok func(r int) bool, lo, hi int) error {
 	if r == hi {
 		return nil
 	}
+	idle := c.E.Idler()
 	// A short spin first: at np=2 the other rank is usually a line
 	// transfer away, and registering as a waiter (two locked
-	// instructions) and the idler's bookkeeping cost more than that.
-	for range shmSpinFirst {
-		for r < hi && ok(r) {
-			r++
-		}
-		if r == hi {
-			return nil
+	// instructions) and the idler's bookkeeping cost more than that. Not
+	// where ranks outnumber cores: the rank waited for may need this CPU.
+	if idle.Spins() {
+		for range shmSpinFirst {
+			for r < hi && ok(r) {
+				r++
+			}
+			if r == hi {
+				return nil
+			}
 		}
 	}
 	sh := c.sh
 	sh.waiters.Add(1)
 	defer sh.waiters.Add(-1)
 	t0 := sh.tick.Load()
-	idle := c.E.Idler()
 	for i := 1; ; i++ {
 		for r < hi && ok(r) {
 			r++

@@ -267,6 +267,10 @@ func (i *Idler) Idle() {
 	}
 }
 
+// Spins reports whether the wait polls flat out before it yields (not
+// when ranks outnumber cores: GORUN_WAIT_SPIN is 0 there).
+func (i *Idler) Spins() bool { return i.w.e.wait.spin > 0 }
+
 // Sleeping reports whether Idle now sleeps: a wait that checks something
 // every so many Idles should check it on every Idle then (1024 sleeps are
 // most of a second).
