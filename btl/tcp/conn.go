@@ -131,7 +131,9 @@ func (oc *outConn) send(a, b []byte) (int, error) {
 	}
 	msg := unix.Msghdr{Iov: &oc.iov[0]}
 	msg.SetIovlen(n)
-	r, _, e := unix.Syscall(unix.SYS_SENDMSG, uintptr(oc.fd), uintptr(unsafe.Pointer(&msg)), unix.MSG_NOSIGNAL|unix.MSG_DONTWAIT)
+	// MSG_DONTWAIT: it cannot block, so it goes past the Go scheduler
+	// (entersyscall and exitsyscall), as rawRead does.
+	r, _, e := unix.RawSyscall(unix.SYS_SENDMSG, uintptr(oc.fd), uintptr(unsafe.Pointer(&msg)), unix.MSG_NOSIGNAL|unix.MSG_DONTWAIT)
 	oc.iov = [2]unix.Iovec{}
 	if e != 0 {
 		return 0, e
@@ -229,6 +231,13 @@ func (ic *inConn) poll(h btl.Handler) (int, error) {
 			return n, readErr(r, err)
 		}
 		ic.end += r
+		if r < len(p) {
+			// The socket is most likely drained: deliver, and leave the
+			// read that would say EAGAIN out (the next Progress reads
+			// what came meanwhile: epoll reports it).
+			k, err := ic.parse(h)
+			return n + k, err
+		}
 	}
 }
 
