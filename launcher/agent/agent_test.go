@@ -272,3 +272,46 @@ func TestMainRefuses(t *testing.T) {
 		t.Errorf("-prog without -prog-id: status %d", code)
 	}
 }
+
+// TestWaitHoldsNoThread: ranks that run hold no thread of the agent in
+// wait4 (a pidfd is awaited through the poller, awaitExit), and their exits
+// are still reported, with the signal that ended them.
+func TestWaitHoldsNoThread(t *testing.T) {
+	const n = 12
+	l := serve(t, Options{Addr: "127.0.0.1"})
+	l.next(agentproto.Hello, nil)
+	l.send(&agentproto.Msg{Kind: agentproto.Setup, JobID: "agenttest6", Secret: make([]byte, 32)})
+	for r := range n {
+		l.send(&agentproto.Msg{Kind: agentproto.Spawn, Rank: r, Prog: "/bin/sleep", Args: []string{"60"}})
+	}
+	for range n {
+		l.next(agentproto.Started, nil)
+	}
+	waiting := 0
+	for range 50 { // the waiting goroutines may take a moment to park
+		waiting = 0
+		tasks, _ := filepath.Glob("/proc/self/task/*/wchan")
+		for _, p := range tasks {
+			if b, _ := os.ReadFile(p); string(b) == "do_wait" {
+				waiting++
+			}
+		}
+		if waiting == 0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if waiting > 0 {
+		t.Errorf("%d threads in wait4 with %d ranks running, want none", waiting, n)
+	}
+	for r := range n {
+		l.send(&agentproto.Msg{Kind: agentproto.Kill, Rank: r})
+	}
+	for range n {
+		if m := l.next(agentproto.Exited, nil); syscall.WaitStatus(m.Status).Signal() != syscall.SIGKILL {
+			t.Errorf("rank %d: exit status %#x, want killed", m.Rank, m.Status)
+		}
+	}
+	l.toW.Close()
+	l.waitServed()
+}

@@ -149,6 +149,7 @@ func (a *agent) spawn(m *agentproto.Msg) {
 		}
 	}()
 	go func() {
+		awaitExit(cmd.Process)
 		cmd.Wait()
 		// The rank's last output and control messages go before its
 		// exit, within exitGrace.
