@@ -698,7 +698,8 @@ func (c *Comm) allAgree(ok bool) (bool, error) {
 }
 
 // shmSpinFirst is how many times shmWait checks before it registers as a
-// waiter and starts idling: about a microsecond of polls.
+// waiter and starts idling: a count, not a time (about a microsecond
+// while the line stays in this core's cache, longer if it keeps moving).
 const shmSpinFirst = 256
 
 // shmWait waits until ok(r) holds for every r in [lo, hi), polling the

@@ -131,9 +131,20 @@ func (oc *outConn) send(a, b []byte) (int, error) {
 	}
 	msg := unix.Msghdr{Iov: &oc.iov[0]}
 	msg.SetIovlen(n)
-	// MSG_DONTWAIT: it cannot block, so it goes past the Go scheduler
-	// (entersyscall and exitsyscall), as rawRead does.
-	r, _, e := unix.RawSyscall(unix.SYS_SENDMSG, uintptr(oc.fd), uintptr(unsafe.Pointer(&msg)), unix.MSG_NOSIGNAL|unix.MSG_DONTWAIT)
+	// MSG_DONTWAIT: it cannot block, so an eager frame's goes past the Go
+	// scheduler (entersyscall and exitsyscall), as rawRead does; a larger
+	// one tells it, since copying up to a socket buffer's worth (and, on
+	// loopback, the receiver's delivery) takes long enough that the
+	// runtime should be free to hand this P to another goroutine.
+	call := uintptr(unix.SYS_SENDMSG)
+	raw := len(a)+len(b) <= eagerLimit
+	var r uintptr
+	var e unix.Errno
+	if raw {
+		r, _, e = unix.RawSyscall(call, uintptr(oc.fd), uintptr(unsafe.Pointer(&msg)), unix.MSG_NOSIGNAL|unix.MSG_DONTWAIT)
+	} else {
+		r, _, e = unix.Syscall(call, uintptr(oc.fd), uintptr(unsafe.Pointer(&msg)), unix.MSG_NOSIGNAL|unix.MSG_DONTWAIT)
+	}
 	oc.iov = [2]unix.Iovec{}
 	if e != 0 {
 		return 0, e

@@ -97,6 +97,9 @@ func TestManyPeers(t *testing.T) {
 	if !progressUntil(a, func() bool { return got(40, live)() && rec.failed[3] != nil }) {
 		t.Fatalf("frames received by source: %v of 40 each; failed: %v", counts(rec, live), rec.failed)
 	}
+	if a.ep < 0 {
+		t.Fatal("the epoll instance was given up: the connections were read without it")
+	}
 	if len(rec.failed) != 1 || len(a.in) != peers-1 {
 		t.Fatalf("failed peers %v, %d connections left, want rank 3 alone and %d", rec.failed, len(a.in), peers-1)
 	}

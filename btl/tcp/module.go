@@ -214,8 +214,15 @@ func (m *module) ready() []*inConn {
 		return m.in
 	}
 	r, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(m.ep), uintptr(unsafe.Pointer(&m.evs[0])), uintptr(len(m.evs)), 0, 0, 0)
+	if e == unix.EINTR {
+		return nil // the next Progress looks again
+	}
 	if e != 0 {
-		return nil // EINTR: the next Progress looks again
+		// Not one that goes away (EBADF, EINVAL, EFAULT): read every
+		// connection from now on rather than none.
+		unix.Close(m.ep)
+		m.ep = -1
+		return m.in
 	}
 	m.rdy = m.rdy[:0]
 	for _, ev := range m.evs[:r] {
@@ -263,10 +270,15 @@ func (m *module) Progress() int {
 	return n
 }
 
-// drop closes a failed connection (which takes it out of the epoll
-// instance too); Progress then takes it out of in.
+// drop closes a failed connection; Progress then takes it out of in. It
+// leaves the epoll instance first: a close alone would not take it out
+// while a child forked meanwhile (and not yet exec'd) holds the socket
+// too, and the number's next connection would then get its events.
 func (m *module) drop(ic *inConn) {
 	delete(m.byFD, int32(ic.fd))
+	if m.ep >= 0 {
+		unix.EpollCtl(m.ep, unix.EPOLL_CTL_DEL, ic.fd, nil)
+	}
 	unix.Close(ic.fd)
 	ic.fd = -1
 	m.dropped = true
