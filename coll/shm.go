@@ -906,6 +906,9 @@ func (c *Comm) shmRenew(g *shmSeg, s uint64) error {
 	w0 := (s - 1) << readySeq
 	atomic.StoreUint64(g.word(c.Me, 8), w0)
 	atomic.StoreUint64(g.ready(c.Me), w0)
+	if g.ring > 0 {
+		atomic.StoreUint64(g.prog(c.Me), 0) // no call's, for 2^37 calls
+	}
 	g.pub, g.prev, g.seen = w0, s-1, s-1
 	if err := barrierDissemination(v, nil); err != nil {
 		return err
@@ -997,25 +1000,89 @@ func bcastShm(c *Comm, a *Args) error {
 		return c.shmRunAhead(a, func(k *shmCall) error { return k.bcastAhead(a) }, bcastBinomial)
 	}
 	return c.shmRun(a, func(k *shmCall) error {
+		m := len(a.Recv)
+		piped := k.g.ring > 0 && m > shmPipeChunk
 		if c.Me == a.Root {
-			copy(k.mine(len(a.Recv)), a.Recv)
-			k.publish(len(a.Recv))
+			dst := k.mine(m)
+			if !piped {
+				copy(dst, a.Recv)
+			}
+			for off := 0; piped && off < m; {
+				hi := min(off+shmPipeChunk, m)
+				copy(dst[off:hi], a.Recv[off:hi])
+				relstore.Store64(k.g.prog(c.Me), k.s<<progSeq|k.b<<progBuf|uint64(hi))
+				off = hi
+			}
+			k.publish(m)
 			return nil
 		}
-		k.publish(len(a.Recv))
+		k.publish(m)
 		if k.g.ring > 0 {
 			// A root whose count made it run this call through its
 			// ring (a mismatch, found below) must not wait for this
 			// rank when it reuses the slot.
 			defer atomic.StoreUint64(k.g.read(c.Me), k.s)
 		}
-		b, err := k.wait(a.Root, len(a.Recv))
+		off := 0
+		if piped {
+			var err error
+			if off, err = k.pipedFrom(a.Root, a.Recv); err != nil {
+				return err
+			}
+		}
+		b, err := k.wait(a.Root, m)
 		if err != nil {
 			return err
 		}
-		copy(a.Recv, b)
+		copy(a.Recv[off:], b[off:])
 		return nil
 	}, bcastBinomial)
+}
+
+// Pipelined bcast: a root of more than shmPipeChunk bytes (where the
+// segment has the read lines: the ring is on) copies its data into its
+// buffer a chunk at a time and stores, after each, how far it got in its
+// progress word (the read line's second word: call<<progSeq | buffer<<progBuf |
+// bytes), so that the other ranks copy each chunk out while it copies
+// the next; it publishes its ready word once all is in, as any root does.
+// A reader takes the chunks the word shows, and what is left once the
+// root has entered the call (its ready word: the length check, and the
+// root's buffer for a root that ran ahead or skipped the call, as for any
+// read). On the lent 32-core host np=2 bcast of 64 KiB took 12.2 µs, 1.14x
+// Open MPI's, with the whole copy before the readers' (issue 12).
+const (
+	shmPipeChunk = 8 << 10
+	progBuf      = 21 // bytes: up to 2^21-1 (a slot is at most 1 MiB)
+	progSeq      = 22 // the call's low 42 bits (zeroed at each epoch: shmRenew)
+)
+
+// prog is rank r's progress word (pipelined bcast); only with the ring.
+func (g *shmSeg) prog(r int) *uint64 { return g.word(r, 2*line+2*g.slot+8) }
+
+// pipedFrom copies into dst the chunks of the root's call that its
+// progress word shows, until the root has entered the call (its ready
+// word) or all is copied; it returns how many bytes it copied.
+func (k *shmCall) pipedFrom(root int, dst []byte) (int, error) {
+	g, s := k.g, k.s
+	want := s << progSeq // its low 42 bits
+	off := 0
+	for off < len(dst) {
+		var v uint64
+		if err := k.c.shmWait(func(r int) bool {
+			v = atomic.LoadUint64(g.prog(r))
+			return (v&^(1<<progSeq-1) == want && int(v&(1<<progBuf-1)) > off) || g.entered(r, s)
+		}, root, root+1); err != nil {
+			return off, err
+		}
+		if v&^(1<<progSeq-1) != want || g.entered(root, s) {
+			return off, nil // the rest (or all) through the ready word
+		}
+		hi := min(int(v&(1<<progBuf-1)), len(dst))
+		src := g.buf(root, v>>progBuf&1)
+		copy(dst[off:hi], src[off:hi])
+		off = hi
+	}
+	return off, nil
 }
 
 // bcastAhead is a bcast through the root's ring ("Bcasts that run

@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"testing"
+	"time"
 
 	_ "github.com/gorun/gorun/btl/sm"
 	"github.com/gorun/gorun/p2p"
@@ -129,4 +130,48 @@ func BenchmarkShmNp2(b *testing.B) {
 	for _, cs := range shmPairCases {
 		b.Run(cs.name, func(b *testing.B) { runPair(b, comms, cs, b.N, false) })
 	}
+}
+
+// TestShmBcastPiped: bcasts larger than a chunk go through the root's
+// buffer a chunk at a time (shmPipeChunk); sizes of one chunk and one
+// byte, not a whole number of chunks and a whole slot, from either root,
+// each call's data new, arrive whole at the other rank.
+func TestShmBcastPiped(t *testing.T) {
+	comms := shmPair(t)
+	if comms[0].sh.shm.seg.Load().ring == 0 {
+		t.Skip("no ring (GORUN_COLL_SHM_AHEAD=0): no progress words")
+	}
+	sizes := []int{shmPipeChunk + 1, 20000, 64 << 10, shmPipeChunk}
+	engs := []*p2p.Engine{comms[0].E, comms[1].E}
+	ranks(t, engs, func(r int) {
+		buf := make([]byte, 64<<10)
+		v := new(Comm)
+		bad := false // report the first wrong byte, and go on: the other rank waits in the next call
+		for i := range 1000 {
+			m, root := sizes[i%len(sizes)], i/len(sizes)%2
+			for j := range m {
+				if r == root {
+					buf[j] = byte(i*7 + j*13)
+				} else {
+					buf[j] = 0xee
+				}
+			}
+			if r == root && i%2 == 1 {
+				// The reader waits first, and takes chunks while the
+				// root copies the rest.
+				time.Sleep(20 * time.Microsecond)
+			}
+			*v = comms[r].Begin()
+			if err := pairCall(v, Bcast, &Args{Recv: buf[:m], Root: root}); err != nil {
+				t.Errorf("rank %d: call %d (%d bytes from rank %d): %v", r, i, m, root, err)
+				return
+			}
+			for j := range m {
+				if buf[j] != byte(i*7+j*13) && !bad {
+					t.Errorf("rank %d: call %d (%d bytes from rank %d): byte %d is %#x, want %#x", r, i, m, root, j, buf[j], byte(i*7+j*13))
+					bad = true
+				}
+			}
+		}
+	})
 }
