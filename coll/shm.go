@@ -1048,8 +1048,11 @@ func bcastShm(c *Comm, a *Args) error {
 // A reader takes the chunks the word shows, and what is left once the
 // root has entered the call (its ready word: the length check, and the
 // root's buffer for a root that ran ahead or skipped the call, as for any
-// read). On the lent 32-core host np=2 bcast of 64 KiB took 12.2 µs, 1.14x
-// Open MPI's, with the whole copy before the readers' (issue 12).
+// read). On the lent 32-core host (bench/results/bcast-piped-2026-11-28-32core.txt,
+// against the whole copy before the readers', medians of 5 rotated
+// rounds): np=2 16-64 KiB 4.95-13.2 -> 4.2-12.2 µs (64 KiB: 1.03x -> 0.89-0.95x
+// Open MPI's), np=4 16 KiB-1 MiB 5-16% less, np=8 and 16 within the
+// spread above 128 KiB and up to 10% less below.
 const (
 	shmPipeChunk = 8 << 10
 	progBuf      = 21 // bytes: up to 2^21-1 (a slot is at most 1 MiB)
