@@ -78,14 +78,34 @@ run)
 	# (examples/osu/mbw_mr, tests/openmpi/osu_mbw_mr.c), interleaved.
 	pargs=(-m "${P2P_SIZES:-1:1024}")
 	[ -n "${P2P_ITERS:-}" ] && pargs+=(-i "$P2P_ITERS")
+	# One run of benchmark b at np with arguments args... as kind g
+	# (gorun), p (the other build or setting) or o (Open MPI), repeat i.
+	one() {
+		local kind=$1 b=$2 np=$3 i=$4
+		shift 4
+		case $kind in
+		g) withsteal "$out/g-$b-np$np-$i.txt" timeout 120 $BIN/gorun -np $np $BIN/osu_$b "$@" || echo "gorun $b np=$np failed" >&2 ;;
+		p) withsteal "$out/p-$b-np$np-$i.txt" env $PENV timeout 120 $PBIN/gorun -np $np $PBIN/osu_$b "$@" || echo "gorun ($PBIN $PENV) $b np=$np failed" >&2 ;;
+		o) withsteal "$out/o-$b-np$np-$i.txt" timeout 120 bash -c "$(declare -f ompi); MPIRUN=$MPIRUN ncores=$ncores ompi $np $ref/osu_$b $*" || echo "ompi $b np=$np failed" >&2 ;;
+		esac
+	}
+	# The kinds of repeat i, in an order that turns with i: each kind
+	# runs first, second and last in turn, so that none always follows
+	# another (a run right after another gorun run of the same np came
+	# out slower in one A/B: bench/results/bcast-piped-2026-11-28-32core.txt).
+	order() {
+		local kinds=(g) i=$1
+		[ "$2" = 1 ] && kinds+=(p)
+		kinds+=(o)
+		local n=${#kinds[@]} k
+		for ((k = 0; k < n; k++)); do echo -n "${kinds[$(((k + i) % n))]} "; done
+	}
+	p2pp=0
+	[ -n "${ALT:-}${BIN_ALT:-}" ] && [ "${SHM0:-1}" = 1 ] && p2pp=1
 	for b in ${P2P-latency bw mbw_mr}; do
 		[ -x $BIN/osu_$b ] || continue
 		for i in $(seq "$reps"); do
-			withsteal "$out/g-$b-np2-$i.txt" timeout 120 $BIN/gorun -np 2 $BIN/osu_$b "${pargs[@]}" || echo "gorun $b np=2 failed" >&2
-			if [ -n "${ALT:-}${BIN_ALT:-}" ] && [ "${SHM0:-1}" = 1 ]; then
-				withsteal "$out/p-$b-np2-$i.txt" env $PENV timeout 120 $PBIN/gorun -np 2 $PBIN/osu_$b "${pargs[@]}" || echo "gorun ($PBIN $PENV) $b np=2 failed" >&2
-			fi
-			withsteal "$out/o-$b-np2-$i.txt" timeout 120 bash -c "$(declare -f ompi); MPIRUN=$MPIRUN ncores=$ncores ompi 2 $ref/osu_$b ${pargs[*]}" || echo "ompi $b np=2 failed" >&2
+			for kind in $(order $i $p2pp); do one $kind $b 2 $i "${pargs[@]}"; done
 		done
 	done
 	args=(-m "${SIZES:-8:65536}" -i "${ITERS:-1000}" -x 100)
@@ -93,11 +113,7 @@ run)
 		for b in ${BENCHES:-allreduce bcast barrier allgather reduce}; do
 			[ -x $BIN/osu_$b ] || continue
 			for i in $(seq "$reps"); do
-				withsteal "$out/g-$b-np$np-$i.txt" timeout 120 $BIN/gorun -np $np $BIN/osu_$b "${args[@]}" || echo "gorun $b np=$np failed" >&2
-				if [ "${SHM0:-1}" = 1 ]; then
-					withsteal "$out/p-$b-np$np-$i.txt" env $PENV timeout 120 $PBIN/gorun -np $np $PBIN/osu_$b "${args[@]}" || echo "gorun ($PBIN $PENV) $b np=$np failed" >&2
-				fi
-				withsteal "$out/o-$b-np$np-$i.txt" timeout 120 bash -c "$(declare -f ompi); MPIRUN=$MPIRUN ncores=$ncores ompi $np $ref/osu_$b ${args[*]}" || echo "ompi $b np=$np failed" >&2
+				for kind in $(order $i "${SHM0:-1}"); do one $kind $b $np $i "${args[@]}"; done
 			done
 		done
 	done
