@@ -114,6 +114,7 @@ type module struct {
 	bells     []*uint64 // own doorbell words
 	hot       []*inRing
 	waits     uint64 // Wait calls, so that stalled reads the clock after one
+	polls     uint64 // Progress calls: a ring demotes its next record after one (publish)
 	// expect is how many local peers will open own before it may be
 	// unlinked; -1 when unknown (then Close unlinks it).
 	expect   int
@@ -364,6 +365,7 @@ func (m *module) Progress() int {
 	if m.closed {
 		return 0
 	}
+	m.polls++
 	ctl := m.own.ctl
 	if n := atomic.LoadUint32(u32(ctl, offNReg)); n != m.nseen {
 		m.adopt(n)
