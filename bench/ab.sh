@@ -14,8 +14,13 @@ B=$(cd "$1" && pwd); O=$2; R=$3
 mkdir -p "$O/raw"
 for b in latency bw; do mpicc -O2 -o "$B/ompi_$b" tests/openmpi/osu_$b.c || exit 1; done
 root=(); [ "$(id -u)" = 0 ] && root=(--allow-run-as-root)
+vs=(old new ompi)
 for i in $(seq "$R"); do
-  for v in old new ompi; do
+  # The order turns each repeat (old new ompi, new ompi old, ...): a run
+  # right after another gorun run came out slower in one A/B
+  # (bench/results/bcast-piped-2026-11-28-32core.txt).
+  for k in 0 1 2; do
+    v=${vs[$(((k + i) % 3))]}
     for b in latency bw; do
       if [ $v = ompi ]; then
         mpirun "${root[@]}" -np 2 "$B/ompi_$b" -m 1:4194304 >"$O/raw/$v-$b-$i.txt" 2>&1
