@@ -1007,11 +1007,10 @@ func bcastShm(c *Comm, a *Args) error {
 			if !piped {
 				copy(dst, a.Recv)
 			}
-			for off := 0; piped && off < m; {
+			for off := 0; piped && off < m; off += shmPipeChunk {
 				hi := min(off+shmPipeChunk, m)
 				copy(dst[off:hi], a.Recv[off:hi])
 				relstore.Store64(k.g.prog(c.Me), k.s<<progSeq|k.b<<progBuf|uint64(hi))
-				off = hi
 			}
 			k.publish(m)
 			return nil
@@ -1067,25 +1066,34 @@ func (g *shmSeg) prog(r int) *uint64 { return g.word(r, 2*line+2*g.slot+8) }
 // word) or all is copied; it returns how many bytes it copied.
 func (k *shmCall) pipedFrom(root int, dst []byte) (int, error) {
 	g, s := k.g, k.s
-	want := s << progSeq // its low 42 bits
 	off := 0
 	for off < len(dst) {
+		var done int // bytes the root's word shows for call s, 0 if none
 		var v uint64
 		if err := k.c.shmWait(func(r int) bool {
 			v = atomic.LoadUint64(g.prog(r))
-			return (v&^(1<<progSeq-1) == want && int(v&(1<<progBuf-1)) > off) || g.entered(r, s)
+			done = progDone(v, s)
+			return done > off || g.entered(r, s)
 		}, root, root+1); err != nil {
 			return off, err
 		}
-		if v&^(1<<progSeq-1) != want || g.entered(root, s) {
+		if done <= off || g.entered(root, s) {
 			return off, nil // the rest (or all) through the ready word
 		}
-		hi := min(int(v&(1<<progBuf-1)), len(dst))
-		src := g.buf(root, v>>progBuf&1)
-		copy(dst[off:hi], src[off:hi])
+		hi := min(done, len(dst))
+		copy(dst[off:hi], g.buf(root, v>>progBuf&1)[off:hi])
 		off = hi
 	}
 	return off, nil
+}
+
+// progDone is the bytes a progress word v shows for call s (its low 42
+// bits), 0 when it is another call's.
+func progDone(v, s uint64) int {
+	if v>>progSeq != s<<progSeq>>progSeq {
+		return 0
+	}
+	return int(v & (1<<progBuf - 1))
 }
 
 // bcastAhead is a bcast through the root's ring ("Bcasts that run
