@@ -456,15 +456,22 @@ func (o *outRing) terminate(l int) {
 // costs the sender ~15-20 ns a line; a streaming sender has no wait to
 // hide it in): hence only after a poll, which a stream of Isends makes
 // only once a window (bench/results/sm-cldemote-2026-11-28-32core.txt).
+// And only up to demoteMax: a record of an eager message of 16 KiB is 256
+// lines, 4-5 µs of demotions at that price, and nothing above 1 KiB was
+// measured.
 func (o *outRing) publish(l int, meta uint64) {
 	binary.LittleEndian.PutUint64(o.data[o.toff+offRecMeta:], meta)
 	atomic.StoreUint64(u64(o.data, o.toff+offRecSeq), o.tail+1)
-	if canDemote && l > lineSize && o.m.polls != o.polls {
+	if canDemote && l > lineSize && l <= demoteMax && o.m.polls != o.polls {
 		o.polls = o.m.polls
 		demote(unsafe.Pointer(&o.data[o.toff]), l)
 	}
 	o.advance(l)
 }
+
+// demoteMax is the longest record publish demotes: one of 1 KiB of
+// payload with its headers, the largest size measured.
+const demoteMax = 18 * lineSize
 
 // advance moves the tail past the record of l bytes just published and,
 // off the way of this message, zeroes the first word of every half line
