@@ -456,9 +456,14 @@ func (o *outRing) terminate(l int) {
 // costs the sender ~15-20 ns a line; a streaming sender has no wait to
 // hide it in): hence only after a poll, which a stream of Isends makes
 // only once a window (bench/results/sm-cldemote-2026-11-28-32core.txt).
-// And only up to demoteMax: a record of an eager message of 16 KiB is 256
-// lines, 4-5 µs of demotions at that price, and nothing above 1 KiB was
-// measured.
+// And only up to demoteMax, a record of an eager message of the default
+// limit: in two calls on the same host a ping-pong of 2-16 KiB with such
+// records demoted took 10-19% less time than with only those of up to 1
+// KiB (16 KiB: 4.40 -> 3.85 and 4.49 -> 3.95 µs; Open MPI 5.32 and 5.25),
+// osu_bw within its spreads (bench/results/sm-cldemote-2026-11-28-32core-b.txt);
+// demoting at the next poll instead, also tried there, gained less
+// latency. The 64 KiB fragments of the ring's rendezvous (where single
+// copy is refused) were never measured either way.
 func (o *outRing) publish(l int, meta uint64) {
 	binary.LittleEndian.PutUint64(o.data[o.toff+offRecMeta:], meta)
 	atomic.StoreUint64(u64(o.data, o.toff+offRecSeq), o.tail+1)
@@ -469,9 +474,9 @@ func (o *outRing) publish(l int, meta uint64) {
 	o.advance(l)
 }
 
-// demoteMax is the longest record publish demotes: one of 1 KiB of
-// payload with its headers, the largest size measured.
-const demoteMax = 18 * lineSize
+// demoteMax is the longest record publish demotes: an eager message of
+// the default limit with its headers.
+const demoteMax = defaultEager + 2*lineSize
 
 // advance moves the tail past the record of l bytes just published and,
 // off the way of this message, zeroes the first word of every half line
