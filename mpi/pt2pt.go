@@ -101,8 +101,7 @@ func finishRaw(op string, c *Comm, r *p2p.Request, elem int) (Status, error) {
 	if r == nil {
 		return Status{Source: ProcNull, Tag: AnyTag}, nil
 	}
-	ps, err := r.Wait()
-	c.rt.eng.Release(r)
+	ps, err := r.WaitRelease()
 	return Status{Source: c.fromWorld(ps.Source), Tag: ps.Tag, bytes: ps.Bytes, elem: elem}, wrap(op, err)
 }
 

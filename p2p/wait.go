@@ -163,6 +163,30 @@ func (r *Request) Wait() (Status, error) {
 	}
 }
 
+// WaitRelease is Wait followed by the engine's Release of r, with r
+// released under the lock of the poll that found it complete instead of
+// under a lock of its own: a blocking call's request (Recv; a Send that
+// did not complete within the call) costs one lock pair less, 4% of a
+// rank's samples in an 8-byte ping-pong (Release) on the 2-core VM.
+func (r *Request) WaitRelease() (Status, error) {
+	e := r.e
+	w := waiter{e: e}
+	for {
+		e.mu.Lock()
+		if !r.done.Load() {
+			e.progress()
+		}
+		if r.done.Load() {
+			st, err := r.st, r.err
+			r.release()
+			e.mu.Unlock()
+			return st, err
+		}
+		e.mu.Unlock()
+		w.idle()
+	}
+}
+
 // Test polls once and reports whether r has completed.
 func (r *Request) Test() (bool, Status, error) {
 	if !r.done.Load() {
