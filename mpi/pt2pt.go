@@ -69,18 +69,9 @@ func sendTo(op string, c *Comm, dest, tag int) (int, error) {
 // startRecv validates a receive and posts it; it returns a nil request for
 // ProcNull.
 func startRecv(op string, c *Comm, m btl.Mem, source, tag int, into *p2p.Request) (*p2p.Request, error) {
-	w, ok := c.fastPeer(source, tag)
-	if !ok {
-		if err := c.check(op); err != nil {
-			return nil, err
-		}
-		if err := checkTag(op, tag, true); err != nil || source == ProcNull {
-			return nil, err
-		}
-		var err error
-		if w, err = c.peerRank(op, source, true); err != nil {
-			return nil, err
-		}
+	w, err := recvFrom(op, c, source, tag)
+	if err != nil || w == procNullPeer {
+		return nil, err
 	}
 	if into != nil {
 		if err := c.rt.eng.IrecvInto(into, c.ctx, w, tag, m); err != nil {
@@ -94,6 +85,28 @@ func startRecv(op string, c *Comm, m btl.Mem, source, tag int, into *p2p.Request
 	}
 	return r, nil
 }
+
+// recvFrom validates a receive from source with tag and returns the
+// source's world rank, AnySource, or -2 for ProcNull (nothing to post).
+func recvFrom(op string, c *Comm, source, tag int) (int, error) {
+	if w, ok := c.fastPeer(source, tag); ok {
+		return w, nil
+	}
+	if err := c.check(op); err != nil {
+		return 0, err
+	}
+	if err := checkTag(op, tag, true); err != nil {
+		return 0, err
+	}
+	if source == ProcNull {
+		return procNullPeer, nil
+	}
+	return c.peerRank(op, source, true)
+}
+
+// procNullPeer is recvFrom's answer for ProcNull: below every world rank
+// and AnySource.
+const procNullPeer = -2
 
 // finishRaw waits for a request a blocking call owns, recycles it and
 // returns its outcome in the communicator's terms.
@@ -250,12 +263,18 @@ func Recv[T Numeric](c *Comm, buf []T, source, tag int) (Status, error) {
 	return st, c.fail(err)
 }
 
+// recv posts and waits under the engine's RecvMem: one lock fewer than
+// startRecv and finishRaw.
 func recv[T Numeric](c *Comm, buf []T, source, tag int) (Status, error) {
-	r, err := startRecv("Recv", c, btl.HostMem(elemBytes(buf)), source, tag, nil)
+	w, err := recvFrom("Recv", c, source, tag)
 	if err != nil {
 		return Status{}, err
 	}
-	return finishRaw("Recv", c, r, elemSize[T]())
+	if w == procNullPeer {
+		return finishRaw("Recv", c, nil, 0)
+	}
+	ps, err := c.rt.eng.RecvMem(c.ctx, w, tag, btl.HostMem(elemBytes(buf)))
+	return Status{Source: c.fromWorld(ps.Source), Tag: ps.Tag, bytes: ps.Bytes, elem: elemSize[T]()}, wrap("Recv", err)
 }
 
 // Sendrecv sends sendbuf to dest and receives into recvbuf from source at

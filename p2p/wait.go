@@ -1,6 +1,7 @@
 package p2p
 
 import (
+	"github.com/gorun/gorun/btl"
 	"runtime"
 	"time"
 
@@ -169,10 +170,16 @@ func (r *Request) Wait() (Status, error) {
 // did not complete within the call) costs one lock pair less, 4% of a
 // rank's samples in an 8-byte ping-pong (Release) on the 2-core VM.
 func (r *Request) WaitRelease() (Status, error) {
+	r.e.mu.Lock()
+	return r.waitRelease()
+}
+
+// waitRelease is WaitRelease with the lock held; it returns with the lock
+// released.
+func (r *Request) waitRelease() (Status, error) {
 	e := r.e
 	w := waiter{e: e}
 	for {
-		e.mu.Lock()
 		if !r.done.Load() {
 			e.progress()
 		}
@@ -184,7 +191,22 @@ func (r *Request) WaitRelease() (Status, error) {
 		}
 		e.mu.Unlock()
 		w.idle()
+		e.mu.Lock()
 	}
+}
+
+// RecvMem is IrecvMem followed by WaitRelease, with the first poll under
+// the lock that posts the receive: a blocking receive takes the engine
+// lock once fewer again.
+func (e *Engine) RecvMem(ctx uint32, src, tag int, m btl.Mem) (Status, error) {
+	e.mu.Lock()
+	r := e.newRequest()
+	if err := e.irecv(r, ctx, src, tag, m); err != nil {
+		r.reset()
+		e.mu.Unlock()
+		return Status{}, err
+	}
+	return r.waitRelease()
 }
 
 // Test polls once and reports whether r has completed.
