@@ -144,8 +144,22 @@ func isend[T Numeric](op string, c *Comm, buf []T, dest, tag int, sync bool) (*R
 	return isendMem(op, c, btl.HostMem(elemBytes(buf)), elemSize[T](), dest, tag, sync)
 }
 
+// irecvBytes is irecvMem of host bytes through the engine's Irecv, which
+// takes them without a btl.Mem (the message rate's receive path).
 func irecvBytes(op string, c *Comm, b []byte, elem, source, tag int) (*Request, error) {
-	return irecvMem(op, c, btl.HostMem(b), elem, source, tag)
+	w, err := recvFrom(op, c, source, tag)
+	if err != nil {
+		return nil, err
+	}
+	var r *p2p.Request
+	if w != procNullPeer {
+		if r, err = c.rt.eng.Irecv(c.ctx, w, tag, b); err != nil {
+			return nil, wrap(op, err)
+		}
+	}
+	q := ownRequest(c, op, elem, r)
+	q.recv = true
+	return q, nil
 }
 
 // Isend starts sending buf to rank dest of c with tag. buf must stay
@@ -186,7 +200,7 @@ func startSendNow(op string, c *Comm, b []byte, dest, tag int) (*p2p.Request, er
 	if err != nil || dest == ProcNull {
 		return nil, err
 	}
-	r, err := c.rt.eng.IsendNow(c.ctx, w, tag, btl.HostMem(b))
+	r, err := c.rt.eng.IsendNow(c.ctx, w, tag, b)
 	if err != nil {
 		return nil, wrap(op, err)
 	}

@@ -375,9 +375,22 @@ func (e *Engine) unsend(r *Request) {
 }
 
 // Irecv posts a receive into the host buffer buf from world rank src (or
-// AnySource) with tag (or AnyTag).
+// AnySource) with tag (or AnyTag). It is IrecvMem of btl.HostMem(buf)
+// without the descriptor: a btl.Mem does not fit the registers of a call
+// with these arguments, and each call that passes one on copies it
+// through the stack (package mpi's Irecv of host memory, the message
+// rate's receive path, comes here).
 func (e *Engine) Irecv(ctx uint32, src, tag int, buf []byte) (*Request, error) {
-	return e.IrecvMem(ctx, src, tag, btl.HostMem(buf))
+	e.mu.Lock()
+	r := e.newRequest()
+	r.mem.Bytes = buf
+	if err := e.irecv(r, ctx, src, tag); err != nil {
+		r.reset()
+		e.mu.Unlock()
+		return nil, err
+	}
+	e.mu.Unlock()
+	return r, nil
 }
 
 // IrecvMem is Irecv into any memory.
@@ -385,7 +398,8 @@ func (e *Engine) IrecvMem(ctx uint32, src, tag int, m btl.Mem) (*Request, error)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	r := e.newRequest()
-	if err := e.irecv(r, ctx, src, tag, m); err != nil {
+	r.mem = m
+	if err := e.irecv(r, ctx, src, tag); err != nil {
 		r.reset()
 		return nil, err
 	}
@@ -399,12 +413,13 @@ func (e *Engine) IrecvInto(r *Request, ctx uint32, src, tag int, m btl.Mem) erro
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.irecv(r, ctx, src, tag, m)
+	r.mem = m
+	return e.irecv(r, ctx, src, tag)
 }
 
-// irecv is IrecvInto with the lock held.
-func (e *Engine) irecv(r *Request, ctx uint32, src, tag int, m btl.Mem) error {
-	r.recv, r.ctx, r.peer, r.tag, r.mem = true, ctx, src, tag, m
+// irecv is IrecvInto with the lock held, r.mem set.
+func (e *Engine) irecv(r *Request, ctx uint32, src, tag int) error {
+	r.recv, r.ctx, r.peer, r.tag = true, ctx, src, tag
 	if e.closed {
 		return ErrClosed
 	}

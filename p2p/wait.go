@@ -201,7 +201,8 @@ func (r *Request) waitRelease() (Status, error) {
 func (e *Engine) RecvMem(ctx uint32, src, tag int, m btl.Mem) (Status, error) {
 	e.mu.Lock()
 	r := e.newRequest()
-	if err := e.irecv(r, ctx, src, tag, m); err != nil {
+	r.mem = m
+	if err := e.irecv(r, ctx, src, tag); err != nil {
 		r.reset()
 		e.mu.Unlock()
 		return Status{}, err
