@@ -288,6 +288,9 @@ func recv[T Numeric](c *Comm, buf []T, source, tag int) (Status, error) {
 		return finishRaw("Recv", c, nil, 0)
 	}
 	ps, err := c.rt.eng.RecvMem(c.ctx, w, tag, btl.HostMem(elemBytes(buf)))
+	if err != nil && ps == (p2p.Status{}) {
+		return Status{}, wrap("Recv", err) // nothing matched: no status, as a failed post gave
+	}
 	return Status{Source: c.fromWorld(ps.Source), Tag: ps.Tag, bytes: ps.Bytes, elem: elemSize[T]()}, wrap("Recv", err)
 }
 

@@ -1,10 +1,10 @@
 package p2p
 
 import (
-	"github.com/gorun/gorun/btl"
 	"runtime"
 	"time"
 
+	"github.com/gorun/gorun/btl"
 	"github.com/gorun/gorun/internal/nap"
 	"github.com/gorun/gorun/internal/params"
 )
@@ -166,9 +166,10 @@ func (r *Request) Wait() (Status, error) {
 
 // WaitRelease is Wait followed by the engine's Release of r, with r
 // released under the lock of the poll that found it complete instead of
-// under a lock of its own: a blocking call's request (Recv; a Send that
-// did not complete within the call) costs one lock pair less, 4% of a
-// rank's samples in an 8-byte ping-pong (Release) on the 2-core VM.
+// under a lock of its own: a blocking call's request (package mpi's Send
+// that did not complete within the call, Ssend, Sendrecv) costs one lock
+// pair less (Release was 4% of a rank's samples in an 8-byte ping-pong
+// on the 2-core VM; a blocking Recv goes through RecvMem).
 func (r *Request) WaitRelease() (Status, error) {
 	r.e.mu.Lock()
 	return r.waitRelease()
