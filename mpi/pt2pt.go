@@ -79,7 +79,12 @@ func startRecv(op string, c *Comm, m btl.Mem, source, tag int, into *p2p.Request
 		}
 		return into, nil
 	}
-	r, err := c.rt.eng.IrecvMem(c.ctx, w, tag, m)
+	var r *p2p.Request
+	if m.Kind == btl.MemHost {
+		r, err = c.rt.eng.Irecv(c.ctx, w, tag, m.Bytes) // no Mem to pass on
+	} else {
+		r, err = c.rt.eng.IrecvMem(c.ctx, w, tag, m)
+	}
 	if err != nil {
 		return nil, wrap(op, err)
 	}
@@ -337,7 +342,13 @@ func sendrecvMem(op string, c *Comm, recv btl.Mem, relem, source, recvtag int, s
 	if err != nil {
 		return Status{}, err
 	}
-	sr, err := startSend(op, c, send, dest, sendtag, false, nil)
+	var sr *p2p.Request
+	if send.Kind == btl.MemHost {
+		// A send the transport takes at once needs no request (nil).
+		sr, err = startSendNow(op, c, send.Bytes, dest, sendtag)
+	} else {
+		sr, err = startSend(op, c, send, dest, sendtag, false, nil)
+	}
 	if err != nil {
 		if rr != nil {
 			c.rt.eng.CancelRecv(rr)
