@@ -304,12 +304,17 @@ func recv[T Numeric](c *Comm, buf []T, source, tag int) (Status, error) {
 // (which MPI calls erroneous) work as SendrecvReplace: what is sent is
 // sendbuf as it was at the call.
 func Sendrecv[S, R Numeric](c *Comm, sendbuf []S, dest, sendtag int, recvbuf []R, source, recvtag int) (Status, error) {
-	st, err := sendrecv(c, sendbuf, dest, sendtag, recvbuf, source, recvtag)
+	st, err := sendrecvOp("Sendrecv", c, sendbuf, dest, sendtag, recvbuf, source, recvtag)
 	return st, c.fail(err)
 }
 
 func sendrecv[S, R Numeric](c *Comm, sendbuf []S, dest, sendtag int, recvbuf []R, source, recvtag int) (Status, error) {
-	if err := checkSendrecv("Sendrecv", c, dest, sendtag); err != nil {
+	return sendrecvOp("Sendrecv", c, sendbuf, dest, sendtag, recvbuf, source, recvtag)
+}
+
+// sendrecvOp is sendrecv for the call op (Sendrecv, SendrecvReplace).
+func sendrecvOp[S, R Numeric](op string, c *Comm, sendbuf []S, dest, sendtag int, recvbuf []R, source, recvtag int) (Status, error) {
+	if err := checkSendrecv(op, c, dest, sendtag); err != nil {
 		return Status{}, err
 	}
 	send := elemBytes(sendbuf)
@@ -321,7 +326,7 @@ func sendrecv[S, R Numeric](c *Comm, sendbuf []S, dest, sendtag int, recvbuf []R
 		// does.
 		send = bytes.Clone(send)
 	}
-	return sendrecvMem("Sendrecv", c, btl.HostMem(elemBytes(recvbuf)), elemSize[R](), source, recvtag, btl.HostMem(send), dest, sendtag)
+	return sendrecvMem(op, c, btl.HostMem(elemBytes(recvbuf)), elemSize[R](), source, recvtag, btl.HostMem(send), dest, sendtag)
 }
 
 // checkSendrecv validates the send of a Sendrecv before its receive is

@@ -2,6 +2,7 @@ package mpi
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -159,5 +160,23 @@ func TestWaitallInto(t *testing.T) {
 	}
 	if st, _ := rq.Wait(); st.Tag != 12 || st.Count() != 1 {
 		t.Fatalf("status kept by the request: %+v", st)
+	}
+}
+
+// TestSendrecvReplaceError: SendrecvReplace's errors name it once, and
+// its data round-trips to itself (a singleton: its own peer).
+func TestSendrecvReplaceError(t *testing.T) {
+	w := World()
+	_, err := SendrecvReplace(w, []int32{1}, 5, 0, 0, 0)
+	if err == nil || !strings.HasPrefix(err.Error(), "mpi: SendrecvReplace: ") || strings.Count(err.Error(), "mpi:") != 1 {
+		t.Errorf("SendrecvReplace to rank 5 of 1: %v", err)
+	}
+	if !errors.Is(err, ErrRank) {
+		t.Errorf("SendrecvReplace to rank 5 of 1: %v, want ErrRank", err)
+	}
+	buf := []int32{7, 8}
+	st, err := SendrecvReplace(w, buf, 0, 3, 0, 3)
+	if err != nil || buf[0] != 7 || buf[1] != 8 || st.Count() != 2 {
+		t.Errorf("SendrecvReplace to itself: %v %v count %d", buf, err, st.Count())
 	}
 }
