@@ -135,6 +135,30 @@ func (q *Request) Wait() (Status, error) {
 	return st, q.fail(err)
 }
 
+// WaitFree is Wait that then gives q back for reuse by later Isend and
+// Irecv calls, as WaitallFree does with its requests (MPI_Wait frees its
+// request): use it where nothing else holds q, which must not be used
+// after it (another operation may have it already), and where no Cancel
+// or WaitContext runs on q meanwhile. A persistent request stays,
+// inactive. An exchange of 8 bytes between two ranks on the 2-core VM
+// (Irecv, Isend, then each request's Wait; bench/exchange) took 236-281
+// ns with Wait against Open MPI's 128-140: every Irecv took a new request,
+// and each Wait gave the engine's back under a lock of its own.
+func (q *Request) WaitFree() (Status, error) {
+	if q == nil || q.inactive() {
+		return emptyStatus, nil
+	}
+	c := q.c // give clears q
+	if !q.fin {
+		q.r.Wait()
+	}
+	st, err := q.report()
+	if q.own {
+		c.rt.eng.ReleaseN(1, func(int) *p2p.Request { return q.give() })
+	}
+	return st, c.fail(err)
+}
+
 // fail applies the handler of q's communicator to err (a failed
 // completion), as every call on a communicator does (errhandler.go).
 func (q *Request) fail(err error) error {

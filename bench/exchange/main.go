@@ -2,7 +2,7 @@
 // program may write it, ns a call: both ranks post a receive from the
 // other and send to it, then complete both (-m sendrecv: Sendrecv;
 // waitallfree: Irecv, Isend, WaitallFree; waitall: the same with Waitall;
-// wait: each request's Wait; pingpong: Send then Recv on rank 0, Recv then
+// wait: each request's Wait; waitfree: each request's WaitFree; pingpong: Send then Recv on rank 0, Recv then
 // Send on rank 1, a round trip a call). It tells what each completion
 // style costs on top of the transport, which the OSU programs (one style
 // each) do not. tests/openmpi/exchange.c is the same program for Open MPI
@@ -25,7 +25,7 @@ func main() {
 	iters := flag.Int("i", 300000, "calls a round")
 	rounds := flag.Int("r", 5, "rounds (one figure each)")
 	size := flag.Int("s", 8, "message size in bytes")
-	mode := flag.String("m", "sendrecv", "sendrecv | waitallfree | waitall | wait | pingpong")
+	mode := flag.String("m", "sendrecv", "sendrecv | waitallfree | waitall | wait | waitfree | pingpong")
 	flag.Parse()
 	if err := mpi.Init(); err != nil {
 		log.Fatal(err)
@@ -62,6 +62,15 @@ func main() {
 			}
 			return nil
 		},
+		"waitfree": func() error {
+			post(w, reqs, in, out, peer)
+			for _, q := range reqs {
+				if _, err := q.WaitFree(); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
 		"pingpong": func() error {
 			if me == 0 {
 				if err := mpi.Send(w, out, peer, 1); err != nil {
@@ -77,7 +86,7 @@ func main() {
 		},
 	}[*mode]
 	if !ok {
-		log.Fatalf("-m %q: not one of sendrecv, waitallfree, waitall, wait, pingpong", *mode)
+		log.Fatalf("-m %q: not one of sendrecv, waitallfree, waitall, wait, waitfree, pingpong", *mode)
 	}
 	run := func(n int) time.Duration {
 		t := time.Now()

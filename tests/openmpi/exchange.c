@@ -1,6 +1,6 @@
 /* exchange: bench/exchange/main.go for Open MPI, the same modes and
  * figures (ns a call; waitallfree and waitall are both MPI_Waitall, which
- * frees the requests; wait is MPI_Wait on each).
+ * frees the requests; wait and waitfree are MPI_Wait on each).
  * mpirun -np 2 exchange -m sendrecv -i 300000 */
 #define _POSIX_C_SOURCE 199309L
 #include <mpi.h>
@@ -35,9 +35,9 @@ int main(int argc, char **argv) {
 		fprintf(stderr, "exchange runs on 2 ranks, not %d\n", np);
 		MPI_Abort(MPI_COMM_WORLD, 1);
 	}
-	int m = !strcmp(mode, "sendrecv") ? 0 : !strcmp(mode, "waitallfree") || !strcmp(mode, "waitall") ? 1 : !strcmp(mode, "wait") ? 2 : !strcmp(mode, "pingpong") ? 3 : -1;
+	int m = !strcmp(mode, "sendrecv") ? 0 : !strcmp(mode, "waitallfree") || !strcmp(mode, "waitall") ? 1 : !strcmp(mode, "wait") || !strcmp(mode, "waitfree") ? 2 : !strcmp(mode, "pingpong") ? 3 : -1;
 	if (m < 0) {
-		fprintf(stderr, "-m %s: not one of sendrecv, waitallfree, waitall, wait, pingpong\n", mode);
+		fprintf(stderr, "-m %s: not one of sendrecv, waitallfree, waitall, wait, waitfree, pingpong\n", mode);
 		MPI_Abort(MPI_COMM_WORLD, 1);
 	}
 	int peer = 1 - me;
