@@ -238,7 +238,12 @@ func waitAny(e *p2p.Engine, reqs []*Request) int {
 // statuses. When some failed, the error is a *RequestErrors that holds
 // each request's error (MPI_ERR_IN_STATUS): errors.Is(err, ErrTruncate)
 // holds if any request was truncated, and errors.Is(err, ErrInStatus)
-// always. Nil requests count as complete.
+// always. Nil requests count as complete. The requests stay valid (a
+// later Wait returns the same status), so none can be reused: in a loop
+// of small exchanges WaitallFree, or WaitallInto and WaitFree, are the
+// forms that allocate nothing (bench/exchange on the 2-core VM: Irecv,
+// Isend and Waitall 235-254 ns an exchange, with WaitallFree 139-141,
+// Open MPI's MPI_Waitall 128-149).
 func Waitall(reqs []*Request) ([]Status, error) {
 	sts := make([]Status, len(reqs))
 	return sts, waitall("Waitall", reqs, sts, false)
