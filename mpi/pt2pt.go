@@ -69,8 +69,11 @@ func sendTo(op string, c *Comm, dest, tag int) (int, error) {
 // startRecv validates a receive and posts it; it returns a nil request for
 // ProcNull.
 func startRecv(op string, c *Comm, m btl.Mem, source, tag int, into *p2p.Request) (*p2p.Request, error) {
+	if into == nil && m.Kind == btl.MemHost {
+		return startRecvBytes(op, c, m.Bytes, source, tag)
+	}
 	w, err := recvFrom(op, c, source, tag)
-	if err != nil || w == procNullPeer {
+	if err != nil || w == ProcNull {
 		return nil, err
 	}
 	if into != nil {
@@ -79,12 +82,23 @@ func startRecv(op string, c *Comm, m btl.Mem, source, tag int, into *p2p.Request
 		}
 		return into, nil
 	}
-	var r *p2p.Request
-	if m.Kind == btl.MemHost {
-		r, err = c.rt.eng.Irecv(c.ctx, w, tag, m.Bytes) // no Mem to pass on
-	} else {
-		r, err = c.rt.eng.IrecvMem(c.ctx, w, tag, m)
+	r, err := c.rt.eng.IrecvMem(c.ctx, w, tag, m)
+	if err != nil {
+		return nil, wrap(op, err)
 	}
+	return r, nil
+}
+
+// startRecvBytes is startRecv into host bytes through the engine's Irecv,
+// which takes them without a btl.Mem (seven words: past the registers of
+// these calls, so each layer that passes one on copies it through the
+// stack; the message rate's receive path).
+func startRecvBytes(op string, c *Comm, b []byte, source, tag int) (*p2p.Request, error) {
+	w, err := recvFrom(op, c, source, tag)
+	if err != nil || w == ProcNull {
+		return nil, err
+	}
+	r, err := c.rt.eng.Irecv(c.ctx, w, tag, b)
 	if err != nil {
 		return nil, wrap(op, err)
 	}
@@ -92,26 +106,14 @@ func startRecv(op string, c *Comm, m btl.Mem, source, tag int, into *p2p.Request
 }
 
 // recvFrom validates a receive from source with tag and returns the
-// source's world rank, AnySource, or -2 for ProcNull (nothing to post).
+// source's world rank, AnySource, or ProcNull (nothing to post): the
+// inline fast check, else Mprobe's (probeArgs).
 func recvFrom(op string, c *Comm, source, tag int) (int, error) {
 	if w, ok := c.fastPeer(source, tag); ok {
 		return w, nil
 	}
-	if err := c.check(op); err != nil {
-		return 0, err
-	}
-	if err := checkTag(op, tag, true); err != nil {
-		return 0, err
-	}
-	if source == ProcNull {
-		return procNullPeer, nil
-	}
-	return c.peerRank(op, source, true)
+	return probeArgs(op, c, source, tag)
 }
-
-// procNullPeer is recvFrom's answer for ProcNull: below every world rank
-// and AnySource.
-const procNullPeer = -2
 
 // finishRaw waits for a request a blocking call owns, recycles it and
 // returns its outcome in the communicator's terms.
@@ -149,18 +151,11 @@ func isend[T Numeric](op string, c *Comm, buf []T, dest, tag int, sync bool) (*R
 	return isendMem(op, c, btl.HostMem(elemBytes(buf)), elemSize[T](), dest, tag, sync)
 }
 
-// irecvBytes is irecvMem of host bytes through the engine's Irecv, which
-// takes them without a btl.Mem (the message rate's receive path).
+// irecvBytes is irecvMem of host bytes, posted by startRecvBytes.
 func irecvBytes(op string, c *Comm, b []byte, elem, source, tag int) (*Request, error) {
-	w, err := recvFrom(op, c, source, tag)
+	r, err := startRecvBytes(op, c, b, source, tag)
 	if err != nil {
 		return nil, err
-	}
-	var r *p2p.Request
-	if w != procNullPeer {
-		if r, err = c.rt.eng.Irecv(c.ctx, w, tag, b); err != nil {
-			return nil, wrap(op, err)
-		}
 	}
 	q := ownRequest(c, op, elem, r)
 	q.recv = true
@@ -289,7 +284,7 @@ func recv[T Numeric](c *Comm, buf []T, source, tag int) (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
-	if w == procNullPeer {
+	if w == ProcNull {
 		return finishRaw("Recv", c, nil, 0)
 	}
 	ps, err := c.rt.eng.RecvMem(c.ctx, w, tag, btl.HostMem(elemBytes(buf)))
