@@ -185,7 +185,7 @@ func (c *Comm) exchangeGroups(op string, peer *Comm, remoteLeader, tag int) ([]i
 	}
 	n := []int64{int64(len(c.world))}
 	rn := []int64{0}
-	if _, err := sendrecv(peer, n, remoteLeader, tag, rn, remoteLeader, tag); err != nil {
+	if _, err := sendrecv("Sendrecv", peer, n, remoteLeader, tag, rn, remoteLeader, tag); err != nil {
 		return nil, reop(op, err)
 	}
 	mine := make([]int64, len(c.world))
@@ -193,7 +193,7 @@ func (c *Comm) exchangeGroups(op string, peer *Comm, remoteLeader, tag int) ([]i
 		mine[i] = int64(w)
 	}
 	remote := make([]int64, rn[0])
-	if _, err := sendrecv(peer, mine, remoteLeader, tag, remote, remoteLeader, tag); err != nil {
+	if _, err := sendrecv("Sendrecv", peer, mine, remoteLeader, tag, remote, remoteLeader, tag); err != nil {
 		return nil, reop(op, err)
 	}
 	return remote, nil
@@ -212,7 +212,7 @@ func (c *Comm) leadersBand(op string, buf []uint64, leader bool, localLeader int
 	var lerr error
 	if leader {
 		copy(msg, buf)
-		if _, lerr = sendrecv(peer, buf, remoteLeader, tag, msg[:len(buf)], remoteLeader, tag); lerr == nil {
+		if _, lerr = sendrecv("Sendrecv", peer, buf, remoteLeader, tag, msg[:len(buf)], remoteLeader, tag); lerr == nil {
 			for i := range buf {
 				msg[i] &= buf[i]
 			}

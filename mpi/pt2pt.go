@@ -299,16 +299,13 @@ func recv[T Numeric](c *Comm, buf []T, source, tag int) (Status, error) {
 // (which MPI calls erroneous) work as SendrecvReplace: what is sent is
 // sendbuf as it was at the call.
 func Sendrecv[S, R Numeric](c *Comm, sendbuf []S, dest, sendtag int, recvbuf []R, source, recvtag int) (Status, error) {
-	st, err := sendrecvOp("Sendrecv", c, sendbuf, dest, sendtag, recvbuf, source, recvtag)
+	st, err := sendrecv("Sendrecv", c, sendbuf, dest, sendtag, recvbuf, source, recvtag)
 	return st, c.fail(err)
 }
 
-func sendrecv[S, R Numeric](c *Comm, sendbuf []S, dest, sendtag int, recvbuf []R, source, recvtag int) (Status, error) {
-	return sendrecvOp("Sendrecv", c, sendbuf, dest, sendtag, recvbuf, source, recvtag)
-}
-
-// sendrecvOp is sendrecv for the call op (Sendrecv, SendrecvReplace).
-func sendrecvOp[S, R Numeric](op string, c *Comm, sendbuf []S, dest, sendtag int, recvbuf []R, source, recvtag int) (Status, error) {
+// sendrecv is Sendrecv's body, named op in its errors (Sendrecv,
+// SendrecvReplace).
+func sendrecv[S, R Numeric](op string, c *Comm, sendbuf []S, dest, sendtag int, recvbuf []R, source, recvtag int) (Status, error) {
 	if err := checkSendrecv(op, c, dest, sendtag); err != nil {
 		return Status{}, err
 	}

@@ -6,6 +6,6 @@ package mpi
 // longer than buf fills it and fails with ErrTruncate.
 func SendrecvReplace[T Numeric](c *Comm, buf []T, dest, sendtag, source, recvtag int) (Status, error) {
 	// Sendrecv sends a copy of a buffer that is also its receive buffer.
-	st, err := sendrecvOp("SendrecvReplace", c, buf, dest, sendtag, buf, source, recvtag)
+	st, err := sendrecv("SendrecvReplace", c, buf, dest, sendtag, buf, source, recvtag)
 	return st, c.fail(err)
 }
