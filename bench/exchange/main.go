@@ -53,24 +53,8 @@ func main() {
 			_, err := mpi.Waitall(reqs)
 			return err
 		},
-		"wait": func() error {
-			post(w, reqs, in, out, peer)
-			for _, q := range reqs {
-				if _, err := q.Wait(); err != nil {
-					return err
-				}
-			}
-			return nil
-		},
-		"waitfree": func() error {
-			post(w, reqs, in, out, peer)
-			for _, q := range reqs {
-				if _, err := q.WaitFree(); err != nil {
-					return err
-				}
-			}
-			return nil
-		},
+		"wait":     eachWait(w, reqs, in, out, peer, (*mpi.Request).Wait),
+		"waitfree": eachWait(w, reqs, in, out, peer, (*mpi.Request).WaitFree),
 		"pingpong": func() error {
 			if me == 0 {
 				if err := mpi.Send(w, out, peer, 1); err != nil {
@@ -117,5 +101,19 @@ func post(w *mpi.Comm, reqs []*mpi.Request, in, out []byte, peer int) {
 	}
 	if reqs[1], err = mpi.Isend(w, out, peer, 1); err != nil {
 		log.Fatal(err)
+	}
+}
+
+// eachWait is the call that posts the exchange and completes each request
+// by wait (Wait or WaitFree).
+func eachWait(w *mpi.Comm, reqs []*mpi.Request, in, out []byte, peer int, wait func(*mpi.Request) (mpi.Status, error)) func() error {
+	return func() error {
+		post(w, reqs, in, out, peer)
+		for _, q := range reqs {
+			if _, err := wait(q); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 }
