@@ -71,21 +71,7 @@ func TestRecvMem(t *testing.T) {
 		}
 		// Failure verdict while waiting, and the error path after it.
 		e := w.receiver()
-		done := make(chan error, 1)
-		go func() {
-			_, err := e.RecvMem(1, w.src(), 99, btl.HostMem(make([]byte, 8)))
-			done <- err
-		}()
-		time.Sleep(20 * time.Millisecond)
-		e.PeerFailed(w.src(), errors.New("gone"))
-		select {
-		case err := <-done:
-			if !errors.Is(err, ErrProcFailed) {
-				t.Errorf("RecvMem after PeerFailed: %v", err)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatal("RecvMem hangs after PeerFailed")
-		}
+		recvEndedBy(t, e, w.src(), 99, "PeerFailed", func() { e.PeerFailed(w.src(), errors.New("gone")) }, ErrProcFailed)
 		nfree := len(e.free)
 		if _, err := e.RecvMem(1, w.src(), 99, btl.HostMem(nil)); !errors.Is(err, ErrProcFailed) {
 			t.Errorf("RecvMem from failed peer: %v", err)
@@ -97,22 +83,30 @@ func TestRecvMem(t *testing.T) {
 			t.Errorf("free list %d -> %d", nfree, len(e.free))
 		}
 		e.mu.Unlock()
-		go func() {
-			_, err := e.RecvMem(1, AnySource, 98, btl.HostMem(make([]byte, 8)))
-			done <- err
-		}()
-		time.Sleep(20 * time.Millisecond)
-		e.Close()
-		select {
-		case err := <-done:
-			if !errors.Is(err, ErrClosed) {
-				t.Errorf("RecvMem after Close: %v", err)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatal("RecvMem hangs after Close")
-		}
+		recvEndedBy(t, e, AnySource, 98, "Close", func() { e.Close() }, ErrClosed)
 		if err := freeDup(e); err != nil {
 			t.Error(err)
 		}
 	})
+}
+
+// recvEndedBy starts a RecvMem from src with tag on e, lets it reach its
+// wait, runs end (named what) and checks that the receive returns want.
+func recvEndedBy(t *testing.T, e *Engine, src, tag int, what string, end func(), want error) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.RecvMem(1, src, tag, btl.HostMem(make([]byte, 8)))
+		done <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	end()
+	select {
+	case err := <-done:
+		if !errors.Is(err, want) {
+			t.Errorf("RecvMem after %s: %v, want %v", what, err, want)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("RecvMem hangs after %s", what)
+	}
 }
