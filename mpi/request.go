@@ -153,9 +153,7 @@ func (q *Request) WaitFree() (Status, error) {
 		q.r.Wait()
 	}
 	st, err := q.report()
-	if q.own {
-		c.rt.eng.ReleaseN(1, func(int) *p2p.Request { return q.give() })
-	}
+	c.rt.eng.Release(q.give()) // nil (nothing to give back) is let be
 	return st, c.fail(err)
 }
 
