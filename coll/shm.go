@@ -185,13 +185,16 @@ var (
 	pShm = params.Int("GORUN_COLL_SHM", 1,
 		"1: shared-memory collectives (barrier, bcast, reduce, allreduce, allgather, alltoall) for blocking calls on communicators within one host; 0: point-to-point algorithms only")
 	pShmMax = params.Int("GORUN_COLL_SHM_MAX", 1<<20,
-		"largest message (per rank for allgather; all blocks for alltoall) that the shared-memory collectives take on 4 ranks or more (on 2 and 3, at most 64 KiB): the slot size of their segment, less where the segment would pass 64 MiB or an eighth of the free space of /dev/shm; at most 1 MiB")
+		"largest message (per rank for allgather; all blocks for alltoall) that the shared-memory collectives take on 4 ranks or more (on 2 and 3, at most 64 KiB): the slot size of their segment, less where the segment would pass GORUN_COLL_SHM_SEGMENT or an eighth of the free space of /dev/shm; at most 1 MiB")
 	pShmAllRead = params.Int("GORUN_COLL_SHM_ALLREAD", 16<<10,
 		"shared-memory allreduce and reduce on up to 8 ranks: up to this many bytes of message times ranks, every rank that wants the result reads all contributions and folds them itself (one round of cache-line transfers); above, owners fold segments and the others copy the result; 0: never")
 	shmAllRead = sync.OnceValue(pShmAllRead)
 	pShmAhead  = params.Int("GORUN_COLL_SHM_AHEAD", 1024,
 		"largest shared-memory bcast in bytes whose root writes and goes on without waiting for the previous call's readers: a ring of 8 slots per rank, 64 + 8 x (64 + this, in whole lines) bytes of each communicator's segment per rank; at most 64 KiB; must be the same in every process; 0: no ring")
-	shmAhead = sync.OnceValue(func() int { return min(max(pShmAhead(), 0), 64<<10) })
+	pShmSegMax = params.Int("GORUN_COLL_SHM_SEGMENT", 128<<20,
+		"most bytes of slots (two a rank) in a communicator's shared-memory segment: where n ranks' slots would pass it, the slot halves (down to 4 KiB); the segment takes that much of /dev/shm (memory) from the communicator's first blocking call to its end; must be the same in every process")
+	shmSegMax = sync.OnceValue(pShmSegMax)
+	shmAhead  = sync.OnceValue(func() int { return min(max(pShmAhead(), 0), 64<<10) })
 	// Read once: every collective call's pick asks (shmApplies), and a
 	// parameter read is an environment lookup.
 	shmOn  = sync.OnceValue(func() bool { return pShm() != 0 })
@@ -215,7 +218,8 @@ const line = 64
 
 // shmSlot is the data buffer size for n ranks: GORUN_COLL_SHM_MAX, at
 // most shmSmallSlot below shmBigRanks ranks, less for large n so that a
-// segment stays within 64 MiB (n*2 slots). The set-up takes less still
+// segment's n*2 slots stay within GORUN_COLL_SHM_SEGMENT (128 MiB: 1 MiB
+// slots up to 64 ranks; see below for why not 64). The set-up takes less still
 // when that would pass shmBudget or /dev/shm cannot hold it (shmSetup),
 // down to shmFloor(n).
 //
@@ -230,12 +234,26 @@ const line = 64
 // 0.2-1.1x. At np=2 the point-to-point algorithms win there (a single
 // copy between the two processes, where shared memory copies twice:
 // bcast of 1 MiB 40 µs against 171), hence shmBigRanks.
+//
+// The segment's cap was 64 MiB, which at np=64 made the slot 512 KiB, so
+// that alltoall of 16 KiB blocks (1 MiB a rank) left shared memory for the
+// point-to-point algorithm: 1.74-1.94x Open MPI's time in three calls on
+// the lent 64-core host, where 8 KiB ran at 0.7x. With 128 MiB (1 MiB
+// slots) it took 602-879 µs against 1736 (median) and Open MPI's 821-1022
+// (0.71x), medians of 3 (bench/results/alltoall-np64-2026-11-28-64core.txt);
+// single copy for those blocks instead (the linear algorithm's sends
+// synchronous: rendezvous, process_vm_readv) and the pairwise algorithm
+// took as long as the eager linear one there. The price is memory: the
+// segment is backed in /dev/shm when it is made, 128 MiB for each
+// communicator of 33 to 64 ranks on a host that makes a blocking call
+// (as before for 17 to 32), within an eighth of /dev/shm's free space
+// (shmBudget).
 func shmSlot(n int) int {
 	s := shmMax()
 	if n < shmBigRanks {
 		s = min(s, shmSmallSlot)
 	}
-	for s > 4<<10 && n*2*s > 64<<20 {
+	for s > 4<<10 && n*2*s > shmSegMax() {
 		s >>= 1
 	}
 	return s
@@ -642,7 +660,7 @@ func (c *Comm) sharedSegment(path string, sizes []int, budget func() int, init f
 	switch {
 	case me == 0 || i < 0:
 	case i >= len(sizes):
-		why = fmt.Errorf("rank 0 made a segment of the size it tried %d-th, where this rank has %d sizes to try: the processes' environments differ (GORUN_COLL_SHM_MAX?)", i+1, len(sizes))
+		why = fmt.Errorf("rank 0 made a segment of the size it tried %d-th, where this rank has %d sizes to try: the processes' environments differ (GORUN_COLL_SHM_MAX or GORUN_COLL_SHM_SEGMENT?)", i+1, len(sizes))
 	default:
 		mem, why = shmseg.Open(path, sizes[i])
 	}
