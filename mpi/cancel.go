@@ -26,15 +26,11 @@ func (q *Request) Cancel() (err error) {
 	if !q.recv {
 		return errorf(ErrRequest, "Request.Cancel", "%s cannot be cancelled: only receives can (MPI-4 deprecates cancelling sends)", q.op)
 	}
-	// Another goroutine may be completing q meanwhile: r stays ours (not
-	// given back to the engine, so not another operation's) while cmu is
-	// held, and cancelling a receive that completed does nothing.
-	q.cmu.Lock()
-	defer q.cmu.Unlock()
-	if q.r == nil {
-		return nil
-	}
-	q.c.rt.eng.CancelRecv(q.r)
+	// Another goroutine may be completing q meanwhile: the engine reads r
+	// under its lock, under which the completing side sets r to nil before
+	// it gives r back (so that r is never another operation's here), and
+	// cancelling a receive that completed does nothing.
+	q.c.rt.eng.CancelRecvAt(&q.r)
 	return nil
 }
 

@@ -2,7 +2,6 @@ package mpi
 
 import (
 	"errors"
-	"sync"
 
 	"github.com/gorun/gorun/p2p"
 )
@@ -22,36 +21,33 @@ import (
 // (Comm.sentReq), which only reads can reach; and WaitallFree, asked to,
 // sets its entries to nil and reuses their requests.
 type Request struct {
-	r *p2p.Request // nil for ProcNull, and once completion is reported
+	// r: nil for ProcNull, and once completion is reported. It is set to
+	// nil under the engine's lock when given back (the engine may hand it
+	// to another operation at once), and a Cancel from another goroutine
+	// reads it under that lock (Engine.CancelRecvAt).
+	r    *p2p.Request
+	c    *Comm
+	op   string
+	elem int
+	// done holds the outcome once reported, so repeated Waits agree.
+	st  Status
+	err error
+	// post runs once at completion (the object API decodes there).
+	post func(Status, error) error
+	// pers describes a persistent request (persistent.go); nil for one
+	// started once.
+	pers *persistent
 	// own: r is from the engine's free list and goes back to it at
 	// completion (not a nonblocking collective's notice receive, which
 	// its call owns).
 	own bool
 	// reusable: made by newRequest (Isend, Irecv and their device and
 	// layout forms), which WaitallFree may give back for reuse; not the
-	// shared completed send request nor other kinds. (Here it fits in
-	// own's padding: the Request stays 152 bytes.)
+	// shared completed send request nor other kinds.
 	reusable bool
-	// cmu guards a receive's r against a Cancel from another goroutine
-	// while the waiting one gives r back to the engine (which may hand it
-	// to another operation at once); rel carries r from detach to the
-	// release (Waitall's is batched).
-	cmu  sync.Mutex
-	rel  *p2p.Request
-	c    *Comm
-	op   string
-	elem int
 	// recv: a point-to-point receive, the one kind Cancel withdraws.
 	recv bool
-	// done holds the outcome once reported, so repeated Waits agree.
-	st  Status
-	err error
-	fin bool
-	// post runs once at completion (the object API decodes there).
-	post func(Status, error) error
-	// pers describes a persistent request (persistent.go); nil for one
-	// started once.
-	pers *persistent
+	fin  bool // the outcome is in st and err
 }
 
 // started records the p2p request of a started operation; nil means the
@@ -75,37 +71,30 @@ func (q *Request) startedOwn(r *p2p.Request) *Request {
 func (q *Request) finish() (Status, error) {
 	st, err := q.report()
 	if q.own {
-		q.detach()
-		q.c.rt.eng.Release(q.rel)
-		q.rel = nil
+		q.own = false
+		q.c.rt.eng.ReleaseAt(&q.r)
 	}
 	return st, err
-}
-
-// detach moves the engine's request of q, once reported, from r to rel:
-// under cmu for a receive, which Cancel may read from another goroutine
-// meanwhile (Cancel leaves sends alone: no lock on their way).
-func (q *Request) detach() {
-	if !q.recv {
-		q.rel, q.r, q.own = q.r, nil, false
-		return
-	}
-	q.cmu.Lock()
-	q.rel, q.r, q.own = q.r, nil, false
-	q.cmu.Unlock()
 }
 
 // report records the outcome of the completed request q once (later calls
 // return it again) and returns it; finish also gives the engine's request
 // back.
 func (q *Request) report() (Status, error) {
+	if q.fin {
+		if q.pers != nil {
+			q.pers.active = false
+		}
+		return q.st, q.err
+	}
+	return q.record(q.r.Result())
+}
+
+// record is report of the engine's outcome ps and err.
+func (q *Request) record(ps p2p.Status, err error) (Status, error) {
 	if q.pers != nil {
 		q.pers.active = false
 	}
-	if q.fin {
-		return q.st, q.err
-	}
-	ps, err := q.r.Result()
 	q.st = Status{Source: q.c.fromWorld(ps.Source), Tag: ps.Tag, bytes: ps.Bytes, elem: q.elem}
 	if errors.Is(err, p2p.ErrCancelled) {
 		// MPI's cancelled receive: complete, no error, flagged status.
@@ -129,6 +118,14 @@ func (q *Request) Wait() (Status, error) {
 		return emptyStatus, nil
 	}
 	if !q.fin {
+		if q.own {
+			// Waited for, recorded and given back with one lock, the
+			// poll's, where finish took three (the poll's, the release's
+			// and a receive's cancel lock).
+			q.own = false
+			st, err := q.record(q.r.WaitReleaseAt(&q.r))
+			return st, q.fail(err)
+		}
 		q.r.Wait()
 	}
 	st, err := q.finish()
@@ -143,7 +140,8 @@ func (q *Request) Wait() (Status, error) {
 // inactive. An exchange of 8 bytes between two ranks on the 2-core VM
 // (Irecv, Isend, then each request's Wait; bench/exchange) took 236-281
 // ns with Wait against Open MPI's 128-140: every Irecv took a new request,
-// and each Wait gave the engine's back under a lock of its own.
+// and each Wait gave the engine's back under a lock of its own (since
+// under the poll's: 211-224 ns where it took 237-248, WaitFree 175).
 func (q *Request) WaitFree() (Status, error) {
 	if q == nil || q.inactive() {
 		return emptyStatus, nil
@@ -271,7 +269,7 @@ func WaitallInto(reqs []*Request, sts []Status) error {
 // error is Waitall's *RequestErrors (Errs indexed as reqs) and the
 // entries are set to nil all the same, as MPI_Waitall frees them.
 // A loop of windows at the message rate then allocates nothing: each
-// Irecv's request was 152 bytes of new memory, whose page faults set the
+// Irecv's request was 152 bytes of new memory then, whose page faults set the
 // rate of short runs (docs/measurements.md, "Message rate").
 func WaitallFree(reqs []*Request) error {
 	return waitall("WaitallFree", reqs, nil, true)
@@ -345,18 +343,10 @@ func waitall(op string, reqs []*Request, sts []Status, free bool) error {
 		fc = failing(reqs, errs)
 	}
 	if own {
-		// Every engine request back under one lock, not one per message;
-		// detached first (a receive's under its cmu, taken before the
-		// engine's lock, as Cancel does; WaitallFree's requests see no
-		// Cancel: its contract).
+		// Every engine request back under one lock, not one per message,
+		// each entry's r set to nil under it (Cancel reads r under that
+		// lock; WaitallFree's requests see no Cancel: its contract).
 		e := engineOfAny(reqs)
-		if !free {
-			for _, q := range reqs {
-				if q != nil && q.own && q.fin {
-					q.detach()
-				}
-			}
-		}
 		e.ReleaseN(len(reqs), func(i int) *p2p.Request {
 			q := reqs[i]
 			if free && q != nil {
@@ -367,11 +357,11 @@ func waitall(op string, reqs []*Request, sts []Status, free bool) error {
 				}
 				return q.give()
 			}
-			if q == nil || q.rel == nil {
+			if q == nil || !q.own || !q.fin {
 				return nil // the shared completed send request too: never written
 			}
-			r := q.rel
-			q.rel = nil
+			r := q.r
+			q.r, q.own = nil, false
 			return r
 		})
 	}

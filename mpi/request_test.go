@@ -3,6 +3,8 @@ package mpi
 import (
 	"errors"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -214,3 +216,105 @@ func TestWaitFree(t *testing.T) {
 		t.Errorf("nil request: %v %v", st, err)
 	}
 }
+
+// TestCancelWhileCompleting: a Cancel from another goroutine that races
+// with the completion of its receive (Wait, Test, Waitall) either
+// withdraws that receive or does nothing, and never touches the receive
+// that takes the engine's request next (the completing side gives the
+// engine's request back while Cancel may be reading it). Each round the
+// canceller keeps cancelling receive a until told to stop, while this
+// goroutine completes a (message 1) and then posts receive b, which
+// usually gets a's engine request, and completes it (message 2): b must
+// never come back cancelled, and a, when cancelled, leaves its message
+// to the next receive of its tag. Run it with -race too.
+func TestCancelWhileCompleting(t *testing.T) {
+	w := initSingleton(t)
+	me := w.Rank()
+	complete := []func(*Request) (Status, error){
+		(*Request).Wait,
+		func(q *Request) (Status, error) {
+			for {
+				if ok, st, err := q.Test(); ok {
+					return st, err
+				}
+			}
+		},
+		func(q *Request) (Status, error) {
+			sts, err := Waitall([]*Request{q})
+			return sts[0], err
+		},
+	}
+	cancelled := 0
+	for round := range 3000 {
+		done := complete[round%len(complete)]
+		abuf, bbuf := make([]byte, 1), make([]byte, 1)
+		a, err := Irecv(w, abuf, me, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := make(chan struct{})
+		quit := make(chan error)
+		var started sync.WaitGroup
+		var begin atomic.Bool
+		started.Add(1)
+		go func() {
+			started.Done()
+			for !begin.Load() {
+			}
+			for i := range round % 7 * 8 {
+				spinSink.Add(int64(i))
+			}
+			for {
+				select {
+				case <-stop:
+					quit <- nil
+					return
+				default:
+				}
+				if err := a.Cancel(); err != nil {
+					quit <- err
+					return
+				}
+			}
+		}()
+		started.Wait()
+		begin.Store(true)
+		for i := range round % 16 * 8 { // meet the canceller at varying points
+			spinSink.Add(int64(i))
+		}
+		if err := Send(w, []byte{1}, me, 1); err != nil {
+			t.Fatal(err)
+		}
+		sta, err := done(a)
+		if err != nil {
+			t.Fatalf("round %d: receive a: %v", round, err)
+		}
+		b, err := Irecv(w, bbuf, me, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := Send(w, []byte{2}, me, 2); err != nil {
+			t.Fatal(err)
+		}
+		stb, err := done(b)
+		close(stop)
+		if err := <-quit; err != nil {
+			t.Fatalf("round %d: Cancel: %v", round, err)
+		}
+		if err != nil || stb.Cancelled() || bbuf[0] != 2 {
+			t.Fatalf("round %d: receive b, posted after a completed: %+v, %v, got %d; want message 2, not cancelled (a Cancel of a reached b)", round, stb, err, bbuf[0])
+		}
+		if sta.Cancelled() {
+			// Message 1 is still to be received.
+			cancelled++
+			if _, err := Recv(w, abuf, me, 1); err != nil || abuf[0] != 1 {
+				t.Fatalf("round %d: message 1 after a was cancelled: %v, got %d", round, err, abuf[0])
+			}
+		} else if abuf[0] != 1 {
+			t.Fatalf("round %d: receive a got %d, want 1", round, abuf[0])
+		}
+	}
+	t.Logf("%d of 3000 receives a cancelled", cancelled)
+}
+
+var spinSink atomic.Int64

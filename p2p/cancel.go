@@ -21,6 +21,24 @@ var ErrCancelled = errors.New("receive cancelled")
 func (e *Engine) CancelRecv(r *Request) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	return e.cancelRecv(r)
+}
+
+// CancelRecvAt is CancelRecv of *at, read under the lock: for a request
+// that its owner keeps at *at and may give back from another goroutine
+// meanwhile, through WaitReleaseAt, ReleaseAt or ReleaseN, which set *at
+// to nil under the lock first. A nil *at is left alone.
+func (e *Engine) CancelRecvAt(at **Request) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if *at == nil {
+		return false
+	}
+	return e.cancelRecv(*at)
+}
+
+// cancelRecv is CancelRecv with the lock held.
+func (e *Engine) cancelRecv(r *Request) bool {
 	if !r.recv || r.done.Load() {
 		return false
 	}

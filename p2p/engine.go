@@ -594,6 +594,18 @@ func (e *Engine) Release(r *Request) {
 	e.mu.Unlock()
 }
 
+// ReleaseAt is Release of *at, which it sets to nil under the lock when
+// it gives the request back (see WaitReleaseAt); a request not complete
+// stays where it is.
+func (e *Engine) ReleaseAt(at **Request) {
+	e.mu.Lock()
+	if r := *at; r != nil && r.done.Load() {
+		*at = nil
+		r.release()
+	}
+	e.mu.Unlock()
+}
+
 // ReleaseAll is Release of every request of rs (nil entries and requests
 // not complete are skipped) under one lock.
 func (e *Engine) ReleaseAll(rs []*Request) {

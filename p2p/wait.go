@@ -172,12 +172,21 @@ func (r *Request) Wait() (Status, error) {
 // on the 2-core VM; a blocking Recv goes through RecvMem).
 func (r *Request) WaitRelease() (Status, error) {
 	r.e.mu.Lock()
-	return r.waitRelease()
+	return r.waitRelease(nil)
 }
 
-// waitRelease is WaitRelease with the lock held; it returns with the lock
-// released.
-func (r *Request) waitRelease() (Status, error) {
+// WaitReleaseAt is WaitRelease for a request that its owner keeps at *at
+// (package mpi's Request): *at is set to nil under the lock that gives r
+// back, so that CancelRecvAt, which reads *at under the lock from another
+// goroutine, never finds r once r may be another operation's.
+func (r *Request) WaitReleaseAt(at **Request) (Status, error) {
+	r.e.mu.Lock()
+	return r.waitRelease(at)
+}
+
+// waitRelease is WaitRelease (WaitReleaseAt when at is not nil) with the
+// lock held; it returns with the lock released.
+func (r *Request) waitRelease(at **Request) (Status, error) {
 	e := r.e
 	w := waiter{e: e}
 	for {
@@ -186,6 +195,9 @@ func (r *Request) waitRelease() (Status, error) {
 		}
 		if r.done.Load() {
 			st, err := r.st, r.err
+			if at != nil {
+				*at = nil
+			}
 			r.release()
 			e.mu.Unlock()
 			return st, err
@@ -208,7 +220,7 @@ func (e *Engine) RecvMem(ctx uint32, src, tag int, m btl.Mem) (Status, error) {
 		e.mu.Unlock()
 		return Status{}, err
 	}
-	return r.waitRelease()
+	return r.waitRelease(nil)
 }
 
 // Test polls once and reports whether r has completed.
