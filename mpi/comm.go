@@ -15,6 +15,9 @@ type Comm struct {
 	rank  int
 	world []int       // rank in the communicator -> world rank
 	index map[int]int // world rank -> rank in the communicator
+	// ident: world[i] == i for every rank (World, its duplicates): the
+	// statuses of its messages need no lookup in index.
+	ident bool
 	cc    coll.Comm
 	freed atomic.Bool
 	// sent is the completed send request Isend returns for sends that
@@ -50,8 +53,10 @@ func (c *Comm) init(name string, s *rt, ctx uint32, world []int, rank int) {
 func (c *Comm) initWith(name string, s *rt, ctx uint32, world []int, rank int, collWorld []int, collRank int) {
 	c.name, c.rt, c.ctx, c.rank, c.world = name, s, ctx, rank, world
 	c.index = make(map[int]int, len(world))
+	c.ident = true
 	for i, w := range world {
 		c.index[w] = i
+		c.ident = c.ident && w == i
 	}
 	c.cc = coll.NewComm(s.eng, ctx+1, collWorld, collRank, hostsOf(s, collWorld))
 	s.register(c)
@@ -130,6 +135,14 @@ func (c *Comm) peerRank(op string, r int, allowAny bool) (int, error) {
 // fromWorld translates the world rank of a peer to c's (on an
 // intercommunicator, to the remote group's).
 func (c *Comm) fromWorld(w int) int {
+	if c.ident && c.inter == nil {
+		// No map lookup on every received message's status (0.5% of
+		// an 8-byte exchange completed by Waitall on the 2-core VM).
+		if w >= 0 && w < len(c.world) {
+			return w
+		}
+		return -1
+	}
 	index := c.index
 	if c.inter != nil {
 		index = c.inter.rindex
