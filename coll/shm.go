@@ -243,7 +243,11 @@ const line = 64
 // (0.71x), medians of 3 (bench/results/alltoall-np64-2026-11-28-64core.txt);
 // single copy for those blocks instead (the linear algorithm's sends
 // synchronous: rendezvous, process_vm_readv) and the pairwise algorithm
-// took as long as the eager linear one there. The price is memory: the
+// took as long as the eager linear one there. The calls of 1 MiB, which
+// the 512 KiB slot had sent to the point-to-point algorithms, gained too:
+// bcast 1557 -> 414 µs (0.22x Open MPI's), allreduce 1163 -> 785 (0.55x),
+// allgather 54.6 -> 36.4 ms (0.62x; bench/results/shmslot-np64-2026-11-28-64core.txt).
+// The price is memory: the
 // segment is backed in /dev/shm when it is made, 128 MiB for each
 // communicator of 33 to 64 ranks on a host that makes a blocking call
 // (as before for 17 to 32), within an eighth of /dev/shm's free space
