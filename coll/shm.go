@@ -252,16 +252,25 @@ const line = 64
 // communicator of 33 to 64 ranks on a host that makes a blocking call
 // (as before for 17 to 32), within an eighth of /dev/shm's free space
 // (shmBudget).
-func shmSlot(n int) int {
-	s := shmMax()
+func shmSlot(n int) int { return shmSlotOf(n, shmMax(), shmSegMax()) }
+
+// shmSlotOf is shmSlot with GORUN_COLL_SHM_MAX (in whole lines) and
+// GORUN_COLL_SHM_SEGMENT given.
+func shmSlotOf(n, s, segMax int) int {
 	if n < shmBigRanks {
 		s = min(s, shmSmallSlot)
 	}
-	for s > 4<<10 && n*2*s > shmSegMax() {
-		s >>= 1
+	for s > shmLeastSlot && n*2*s > segMax {
+		// Whole lines, never under 4 KiB: halving a GORUN_COLL_SHM_MAX
+		// that is no power of two would leave the ready words after an
+		// odd rank's slots off their 8-byte alignment.
+		s = max(s>>1&^(line-1), shmLeastSlot)
 	}
 	return s
 }
+
+// shmLeastSlot is the least slot that shmSlot halves down to.
+const shmLeastSlot = 4 << 10
 
 // shmSmallSlot is the slot below shmBigRanks ranks, and the least one the
 // set-up settles for when /dev/shm is short (shmFloor).

@@ -17,7 +17,10 @@ import (
 // back would need a round trip with a receiver that may match it
 // meanwhile; MPI-4 deprecates cancelling sends for this reason. Cancel of
 // a send, a collective or a persistent request not started fails with
-// ErrRequest and leaves the request as it was.
+// ErrRequest and leaves the request as it was. Cancel may run in another
+// goroutine than the one completing the request (Wait, Test, Waitall...),
+// but not meanwhile Start of a persistent request, nor WaitFree or
+// WaitallFree (which give the request itself for reuse).
 func (q *Request) Cancel() (err error) {
 	defer q.failTo(&err)
 	if q == nil {
@@ -25,6 +28,9 @@ func (q *Request) Cancel() (err error) {
 	}
 	if !q.recv {
 		return errorf(ErrRequest, "Request.Cancel", "%s cannot be cancelled: only receives can (MPI-4 deprecates cancelling sends)", q.op)
+	}
+	if q.inactive() {
+		return errorf(ErrRequest, "Request.Cancel", "%s request is not started (Start it first)", q.op)
 	}
 	// Another goroutine may be completing q meanwhile: the engine reads r
 	// under its lock, under which the completing side sets r to nil before

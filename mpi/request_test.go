@@ -1,6 +1,7 @@
 package mpi
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"sync"
@@ -218,7 +219,8 @@ func TestWaitFree(t *testing.T) {
 }
 
 // TestCancelWhileCompleting: a Cancel from another goroutine that races
-// with the completion of its receive (Wait, Test, Waitall) either
+// with the completion of its receive (Wait, Test, Waitall, Waitany,
+// WaitContext) either
 // withdraws that receive or does nothing, and never touches the receive
 // that takes the engine's request next (the completing side gives the
 // engine's request back while Cancel may be reading it). Each round the
@@ -242,6 +244,13 @@ func TestCancelWhileCompleting(t *testing.T) {
 		func(q *Request) (Status, error) {
 			sts, err := Waitall([]*Request{q})
 			return sts[0], err
+		},
+		func(q *Request) (Status, error) {
+			_, st, err := Waitany([]*Request{q})
+			return st, err
+		},
+		func(q *Request) (Status, error) {
+			return q.WaitContext(context.Background())
 		},
 	}
 	cancelled := 0
@@ -318,3 +327,31 @@ func TestCancelWhileCompleting(t *testing.T) {
 }
 
 var spinSink atomic.Int64
+
+// TestCancelNotStarted: Cancel of a persistent receive not started fails
+// with ErrRequest, as its doc says (it returned nil), and leaves it
+// startable.
+func TestCancelNotStarted(t *testing.T) {
+	w := initSingleton(t)
+	me := w.Rank()
+	buf := make([]byte, 1)
+	q, err := RecvInit(w, buf, me, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Cancel(); !errors.Is(err, ErrRequest) {
+		t.Fatalf("Cancel of a RecvInit not started: %v, want ErrRequest", err)
+	}
+	if err := q.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := Send(w, []byte{7}, me, 3); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := q.Wait(); err != nil || st.Cancelled() || buf[0] != 7 {
+		t.Fatalf("after Start: %+v, %v, got %d", st, err, buf[0])
+	}
+	if err := q.Free(); err != nil {
+		t.Fatal(err)
+	}
+}
