@@ -122,7 +122,7 @@ func finishRaw(op string, c *Comm, r *p2p.Request, elem int) (Status, error) {
 		return Status{Source: ProcNull, Tag: AnyTag}, nil
 	}
 	ps, err := r.WaitRelease()
-	return Status{Source: c.fromWorld(ps.Source), Tag: ps.Tag, bytes: ps.Bytes, elem: elem}, wrap(op, err)
+	return Status{Source: c.fromWorld(ps.Source), Tag: ps.Tag, bytes: ps.Bytes, unit: unitOf(elem, false)}, wrap(op, err)
 }
 
 // isendMem and irecvMem start the operation with a request of the
@@ -219,7 +219,7 @@ func (c *Comm) sentReq() *Request {
 	if q := c.sent.Load(); q != nil {
 		return q
 	}
-	q := &Request{c: c, op: "Isend", fin: true, st: Status{Source: c.fromWorld(0), elem: 1}}
+	q := &Request{c: c, op: "Isend", fin: true, st: Status{Source: c.fromWorld(0), unit: unitOf(1, false)}}
 	if c.sent.CompareAndSwap(nil, q) {
 		return q
 	}
@@ -291,7 +291,7 @@ func recv[T Numeric](c *Comm, buf []T, source, tag int) (Status, error) {
 	if err != nil && ps == (p2p.Status{}) {
 		return Status{}, wrap("Recv", err) // nothing matched: no status, as a failed post gave
 	}
-	return Status{Source: c.fromWorld(ps.Source), Tag: ps.Tag, bytes: ps.Bytes, elem: elemSize[T]()}, wrap("Recv", err)
+	return Status{Source: c.fromWorld(ps.Source), Tag: ps.Tag, bytes: ps.Bytes, unit: unitOf(elemSize[T](), false)}, wrap("Recv", err)
 }
 
 // Sendrecv sends sendbuf to dest and receives into recvbuf from source at
@@ -420,5 +420,5 @@ func probe(c *Comm, source, tag int) (Status, error) {
 }
 
 func (c *Comm) status(ps p2p.Status) Status {
-	return Status{Source: c.fromWorld(ps.Source), Tag: ps.Tag, bytes: ps.Bytes, elem: 1}
+	return Status{Source: c.fromWorld(ps.Source), Tag: ps.Tag, bytes: ps.Bytes, unit: unitOf(1, false)}
 }

@@ -95,10 +95,10 @@ func (q *Request) record(ps p2p.Status, err error) (Status, error) {
 	if q.pers != nil {
 		q.pers.active = false
 	}
-	q.st = Status{Source: q.c.fromWorld(ps.Source), Tag: ps.Tag, bytes: ps.Bytes, elem: q.elem}
+	q.st = Status{Source: q.c.fromWorld(ps.Source), Tag: ps.Tag, bytes: ps.Bytes, unit: unitOf(q.elem, false)}
 	if errors.Is(err, p2p.ErrCancelled) {
 		// MPI's cancelled receive: complete, no error, flagged status.
-		q.st = Status{Source: AnySource, Tag: AnyTag, elem: q.elem, cancelled: true}
+		q.st = Status{Source: AnySource, Tag: AnyTag, unit: unitOf(q.elem, true)}
 		err = nil
 	}
 	q.err = wrap(q.op, err)

@@ -3,6 +3,7 @@ package mpi
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -353,5 +354,24 @@ func TestCancelNotStarted(t *testing.T) {
 	}
 	if err := q.Free(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestStatusFields: a Status has at most four fields, so that the Go
+// compiler keeps one in registers (it treats structs of more fields as
+// memory: every Status handed back through a call was then stored
+// piecewise and reloaded whole, a store-forwarding stall at each level;
+// status.go, unit).
+func TestStatusFields(t *testing.T) {
+	if n := reflect.TypeOf(Status{}).NumField(); n > 4 {
+		t.Fatalf("Status has %d fields; keep it at 4 or fewer (status.go)", n)
+	}
+	for _, elem := range []int{0, 1, 4, 8, 1 << 20} {
+		for _, c := range []bool{false, true} {
+			s := Status{bytes: 3 * elem, unit: unitOf(elem, c)}
+			if s.elem() != elem || s.Cancelled() != c {
+				t.Fatalf("unitOf(%d, %v): elem %d, cancelled %v", elem, c, s.elem(), s.Cancelled())
+			}
+		}
 	}
 }
