@@ -219,7 +219,7 @@ const line = 64
 // shmSlot is the data buffer size for n ranks: GORUN_COLL_SHM_MAX, at
 // most shmSmallSlot below shmBigRanks ranks, less for large n so that a
 // segment's n*2 slots stay within GORUN_COLL_SHM_SEGMENT (128 MiB: 1 MiB
-// slots up to 64 ranks; see below for why not 64). The set-up takes less still
+// slots up to 64 ranks; see below for why not 64 MiB). The set-up takes less still
 // when that would pass shmBudget or /dev/shm cannot hold it (shmSetup),
 // down to shmFloor(n).
 //
@@ -247,11 +247,10 @@ const line = 64
 // the 512 KiB slot had sent to the point-to-point algorithms, gained too:
 // bcast 1557 -> 414 µs (0.22x Open MPI's), allreduce 1163 -> 785 (0.55x),
 // allgather 54.6 -> 36.4 ms (0.62x; bench/results/shmslot-np64-2026-11-28-64core.txt).
-// The price is memory: the
-// segment is backed in /dev/shm when it is made, 128 MiB for each
-// communicator of 33 to 64 ranks on a host that makes a blocking call
-// (as before for 17 to 32), within an eighth of /dev/shm's free space
-// (shmBudget).
+// The price is memory: the segment is backed in /dev/shm when it is
+// made, n x 2 MiB (66-128 MiB) for each communicator of 33 to 64 ranks
+// on a host that makes a blocking call, where it was at most 64 MiB,
+// within an eighth of /dev/shm's free space as before (shmBudget).
 func shmSlot(n int) int { return shmSlotOf(n, shmMax(), shmSegMax()) }
 
 // shmSlotOf is shmSlot with GORUN_COLL_SHM_MAX (in whole lines) and
