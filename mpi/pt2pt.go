@@ -122,7 +122,7 @@ func finishRaw(op string, c *Comm, r *p2p.Request, elem int) (Status, error) {
 		return Status{Source: ProcNull, Tag: AnyTag}, nil
 	}
 	ps, err := r.WaitRelease()
-	return Status{Source: c.fromWorld(ps.Source), Tag: ps.Tag, bytes: ps.Bytes, unit: unitOf(elem, false)}, wrap(op, err)
+	return c.statusOf(ps, elem), wrap(op, err)
 }
 
 // isendMem and irecvMem start the operation with a request of the
@@ -142,9 +142,14 @@ func irecvMem(op string, c *Comm, m btl.Mem, elem, source, tag int) (*Request, e
 	if err != nil {
 		return nil, err
 	}
+	return ownRecv(c, op, elem, r), nil
+}
+
+// ownRecv is ownRequest for a receive (which Cancel may withdraw).
+func ownRecv(c *Comm, op string, elem int, r *p2p.Request) *Request {
 	q := ownRequest(c, op, elem, r)
 	q.recv = true
-	return q, nil
+	return q
 }
 
 func isend[T Numeric](op string, c *Comm, buf []T, dest, tag int, sync bool) (*Request, error) {
@@ -157,9 +162,7 @@ func irecvBytes(op string, c *Comm, b []byte, elem, source, tag int) (*Request, 
 	if err != nil {
 		return nil, err
 	}
-	q := ownRequest(c, op, elem, r)
-	q.recv = true
-	return q, nil
+	return ownRecv(c, op, elem, r), nil
 }
 
 // Isend starts sending buf to rank dest of c with tag. buf must stay
@@ -291,7 +294,7 @@ func recv[T Numeric](c *Comm, buf []T, source, tag int) (Status, error) {
 	if err != nil && ps == (p2p.Status{}) {
 		return Status{}, wrap("Recv", err) // nothing matched: no status, as a failed post gave
 	}
-	return Status{Source: c.fromWorld(ps.Source), Tag: ps.Tag, bytes: ps.Bytes, unit: unitOf(elemSize[T](), false)}, wrap("Recv", err)
+	return c.statusOf(ps, elemSize[T]()), wrap("Recv", err)
 }
 
 // Sendrecv sends sendbuf to dest and receives into recvbuf from source at
@@ -419,6 +422,12 @@ func probe(c *Comm, source, tag int) (Status, error) {
 	return c.status(ps), nil
 }
 
-func (c *Comm) status(ps p2p.Status) Status {
-	return Status{Source: c.fromWorld(ps.Source), Tag: ps.Tag, bytes: ps.Bytes, unit: unitOf(1, false)}
+// status is the engine's status ps in c's terms, for a probe (no element
+// type: counts in bytes).
+func (c *Comm) status(ps p2p.Status) Status { return c.statusOf(ps, 1) }
+
+// statusOf is the engine's status ps in c's terms, for a receive into
+// elements of elem bytes.
+func (c *Comm) statusOf(ps p2p.Status, elem int) Status {
+	return Status{Source: c.fromWorld(ps.Source), Tag: ps.Tag, bytes: ps.Bytes, unit: unitOf(elem, false)}
 }

@@ -95,7 +95,7 @@ func (q *Request) record(ps p2p.Status, err error) (Status, error) {
 	if q.pers != nil {
 		q.pers.active = false
 	}
-	q.st = Status{Source: q.c.fromWorld(ps.Source), Tag: ps.Tag, bytes: ps.Bytes, unit: unitOf(q.elem, false)}
+	q.st = q.c.statusOf(ps, q.elem)
 	if errors.Is(err, p2p.ErrCancelled) {
 		// MPI's cancelled receive: complete, no error, flagged status.
 		q.st = Status{Source: AnySource, Tag: AnyTag, unit: unitOf(q.elem, true)}
