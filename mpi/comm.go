@@ -15,8 +15,9 @@ type Comm struct {
 	rank  int
 	world []int       // rank in the communicator -> world rank
 	index map[int]int // world rank -> rank in the communicator
-	// ident: world[i] == i for every rank (World, its duplicates): the
-	// statuses of its messages need no lookup in index.
+	// ident: an intracommunicator with world[i] == i for every rank
+	// (World, its duplicates): the statuses of its messages need no lookup
+	// in index.
 	ident bool
 	cc    coll.Comm
 	freed atomic.Bool
@@ -53,7 +54,7 @@ func (c *Comm) init(name string, s *rt, ctx uint32, world []int, rank int) {
 func (c *Comm) initWith(name string, s *rt, ctx uint32, world []int, rank int, collWorld []int, collRank int) {
 	c.name, c.rt, c.ctx, c.rank, c.world = name, s, ctx, rank, world
 	c.index = make(map[int]int, len(world))
-	c.ident = true
+	c.ident = c.inter == nil // initInter sets inter first
 	for i, w := range world {
 		c.index[w] = i
 		c.ident = c.ident && w == i
@@ -135,7 +136,7 @@ func (c *Comm) peerRank(op string, r int, allowAny bool) (int, error) {
 // fromWorld translates the world rank of a peer to c's (on an
 // intercommunicator, to the remote group's).
 func (c *Comm) fromWorld(w int) int {
-	if c.ident && c.inter == nil {
+	if c.ident {
 		// No map lookup on every received message's status (0.5% of
 		// an 8-byte exchange completed by Waitall on the 2-core VM).
 		if w >= 0 && w < len(c.world) {
