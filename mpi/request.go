@@ -137,11 +137,12 @@ func (q *Request) Wait() (Status, error) {
 // request): use it where nothing else holds q, which must not be used
 // after it (another operation may have it already), and where no Cancel
 // or WaitContext runs on q meanwhile. A persistent request stays,
-// inactive. An exchange of 8 bytes between two ranks on the 2-core VM
-// (Irecv, Isend, then each request's Wait; bench/exchange) took 236-281
-// ns with Wait against Open MPI's 128-140: every Irecv took a new request,
-// and each Wait gave the engine's back under a lock of its own (since
-// under the poll's: 211-224 ns where it took 237-248, WaitFree 175).
+// inactive. What it saves is the new Request every later Irecv would
+// take (fresh memory: see Waitall): an exchange of 8 bytes between two
+// ranks on the 2-core VM (Irecv, Isend, then each request's WaitFree or
+// Wait; bench/exchange -m waitfree|wait) took 151-177 ns against Wait's
+// 170-174 (Open MPI's MPI_Wait 137-158), a noisy difference since Wait
+// gives the engine's request back under the poll's lock.
 func (q *Request) WaitFree() (Status, error) {
 	if q == nil || q.inactive() {
 		return emptyStatus, nil
