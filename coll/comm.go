@@ -387,7 +387,7 @@ func (c *Comm) PostNotify() (*p2p.Request, error) {
 
 // Notify completes the receive of PostNotify.
 func (c *Comm) Notify() error {
-	_, err := c.E.Isend(c.Ctx, c.World[c.Me], c.tag|subNotify, nil, false)
+	_, err := c.E.IsendNow(c.Ctx, c.World[c.Me], c.tag|subNotify, nil)
 	return err
 }
 

@@ -48,14 +48,16 @@ func launch(c *Comm, op string, v coll.Comm, run func(v *coll.Comm) error) (*Req
 		return nil, wrap(op, perr)
 	}
 	var res collResult
-	q := &Request{r: done, c: c, op: op, elem: 1}
+	q := &Request{r: done, c: c, op: op, elem: 1, own: true}
 	q.post = func(_ Status, err error) error {
 		if e := res.get(); e != nil {
 			return e
 		}
 		return err
 	}
-	go func() {
+	helped := c.rt.eng.Helping()
+	c.rt.helpers.run(func() {
+		defer helped()
 		if e := run(&v); e != nil {
 			v.Abort(int(classOf(e)), e)
 			res.set(e)
@@ -63,7 +65,7 @@ func launch(c *Comm, op string, v coll.Comm, run func(v *coll.Comm) error) (*Req
 		if nerr := v.Notify(); nerr != nil {
 			res.set(wrap(op, nerr))
 		}
-	}()
+	})
 	return q, nil
 }
 

@@ -38,8 +38,7 @@ type Request struct {
 	// started once.
 	pers *persistent
 	// own: r is from the engine's free list and goes back to it at
-	// completion (not a nonblocking collective's notice receive, which
-	// its call owns).
+	// completion.
 	own bool
 	// reusable: made by newRequest (Isend, Irecv and their device and
 	// layout forms), which WaitallFree may give back for reuse; not the

@@ -58,6 +58,9 @@ type Engine struct {
 	wait   waitPolicy
 	// idleHooks: work that blocked calls do while they wait (OnIdle).
 	idleHooks atomic.Pointer[[]*idleHook]
+	// helpers: goroutines running work for this process's calls
+	// (Helping); while any runs, waits give way to them.
+	helpers atomic.Int32
 	// stager copies device memory to and from host memory for routes that
 	// no RMA reaches (stage.go); nil without a GPU transport.
 	stager btl.Stager

@@ -4,7 +4,7 @@
 // Five loops of -i calls each, after 500 untimed: allreduce of -s bytes
 // of float32 with a barrier before each call (as OSU times it), the same
 // back to back, bcast of -s bytes from rank 0 the same two ways, and
-// barrier back to back. Every rank times each call
+// barrier back to back (with -nb, nonblocking calls instead). Every rank times each call
 // alone; rank 0 prints, for each percentile and the mean, the largest
 // over ranks, and the loop's wall time per call. tests/openmpi/colldist.c
 // is the same program for Open MPI (built by its Makefile).
@@ -25,6 +25,7 @@ import (
 func main() {
 	iters := flag.Int("i", 20000, "timed calls per loop")
 	size := flag.Int("s", 8, "allreduce and bcast size in bytes (float32)")
+	nb := flag.Bool("nb", false, "instead of the five loops, three of nonblocking calls back to back: Ibarrier then Wait, Iallreduce then Wait, Iallreduce then Test until done")
 	late := flag.Float64("late", 0, "instead of the five loops, barriers back to back with a report on the rank that made each call slower than this many microseconds late (late.go)")
 	flag.Parse()
 	if err := mpi.Init(); err != nil {
@@ -77,6 +78,28 @@ func main() {
 			fmt.Printf("%-22s np=%d  maxrank: p10 %.2f p50 %.2f p90 %.2f p99 %.2f p999 %.2f mean %.2f per-iter-wall %.2f\n",
 				name, w.Size(), mx[0], mx[1], mx[2], mx[3], mx[4], mx[5], mx[6])
 		}
+	}
+	if *nb {
+		wait := func(q *mpi.Request, err error) error {
+			if err != nil {
+				return err
+			}
+			_, err = q.Wait()
+			return err
+		}
+		run("ibarrier+wait b2b", false, func() error { return wait(mpi.Ibarrier(w)) })
+		run("iallreduce+wait b2b", false, func() error { return wait(mpi.Iallreduce(w, s, r, mpi.Sum)) })
+		run("iallreduce+test b2b", false, func() error {
+			q, err := mpi.Iallreduce(w, s, r, mpi.Sum)
+			for err == nil {
+				var ok bool
+				if ok, _, err = q.Test(); ok {
+					break
+				}
+			}
+			return err
+		})
+		return
 	}
 	run("allreduce+barrier", true, func() error { return mpi.Allreduce(w, s, r, mpi.Sum) })
 	run("allreduce b2b", false, func() error { return mpi.Allreduce(w, s, r, mpi.Sum) })

@@ -1,6 +1,7 @@
 /* colldist: bench/colldist/main.go for Open MPI, the same loops and figures
  * (allreduce of 8 B of float with a barrier before each call, back to back,
- * bcast of 8 B from rank 0 the same two ways, and barrier back to back; every call timed alone; percentiles per rank,
+ * bcast of 8 B from rank 0 the same two ways, and barrier back to back; with -nb 1, Ibarrier then
+ * Wait, Iallreduce then Wait and Iallreduce then Test until done instead; every call timed alone; percentiles per rank,
  * the largest over ranks). mpirun -np 32 colldist -i 200000 */
 #include <mpi.h>
 #include <stdio.h>
@@ -12,9 +13,26 @@ static int cmp(const void *a, const void *b) {
 	return x < y ? -1 : x > y;
 }
 
-enum { ALLREDUCE, BCAST, BARRIER };
+enum { ALLREDUCE, BCAST, BARRIER, IBARRIER, IALLREDUCE, IALLREDUCE_TEST };
 
 static void call(int kind, float *s, float *r) {
+	MPI_Request q;
+	int done = 0;
+	switch (kind) {
+	case IBARRIER:
+		MPI_Ibarrier(MPI_COMM_WORLD, &q);
+		MPI_Wait(&q, MPI_STATUS_IGNORE);
+		return;
+	case IALLREDUCE:
+		MPI_Iallreduce(s, r, 2, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &q);
+		MPI_Wait(&q, MPI_STATUS_IGNORE);
+		return;
+	case IALLREDUCE_TEST:
+		MPI_Iallreduce(s, r, 2, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &q);
+		while (!done)
+			MPI_Test(&q, &done, MPI_STATUS_IGNORE);
+		return;
+	}
 	if (kind == BARRIER)
 		MPI_Barrier(MPI_COMM_WORLD);
 	else if (kind == BCAST)
@@ -56,12 +74,22 @@ static void run(const char *name, int sep, int kind, int iters) {
 
 int main(int argc, char **argv) {
 	MPI_Init(&argc, &argv);
-	int iters = 20000;
-	for (int i = 1; i + 1 < argc; i++)
+	int iters = 20000, nb = 0;
+	for (int i = 1; i + 1 < argc; i++) {
 		if (!strcmp(argv[i], "-i"))
 			iters = atoi(argv[i + 1]);
+		if (!strcmp(argv[i], "-nb"))
+			nb = atoi(argv[i + 1]);
+	}
 	if (iters < 1)
 		iters = 1;
+	if (nb) {
+		run("ibarrier+wait b2b", 0, IBARRIER, iters);
+		run("iallreduce+wait b2b", 0, IALLREDUCE, iters);
+		run("iallreduce+test b2b", 0, IALLREDUCE_TEST, iters);
+		MPI_Finalize();
+		return 0;
+	}
 	run("allreduce+barrier", 1, ALLREDUCE, iters);
 	run("allreduce b2b", 0, ALLREDUCE, iters);
 	run("bcast+barrier", 1, BCAST, iters);
