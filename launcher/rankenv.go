@@ -71,14 +71,22 @@ func (j *job) rankEnv(r int, hs *hostState) []string {
 		// workers) as the host has cores: 32 ranks on 64 cores then fight
 		// over the CPUs while they wait, and small collectives took 2-10x
 		// longer from run to run. Share the host's cores among its ranks,
-		// as the binding does (never more Ps than the CPUs it binds to,
-		// but two at least: one rank waiting must not stall the others'
-		// goroutines for a scheduler quantum).
+		// as the binding does: as many Ps as the CPUs a rank is bound to,
+		// one where ranks fill or outnumber the cores. One P on one CPU,
+		// not two: with a second, a rank's goroutine moved to another
+		// thread of the same CPU at every preemption and yield (the idle
+		// P's thread woke to take it), and a nonblocking collective's
+		// goroutine waited for the other P's thread to steal it (50 µs
+		// naps); the waits give way to such goroutines instead (p2p,
+		// Engine.Helping). On the lent 32-core host, two Ps against one:
+		// Ibarrier+Wait at np=2-32 7-20 µs against 2.5-14, the 99th
+		// percentile of a barrier at np=32 9.5-13.7 µs against 2.8-3.5
+		// (docs/measurements.md, "Nonblocking collectives").
 		n := len(hs.cpus) / max(ln, 1)
 		if set := j.cpusOf(r); set != nil {
 			n = len(set)
 		}
-		set("GOMAXPROCS", max(2, n))
+		set("GOMAXPROCS", max(1, n))
 	}
 	env = append(env, j.spec.Env...)
 	return append(env, j.apps[j.appOf[r]].Env...)

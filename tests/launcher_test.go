@@ -277,6 +277,16 @@ func TestEnvironment(t *testing.T) {
 			t.Errorf("np=%d on %d CPUs: want %d lines %q in:\n%s", np, runtime.NumCPU(), np, want, r.stdout)
 		}
 	}
+	// A rank bound to one CPU runs one P; the user's GOMAXPROCS wins.
+	np := runtime.NumCPU()
+	r = job{np: np, args: []string{"sh", "-c", `echo "procs=$GOMAXPROCS"`}}.ok(t)
+	if strings.Count(r.stdout, "procs=1\n") != np {
+		t.Errorf("np=%d on %d CPUs: want GOMAXPROCS=1 in every rank:\n%s", np, np, r.stdout)
+	}
+	r = job{np: 2, args: []string{"sh", "-c", `echo "procs=$GOMAXPROCS"`}, flags: []string{"-x", "GOMAXPROCS=3"}}.ok(t)
+	if strings.Count(r.stdout, "procs=3\n") != 2 {
+		t.Errorf("-x GOMAXPROCS=3: want it in every rank:\n%s", r.stdout)
+	}
 	// The job secret is never in argv or the environment: the rank reads
 	// it from its control socket and looks for it, raw, in hex and in
 	// base64, everywhere a process of the same user could read.

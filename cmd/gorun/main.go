@@ -108,8 +108,8 @@ WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT (rank 0's
 host and a port free there, as torchrun sets them for torch.distributed; yours
 win when set) and gorun's own GORUN_* variables (GORUN_APPNUM, the index of
 its program after ':', and GORUN_UNIVERSE_SIZE, the slots of the hosts, are
-MPI_APPNUM and MPI_UNIVERSE_SIZE), and GOMAXPROCS = max(2, host cores / ranks
-on the host) unless you set it.
+MPI_APPNUM and MPI_UNIVERSE_SIZE), and GOMAXPROCS = the CPUs a rank is bound
+to (unbound: max(1, host cores / ranks on the host)) unless you set it.
 Stdout and stderr of every rank are forwarded line by line, never two ranks
 in one line; a line still unfinished when its rank pauses is shown at once
 (prompts, '\r' progress bars). Stdin goes to rank 0. SIGUSR1 and SIGUSR2 to
