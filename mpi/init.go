@@ -33,6 +33,8 @@ type rt struct {
 	world *Comm
 	self  *Comm
 	ft    ftProc
+	// helpers run the nonblocking calls (launch).
+	helpers helperPool
 }
 
 var (
@@ -242,6 +244,7 @@ func Finalize() error {
 	state, finalized = nil, true
 	live.Store(nil)
 	stateMu.Unlock()
+	s.helpers.close()
 	ferr := s.sess.Finalized()
 	cerr := s.eng.Close()
 	s.sess.Close()
