@@ -76,8 +76,10 @@ type Args struct {
 	SrcCh, DstCh   []int
 	// Nonblocking: the call is a nonblocking collective (it runs in a
 	// goroutine of its own, possibly alongside other calls on the
-	// communicator), which the shared-memory algorithms do not take.
+	// communicator), which the shared-memory algorithms take only when
+	// ShmReady, the view's ShmReady when the call began (nbturn.go).
 	Nonblocking bool
+	ShmReady    bool
 }
 
 // commutative reports whether a's operation (if any) may be reordered.

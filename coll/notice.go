@@ -110,6 +110,12 @@ type shared struct {
 	gpu gpuShared // GPU collectives' state (gpuipc.go)
 	shm shmShared // shared-memory collectives' state (shm.go)
 
+	// nb: the nonblocking calls running at this rank, by sequence number
+	// (nbturn.go); nbN its length, read without the lock.
+	nbMu sync.Mutex
+	nb   []uint64
+	nbN  atomic.Int32
+
 	// picks remembers each collective's last choice of algorithm on the
 	// whole communicator with its inputs (select.go, pickKey).
 	picks [maxColls]atomic.Uint64

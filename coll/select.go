@@ -166,8 +166,9 @@ func (s *shared) forgetPicks() {
 const pickAlgMask = 1<<7 - 1
 
 // pickKey packs what a pick depends on besides the communicator itself:
-// the size, the operation's commutativity, a nonblocking call, the
-// override (1 + its index, at most len(k.algs)). memo is false where the
+// the size, the operation's commutativity, a nonblocking call and
+// whether it may run in shared memory (Args.ShmReady), the override (1 +
+// its index, at most len(k.algs)). memo is false where the
 // key cannot hold the size, where c is a view of part of the communicator
 // (an algorithm's phase: other ranks, other nodes), or for a collective
 // whose picks are not remembered (memoOff).
@@ -181,6 +182,9 @@ func (k *collective) pickKey(c *Comm, a *Args, size int, forced int32) (key uint
 	}
 	if a.Nonblocking {
 		key |= 1 << 15
+		if a.ShmReady {
+			key |= 1 << 14
+		}
 	}
 	return key, true
 }

@@ -140,13 +140,10 @@ import (
 // kind for the call and fails it as a mismatch, as for any other
 // disagreement.
 //
-// Only blocking calls run here: nonblocking calls run their algorithm in
-// goroutines of their own, possibly several at once on one communicator,
-// and shm calls must run one at a time in the same order everywhere (MPI
-// forbids nonblocking and blocking calls from matching each other, so the
-// choice stays the same at every rank). Two blocking calls at once on one
-// communicator (from two goroutines: erroneous in MPI) fail with an error
-// instead of corrupting each other.
+// Nonblocking calls run here too, each in its turn: in the order the
+// calls began, as blocking calls do by themselves (nbturn.go). Two
+// blocking calls at once on one communicator (from two goroutines:
+// erroneous in MPI) fail with an error instead of corrupting each other.
 //
 // Set-up, at a communicator's first blocking call of any collective
 // (Prepare, which package mpi calls at every rank, whatever the call and
@@ -486,8 +483,11 @@ func (m *shmShared) close() {
 // first) the slot is not known yet, and only what any segment holds
 // (shmFloor) applies; every rank reaches the same call in the same state.
 func shmApplies(c *Comm, a *Args, size int) bool {
-	if c.sh == nil || c.Nodes != 1 || c.Size() < 2 || a.Nonblocking || !shmOn() {
+	if c.sh == nil || c.Nodes != 1 || c.Size() < 2 || !shmOn() {
 		return false
+	}
+	if a.Nonblocking && (!a.ShmReady || len(c.World) != len(c.sh.world)) {
+		return false // see nbturn.go
 	}
 	m := &c.sh.shm
 	if !m.tried.Load() {
@@ -514,11 +514,13 @@ func (c *Comm) Prepare() error {
 		return nil
 	}
 	if !c.sh.shm.tried.Load() {
+		c.inTurn()
 		if err := c.shmPrepare(); err != nil {
 			return err
 		}
 	}
 	if g := c.sh.shm.seg.Load(); g != nil && c.seq>>shmEpoch != g.epoch {
+		c.inTurn()
 		return c.shmRenew(g, c.seq)
 	}
 	return nil
@@ -558,6 +560,7 @@ func (c *Comm) shmSetDone(g *shmSeg) {
 // did not call Prepare gets it here, at its shm calls, which is safe when
 // every rank makes them with arguments that pick the same algorithm.
 func (c *Comm) shmBegin() (*shmSeg, error) {
+	c.inTurn()
 	if err := c.Prepare(); err != nil {
 		return nil, err
 	}

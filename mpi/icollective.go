@@ -42,13 +42,17 @@ func start(c *Comm, op string, v coll.Comm, cl call, err error) (*Request, error
 		return nil, err
 	}
 	cl.args.Nonblocking = true
-	return launch(c, op, v, func(v *coll.Comm) error { return wrapColl(op, cl.fn(v, &cl.args)) })
+	cl.args.ShmReady = v.ShmReady() // as the call begins: coll's nbturn.go
+	return launch(c, op, v, true, func(v *coll.Comm) error { return wrapColl(op, cl.fn(v, &cl.args)) })
 }
 
 // launch posts the notice receive of the begun view v and returns its
 // request at once; run runs on v in a goroutine, whose failure aborts the
 // call and becomes the request's error, and which then sends the notice.
-func launch(c *Comm, op string, v coll.Comm, run func(v *coll.Comm) error) (*Request, error) {
+// turn: v was begun just now, in the communicator's order of calls, and
+// takes its turn among them (coll's Launched; not a persistent call's
+// view, begun at its Init and started in any order).
+func launch(c *Comm, op string, v coll.Comm, turn bool, run func(v *coll.Comm) error) (*Request, error) {
 	done, perr := v.PostNotify()
 	if perr != nil {
 		return nil, wrap(op, perr)
@@ -62,11 +66,18 @@ func launch(c *Comm, op string, v coll.Comm, run func(v *coll.Comm) error) (*Req
 		return err
 	}
 	helped := c.rt.eng.Helping()
+	if turn {
+		v.Launched()
+	}
 	c.rt.helpers.run(func() {
 		defer helped()
-		if e := run(&v); e != nil {
+		e := run(&v)
+		if e != nil {
 			v.Abort(int(classOf(e)), e)
 			res.set(e)
+		}
+		if turn {
+			v.Landed()
 		}
 		if nerr := v.Notify(); nerr != nil {
 			res.set(wrap(op, nerr))

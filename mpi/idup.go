@@ -34,7 +34,7 @@ func (c *Comm) Idup() (*Comm, *Request, error) {
 		return nil, nil, err // through c's handler in begin
 	}
 	nc := &Comm{name: c.name + " idup", rank: Undefined}
-	q, err := launch(c, op, v, func(v *coll.Comm) error {
+	q, err := launch(c, op, v, false, func(v *coll.Comm) error {
 		ctx, err := c.agreeCtxBy(op, idupRound(op, v))
 		return c.idupDone(op, nc, err, func() {
 			nc.init(nc.name, c.rt, ctx, slices.Clone(c.world), c.rank)

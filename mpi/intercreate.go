@@ -73,7 +73,7 @@ func (c *Comm) interIdup() (*Comm, *Request, error) {
 	}
 	nc := &Comm{name: c.name + " idup", rank: Undefined}
 	local, rank, remote := slices.Clone(c.world), c.rank, slices.Clone(c.inter.remote)
-	q, err := launch(c, op, v, func(v *coll.Comm) error {
+	q, err := launch(c, op, v, false, func(v *coll.Comm) error {
 		ctx, err := c.agreeCtxKey(op, ctxKey(c.ctx, 0), idupRound(op, v))
 		return c.idupDone(op, nc, err, func() { nc.initInter(nc.name, c.rt, ctx, local, rank, remote) })
 	})

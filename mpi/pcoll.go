@@ -78,7 +78,7 @@ func (q *Request) startColl() error {
 	p := q.pers.coll
 	cl := p.cl // each run its own copy: the algorithms take a pointer
 	op := q.op
-	r, err := launch(q.c, op, p.v, func(v *coll.Comm) error { return wrapColl(op, cl.fn(v, &cl.args)) })
+	r, err := launch(q.c, op, p.v, false, func(v *coll.Comm) error { return wrapColl(op, cl.fn(v, &cl.args)) })
 	if err != nil {
 		return q.c.fail(err)
 	}

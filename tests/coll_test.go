@@ -25,6 +25,7 @@ func init() {
 	rankCases["coll-algorithms"] = caseCollAlgorithms
 	rankCases["coll-types"] = caseCollTypes
 	rankCases["coll-nonblocking"] = caseCollNonblocking
+	rankCases["coll-nonblocking-shm"] = caseCollNonblockingShm
 	rankCases["coll-errors"] = caseCollErrors
 }
 
@@ -1091,6 +1092,117 @@ func TestCollErrors(t *testing.T) {
 	for _, np := range []int{1, 2, 4} {
 		t.Run(fmt.Sprint("np=", np), func(t *testing.T) {
 			job{np: np, cas: "coll-errors", timeout: 60 * time.Second, env: []string{"GORUN_COLL_STALL=300ms"}}.ok(t)
+		})
+	}
+}
+
+// caseCollNonblockingShm: once the communicator's shared-memory segment
+// is set up (a blocking Barrier), nonblocking Ibcast, Ireduce, Iallgather
+// and Ialltoall calls, several in flight at once and completed in
+// reverse order, with a blocking Allreduce among them and an Ibarrier
+// completed by Test polling; none of these four collectives is called
+// blocking, so their report counts are the nonblocking calls' (the test
+// checks they ran in shared memory, nbturn.go in package coll).
+func caseCollNonblockingShm(w *mpi.Comm) error {
+	n, me := w.Size(), w.Rank()
+	if err := mpi.Barrier(w); err != nil {
+		return err
+	}
+	const rounds, depth = 60, 3
+	type call struct {
+		q                      *mpi.Request
+		bc, red, gath, a2a, at []int64
+		round                  int
+	}
+	var inflight []call
+	check := func(c call) error {
+		if _, err := c.q.Wait(); err != nil {
+			return err
+		}
+		i := c.round
+		for j := range c.bc {
+			if c.bc[j] != int64(i*100+j) {
+				return fmt.Errorf("round %d: Ibcast element %d = %d", i, j, c.bc[j])
+			}
+		}
+		if me == i%n && c.red[0] != int64(n*(n-1)/2+n*i) {
+			return fmt.Errorf("round %d: Ireduce = %d", i, c.red[0])
+		}
+		for r := range n {
+			if c.gath[r] != int64(r*1000+i) || c.a2a[r] != int64(r*100+me+i) {
+				return fmt.Errorf("round %d: Iallgather %v, Ialltoall %v", i, c.gath, c.a2a)
+			}
+		}
+		return nil
+	}
+	for i := range rounds {
+		c := call{round: i, bc: make([]int64, 3), red: make([]int64, 1), gath: make([]int64, n), a2a: make([]int64, n), at: make([]int64, n)}
+		if me == (i+1)%n {
+			for j := range c.bc {
+				c.bc[j] = int64(i*100 + j)
+			}
+		}
+		for r := range n {
+			c.at[r] = int64(me*100 + r + i)
+		}
+		var reqs [4]*mpi.Request
+		var err [4]error
+		reqs[0], err[0] = mpi.Ibcast(w, c.bc, (i+1)%n)
+		reqs[1], err[1] = mpi.Ireduce(w, []int64{int64(me + i)}, c.red, mpi.Sum, i%n)
+		reqs[2], err[2] = mpi.Iallgather(w, []int64{int64(me*1000 + i)}, c.gath)
+		reqs[3], err[3] = mpi.Ialltoall(w, c.at, c.a2a)
+		if e := errors.Join(err[:]...); e != nil {
+			return e
+		}
+		// One request for the round: the others are waited for first.
+		if _, e := mpi.Waitall(reqs[1:]); e != nil {
+			return e
+		}
+		c.q = reqs[0]
+		inflight = append(inflight, c)
+		if i%7 == 3 {
+			x := []int{me}
+			if e := mpi.Allreduce(w, x, x, mpi.Sum); e != nil || x[0] != n*(n-1)/2 {
+				return fmt.Errorf("round %d: blocking Allreduce among nonblocking calls: %v %v", i, x, e)
+			}
+		}
+		if len(inflight) == depth {
+			for k := len(inflight) - 1; k >= 0; k-- {
+				if e := check(inflight[k]); e != nil {
+					return e
+				}
+			}
+			inflight = inflight[:0]
+		}
+	}
+	for _, c := range inflight {
+		if e := check(c); e != nil {
+			return e
+		}
+	}
+	q, err := mpi.Ibarrier(w)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ok, _, err := q.Test()
+		if err != nil || ok {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("Ibarrier not complete after 30 s of Test")
+		}
+	}
+}
+
+// TestCollNonblockingShm: nonblocking calls run in shared memory, in turn
+// with the blocking ones, with the right results.
+func TestCollNonblockingShm(t *testing.T) {
+	for _, np := range []int{2, 4} {
+		t.Run(fmt.Sprint("np=", np), func(t *testing.T) {
+			r := job{np: np, cas: "coll-nonblocking-shm", env: []string{"GORUN_COLL_REPORT=1"}}.ok(t)
+			checkRan(t, r, np, []string{"bcast/shm", "reduce/shm", "allgather/shm", "alltoall/shm"}, nil)
 		})
 	}
 }
