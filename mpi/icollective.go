@@ -15,21 +15,21 @@ import (
 // each call has its own sequence number and tag, so their messages never
 // match each other's.
 //
-// How they progress: each call runs its algorithm (a point-to-point one:
-// the shared-memory algorithms take one call at a time) on a goroutine of
-// the process's pool (helpers.go), which polls the transports as any
-// blocking call does; at its end it sends a zero-byte notice to this rank
-// itself, which completes the Request's receive. While one runs, every
-// wait of the process gives way to it (p2p's Engine.Helping). The call
-// therefore progresses without a progress thread: beside the caller's
-// computation where the rank has a CPU to spare, else (a rank bound to
-// one CPU runs one P) whenever the caller waits, tests or is preempted;
-// and an MPI program that relies on nonblocking collectives progressing
+// How they progress: each call runs its algorithm (in shared memory when
+// the communicator's segment is ready as the call begins, in its turn
+// among the communicator's calls: coll's nbturn.go) on a goroutine of the
+// process's pool (helpers.go), which polls the transports as any blocking
+// call does; at its end it sends a zero-byte notice to this rank itself,
+// which completes the Request's receive. While one runs, every wait of
+// the process gives way to it (p2p's Engine.Helping). The call therefore
+// progresses without a progress thread: beside the caller's computation
+// where the rank has a CPU to spare, else (a rank bound to one CPU runs
+// one P) whenever the caller waits, tests or is preempted; and an MPI
+// program that relies on nonblocking collectives progressing
 // independently (Ibarrier, then a synchronous send) cannot deadlock. The
 // price is a goroutine hand-off each way and the self-message: an
-// Ibarrier and its Wait at np=2 took 2.5-3 µs on the lent 32-core host
-// against Open MPI's 0.7-0.8 (docs/measurements.md, "Nonblocking
-// collectives").
+// Ibarrier and its Wait took 1.8-7x Open MPI's time at np=2-32 on the
+// lent 32-core host (docs/measurements.md, "Nonblocking collectives").
 //
 // On an intercommunicator every one of them but Iscan and Iexscan (which
 // MPI defines on intracommunicators only) runs the intercommunicator
