@@ -58,7 +58,8 @@ func launch(c *Comm, op string, v coll.Comm, turn bool, run func(v *coll.Comm) e
 		return nil, wrap(op, perr)
 	}
 	var res collResult
-	q := &Request{r: done, c: c, op: op, elem: 1, own: true}
+	ended := make(chan struct{})
+	q := &Request{r: done, c: c, op: op, elem: 1, own: true, ended: ended}
 	q.post = func(_ Status, err error) error {
 		if e := res.get(); e != nil {
 			return e
@@ -82,6 +83,7 @@ func launch(c *Comm, op string, v coll.Comm, turn bool, run func(v *coll.Comm) e
 		if nerr := v.Notify(); nerr != nil {
 			res.set(wrap(op, nerr))
 		}
+		close(ended)
 	})
 	return q, nil
 }

@@ -82,7 +82,7 @@ func (q *Request) startColl() error {
 	if err != nil {
 		return q.c.fail(err)
 	}
-	q.r, q.post, q.own = r.r, r.post, r.own
+	q.r, q.post, q.own, q.ended = r.r, r.post, r.own, r.ended
 	q.fin, q.st, q.err = false, Status{}, nil
 	q.pers.active = true
 	return nil

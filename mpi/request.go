@@ -37,6 +37,9 @@ type Request struct {
 	// pers describes a persistent request (persistent.go); nil for one
 	// started once.
 	pers *persistent
+	// ended: closed when a nonblocking collective's goroutine has sent
+	// its notice (launch); Wait sleeps on it instead of polling.
+	ended chan struct{}
 	// own: r is from the engine's free list and goes back to it at
 	// completion.
 	own bool
@@ -117,6 +120,13 @@ func (q *Request) Wait() (Status, error) {
 		return emptyStatus, nil
 	}
 	if !q.fin {
+		if q.ended != nil && !q.r.Done() {
+			// The call's goroutine polls for both meanwhile, without
+			// giving way on every poll (p2p's giveWay).
+			woke := q.c.rt.eng.Parked()
+			<-q.ended
+			woke()
+		}
 		if q.own {
 			// Waited for, recorded and given back with one lock, the
 			// poll's, where finish took three (the poll's, the release's

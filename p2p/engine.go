@@ -61,6 +61,8 @@ type Engine struct {
 	// helpers: goroutines running work for this process's calls
 	// (Helping); while any runs, waits give way to them.
 	helpers atomic.Int32
+	// parked: goroutines asleep until a helper's call ends (Parked).
+	parked atomic.Int32
 	// stager copies device memory to and from host memory for routes that
 	// no RMA reaches (stage.go); nil without a GPU transport.
 	stager btl.Stager
