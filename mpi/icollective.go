@@ -21,14 +21,15 @@ import (
 // process's pool (helpers.go), which polls the transports as any blocking
 // call does; at its end it sends a zero-byte notice to this rank itself,
 // which completes the Request's receive. While one runs, every wait of
-// the process gives way to it (p2p's Engine.Helping). The call therefore
+// the process gives way to it (p2p's Engine.Helping), but for the call's
+// own when a Wait sleeps for it (Engine.Parked). The call therefore
 // progresses without a progress thread: beside the caller's computation
 // where the rank has a CPU to spare, else (a rank bound to one CPU runs
 // one P) whenever the caller waits, tests or is preempted; and an MPI
 // program that relies on nonblocking collectives progressing
 // independently (Ibarrier, then a synchronous send) cannot deadlock. The
 // price is a goroutine hand-off each way and the self-message: an
-// Ibarrier and its Wait took 1.8-7x Open MPI's time at np=2-32 on the
+// Ibarrier and its Wait took 1.8-4x Open MPI's time at np=2-32 on the
 // lent 32-core host (docs/measurements.md, "Nonblocking collectives").
 //
 // On an intercommunicator every one of them but Iscan and Iexscan (which
