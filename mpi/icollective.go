@@ -67,12 +67,13 @@ func launch(c *Comm, op string, v coll.Comm, turn bool, run func(v *coll.Comm) e
 		}
 		return err
 	}
-	helped := c.rt.eng.Helping()
+	eng := c.rt.eng
+	eng.Helping()
 	if turn {
 		v.Launched()
 	}
 	c.rt.helpers.run(func() {
-		defer helped()
+		defer eng.Helped()
 		e := run(&v)
 		if e != nil {
 			v.Abort(int(classOf(e)), e)

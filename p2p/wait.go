@@ -421,9 +421,11 @@ func (e *Engine) Parked() (done func()) {
 }
 
 // Helping counts a goroutine that runs work for this process's calls (a
-// nonblocking collective's) from now until done is called: meanwhile
-// every wait gives way to other goroutines on each turn.
-func (e *Engine) Helping() (done func()) {
-	e.helpers.Add(1)
-	return func() { e.helpers.Add(-1) }
-}
+// nonblocking collective's) from now until Helped: meanwhile every wait
+// gives way to other goroutines on each turn (giveWay). A pair of calls,
+// not a returned func: that closure escaped into the work's and was an
+// allocation a call.
+func (e *Engine) Helping() { e.helpers.Add(1) }
+
+// Helped ends what Helping began.
+func (e *Engine) Helped() { e.helpers.Add(-1) }
