@@ -22,12 +22,15 @@ func init() { btl.Register("self", component{}) }
 type component struct{}
 
 func (component) Open(env btl.Env) (btl.Module, error) {
-	return &module{rank: env.Rank, h: env.Handler}, nil
+	m := &module{rank: env.Rank, h: env.Handler}
+	m.whole, _ = env.Handler.(btl.WholeHandler)
+	return m, nil
 }
 
 type module struct {
 	rank  int
 	h     btl.Handler
+	whole btl.WholeHandler // h, when it takes whole frames (SendNow)
 	queue []*btl.Frame
 	head  int
 	// regs are the registered buffers by address, with a count of
@@ -82,16 +85,22 @@ func (m *module) SendNow(h *btl.Header, payload []byte) bool {
 	if m.h == nil || m.head < len(m.queue) {
 		return false
 	}
-	if w, ok := m.h.(btl.WholeHandler); ok {
+	if m.whole != nil {
 		// false is a frame the handler refused (a protocol error, which
 		// it has reported): taken all the same, as a ring's is.
-		w.Whole(m.rank, h, payload)
+		m.whole.Whole(m.rank, h, payload)
 		return true
 	}
+	m.deliver(h, payload)
+	return true
+}
+
+// deliver hands a frame to the handler: its header, then its payload
+// copied where the handler says.
+func (m *module) deliver(h *btl.Header, payload []byte) {
 	dst := m.h.Begin(m.rank, h, len(payload))
 	copy(dst, payload)
 	m.h.End(m.rank, h, dst)
-	return true
 }
 
 func (m *module) Progress() int {
@@ -106,9 +115,7 @@ func (m *module) Progress() int {
 		f := m.queue[m.head]
 		m.queue[m.head] = nil
 		m.head++
-		dst := m.h.Begin(m.rank, &f.Hdr, len(f.Payload))
-		copy(dst, f.Payload)
-		m.h.End(m.rank, &f.Hdr, dst)
+		m.deliver(&f.Hdr, f.Payload)
 		f.Owner.FrameDone(f, nil)
 		n++
 	}
@@ -123,7 +130,7 @@ func (m *module) Close() error {
 	for _, f := range m.queue[m.head:] {
 		f.Owner.FrameDone(f, btl.ErrClosed)
 	}
-	m.queue, m.head, m.h, m.regs = nil, 0, nil, nil
+	m.queue, m.head, m.h, m.whole, m.regs = nil, 0, nil, nil, nil
 	return nil
 }
 

@@ -44,7 +44,11 @@ func TestSendNowKeepsOrder(t *testing.T) {
 		{"Whole", &whole{}, "wbB"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := &module{rank: 0, h: tc.h}
+			mod, err := component{}.Open(btl.Env{Rank: 0, Size: 1, Handler: tc.h})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := mod.(*module)
 			var ep btl.Endpoint = m
 			imm, ok := ep.(btl.Immediate)
 			if !ok {
