@@ -71,6 +71,7 @@ func (q *Request) done() bool { return q.r == nil || q.r.Done() }
 func Testany(reqs []*Request) (index int, ok bool, st Status, err error) {
 	if e := engineOf(reqs); e != nil {
 		e.Progress()
+		e.GiveWay() // as Test does
 	}
 	active := false
 	for i, q := range reqs {
@@ -108,6 +109,7 @@ func Waitsome(reqs []*Request) ([]int, []Status, error) {
 func Testsome(reqs []*Request) ([]int, []Status, error) {
 	if e := engineOf(reqs); e != nil {
 		e.Progress()
+		e.GiveWay() // as Test does
 	}
 	return some("Testsome", reqs)
 }

@@ -15,14 +15,21 @@ type helperPool struct {
 
 // helper is one pooled goroutine; it takes its next call from job, and
 // exits when job is closed.
-type helper struct{ job chan func() }
+type helper struct{ job chan job }
+
+// job is a call a helper runs: an *nbCall, or a func in tests.
+type job interface{ work() }
+
+type jobFunc func()
+
+func (f jobFunc) work() { f() }
 
 // maxParked bounds the parked helpers: more calls than that in flight at
 // once start goroutines that exit when done.
 const maxParked = 16
 
 // run runs f in a parked helper, or in a new one.
-func (p *helperPool) run(f func()) {
+func (p *helperPool) run(f job) {
 	p.mu.Lock()
 	if n := len(p.parked); n > 0 {
 		h := p.parked[n-1]
@@ -33,14 +40,14 @@ func (p *helperPool) run(f func()) {
 		return
 	}
 	p.mu.Unlock()
-	h := &helper{job: make(chan func(), 1)}
+	h := &helper{job: make(chan job, 1)}
 	go h.loop(p, f)
 }
 
 // loop runs f and then each call it is handed while parked.
-func (h *helper) loop(p *helperPool, f func()) {
+func (h *helper) loop(p *helperPool, f job) {
 	for f != nil {
-		f()
+		f.work()
 		f = nil
 		p.mu.Lock()
 		if p.closed || len(p.parked) == maxParked {

@@ -28,7 +28,7 @@ func TestHelperPool(t *testing.T) {
 	ran.Add(n)
 	for range n {
 		// Each blocks until the gate opens: all n must run at once.
-		p.run(func() { <-gate; ran.Done() })
+		p.run(jobFunc(func() { <-gate; ran.Done() }))
 	}
 	if got := parked(); got != 0 {
 		t.Fatalf("%d helpers parked while every call blocks", got)
@@ -38,7 +38,7 @@ func TestHelperPool(t *testing.T) {
 	until("after the calls", func() bool { return parked() == maxParked })
 	until("the extra helpers' exit", func() bool { return runtime.NumGoroutine() <= base+maxParked })
 	done := make(chan struct{})
-	p.run(func() { close(done) })
+	p.run(jobFunc(func() { close(done) }))
 	<-done
 	until("a call on a parked helper", func() bool { return parked() == maxParked })
 	if g := runtime.NumGoroutine(); g > base+maxParked {
@@ -47,7 +47,7 @@ func TestHelperPool(t *testing.T) {
 	p.close()
 	until("close", func() bool { return runtime.NumGoroutine() <= base })
 	done = make(chan struct{})
-	p.run(func() { close(done) }) // after close: runs, parks nothing
+	p.run(jobFunc(func() { close(done) })) // after close: runs, parks nothing
 	<-done
 	until("a call after close", func() bool { return parked() == 0 && runtime.NumGoroutine() <= base })
 }

@@ -1,9 +1,11 @@
 package mpi
 
 import (
+	"runtime"
 	"sync"
 
 	"github.com/gorun/gorun/coll"
+	"github.com/gorun/gorun/p2p"
 )
 
 // Nonblocking collectives.
@@ -17,26 +19,33 @@ import (
 //
 // How they progress: each call runs its algorithm (in shared memory when
 // the communicator's segment is ready as the call begins, in its turn
-// among the communicator's calls: coll's nbturn.go) on a goroutine of the
-// process's pool (helpers.go), which polls the transports as any blocking
-// call does; at its end it sends a zero-byte notice to this rank itself,
-// which completes the Request's receive. While one runs, every wait of
-// the process gives way to it (p2p's Engine.Helping), but for the call's
-// own when a Wait sleeps for it (Engine.Parked). The call therefore
-// progresses without a progress thread: beside the caller's computation
-// where the rank has a CPU to spare, else (a rank bound to one CPU runs
-// one P) whenever the caller waits, tests or is preempted; and an MPI
-// program that relies on nonblocking collectives progressing
-// independently (Ibarrier, then a synchronous send) cannot deadlock. The
-// price is a goroutine hand-off each way and the self-message: an
+// among the communicator's calls: coll's nbturn.go), polling the
+// transports as any blocking call does, and at its end sends a zero-byte
+// notice to this rank itself, which completes the Request's receive.
+// Where the process has more than one P, the call runs at once on a
+// goroutine of the process's pool (helpers.go), beside the caller's
+// computation; while one runs, every wait of the process gives way to it
+// (p2p's Engine.Helping), but for the call's own when a Wait sleeps for
+// it (Engine.Parked). With one P (a rank bound to one CPU: gorun's
+// default when ranks fill the cores), such a goroutine could run only
+// when the caller waits or is preempted, so the call is deferred
+// instead: the process's next wait, Test, Testall, Testany, Testsome,
+// Iprobe or Improbe (p2p's Engine.Defer) hands it to a pool goroutine,
+// and a Wait on its own request that comes first runs it on the
+// caller's goroutine, with no hand-off at all. As in Open MPI, such a
+// call progresses inside MPI calls only; an MPI program that relies on
+// nonblocking collectives progressing independently (Ibarrier, then a
+// synchronous send) cannot deadlock, since every wait begins them. An
 // Ibarrier and its Wait took 1.8-4x Open MPI's time at np=2-32 on the
-// lent 32-core host (docs/measurements.md, "Nonblocking collectives").
+// lent 32-core host with the hand-off (docs/measurements.md,
+// "Nonblocking collectives"); deferred, see "Deferred nonblocking calls".
 //
 // On an intercommunicator every one of them but Iscan and Iexscan (which
 // MPI defines on intracommunicators only) runs the intercommunicator
 // algorithm of its blocking form (intercoll.go) the same way.
 
-// start runs a prepared call in a goroutine and returns its request.
+// start runs a prepared call as a nonblocking one and returns its
+// request.
 func start(c *Comm, op string, v coll.Comm, cl call, err error) (*Request, error) {
 	if err != nil {
 		v.Abort(int(classOf(err)), err)
@@ -44,50 +53,167 @@ func start(c *Comm, op string, v coll.Comm, cl call, err error) (*Request, error
 	}
 	cl.args.Nonblocking = true
 	cl.args.ShmReady = v.ShmReady() // as the call begins: coll's nbturn.go
-	return launch(c, op, v, true, func(v *coll.Comm) error { return wrapColl(op, cl.fn(v, &cl.args)) })
+	nc := &nbCall{c: c, op: op, v: v, turn: true, cl: cl}
+	if err := launch(nc); err != nil {
+		return nil, err
+	}
+	return &nc.req, nil
 }
 
-// launch posts the notice receive of the begun view v and returns its
-// request at once; run runs on v in a goroutine, whose failure aborts the
-// call and becomes the request's error, and which then sends the notice.
-// turn: v was begun just now, in the communicator's order of calls, and
-// takes its turn among them (coll's Launched; not a persistent call's
-// view, begun at its Init and started in any order).
-func launch(c *Comm, op string, v coll.Comm, turn bool, run func(v *coll.Comm) error) (*Request, error) {
-	done, perr := v.PostNotify()
+// nbCall is one nonblocking call in flight (a nonblocking collective, a
+// persistent collective's run, an Idup): what launch needs, and its
+// Request, in one allocation.
+type nbCall struct {
+	req Request // the call's request; a persistent run reports in its own
+	c   *Comm
+	op  string
+	v   coll.Comm // the begun view the call runs on
+	// turn: v was begun just now, in the communicator's order of calls,
+	// and takes its turn among them (coll's Launched; not a persistent
+	// call's view, begun at its Init and started in any order).
+	turn bool
+	// cl is the call run on v, unless run is set.
+	cl  call
+	run func(v *coll.Comm) error
+	res collResult
+	// ended is done once the call has ended and sent its notice; a Wait
+	// whose call a helper runs sleeps on it.
+	ended sync.WaitGroup
+	// queued, next: the call is deferred, in the process's list (rt.nbq,
+	// under its lock).
+	queued bool
+	next   *nbCall
+}
+
+// launch posts the notice receive of nc's begun view and sets nc.req up
+// as its request; the call then runs (exec) on a helper goroutine, at
+// once where the process has more than one P, else deferred until the
+// process's next wait or test (nbQueue.begin), or by its own Wait
+// itself (Request.Wait). On one P the helper could run only when the
+// caller waits anyway: deferred, a Wait that comes first runs the call
+// itself, with no goroutine hand-off either way (docs/measurements.md,
+// "Deferred nonblocking calls").
+func launch(nc *nbCall) error {
+	done, perr := nc.v.PostNotify()
 	if perr != nil {
-		return nil, wrap(op, perr)
+		return wrap(nc.op, perr)
 	}
-	var res collResult
-	ended := make(chan struct{})
-	q := &Request{r: done, c: c, op: op, elem: 1, own: true, ended: ended}
-	q.post = func(_ Status, err error) error {
-		if e := res.get(); e != nil {
-			return e
-		}
-		return err
+	nc.req = Request{r: done, c: nc.c, op: nc.op, elem: 1, own: true, nb: nc}
+	nc.ended.Add(1)
+	if nc.turn {
+		nc.v.Launched()
 	}
-	eng := c.rt.eng
-	eng.Helping()
-	if turn {
-		v.Launched()
+	s := nc.c.rt
+	if runtime.GOMAXPROCS(0) > 1 {
+		s.hand(nc)
+	} else {
+		s.nbq.put(s.eng, nc)
 	}
-	c.rt.helpers.run(func() {
-		defer eng.Helped()
-		e := run(&v)
-		if e != nil {
-			v.Abort(int(classOf(e)), e)
-			res.set(e)
-		}
-		if turn {
-			v.Landed()
-		}
-		if nerr := v.Notify(); nerr != nil {
-			res.set(wrap(op, nerr))
-		}
-		close(ended)
-	})
-	return q, nil
+	return nil
+}
+
+// exec runs the call: its failure aborts the call and becomes the
+// request's error; it then sends the notice that completes the request.
+func (nc *nbCall) exec() {
+	var e error
+	if nc.run != nil {
+		e = nc.run(&nc.v)
+	} else {
+		e = wrapColl(nc.op, nc.cl.fn(&nc.v, &nc.cl.args))
+	}
+	if e != nil {
+		nc.v.Abort(int(classOf(e)), e)
+		nc.res.set(e)
+	}
+	if nc.turn {
+		nc.v.Landed()
+	}
+	if nerr := nc.v.Notify(); nerr != nil {
+		nc.res.set(wrap(nc.op, nerr))
+	}
+	nc.ended.Done()
+}
+
+// work runs the call on a helper goroutine (hand).
+func (nc *nbCall) work() {
+	nc.exec()
+	nc.c.rt.eng.Helped()
+}
+
+// hand runs nc on a helper goroutine; while it runs, the process's waits
+// give way to it (p2p's Engine.Helping).
+func (s *rt) hand(nc *nbCall) {
+	s.eng.Helping()
+	s.helpers.run(nc)
+}
+
+// nbQueue holds the calls launched and deferred, first launched first.
+type nbQueue struct {
+	mu         sync.Mutex
+	head, tail *nbCall
+}
+
+// put defers nc, counted in e's deferred calls (p2p's Engine.Defer).
+func (l *nbQueue) put(e *p2p.Engine, nc *nbCall) {
+	l.mu.Lock()
+	nc.queued = true
+	if l.tail == nil {
+		l.head = nc
+	} else {
+		l.tail.next = nc
+	}
+	l.tail = nc
+	e.Defer(1)
+	l.mu.Unlock()
+}
+
+// claim takes nc out of the list for its caller to run, and reports
+// whether it was still there (not begun).
+func (l *nbQueue) claim(e *p2p.Engine, nc *nbCall) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !nc.queued {
+		return false
+	}
+	var prev *nbCall
+	for x := l.head; x != nc; x = x.next {
+		prev = x
+	}
+	if prev == nil {
+		l.head = nc.next
+	} else {
+		prev.next = nc.next
+	}
+	if l.tail == nc {
+		l.tail = prev
+	}
+	nc.queued, nc.next = false, nil
+	e.Defer(-1)
+	return true
+}
+
+// begin hands every deferred call to a helper, first launched first
+// (the process's starter: p2p's SetStarter).
+func (s *rt) begin() {
+	l := &s.nbq
+	l.mu.Lock()
+	nc := l.head
+	l.head, l.tail = nil, nil
+	n := int32(0)
+	for x := nc; x != nil; x = x.next {
+		x.queued = false
+		n++
+	}
+	if n > 0 {
+		s.eng.Defer(-n)
+	}
+	l.mu.Unlock()
+	for nc != nil {
+		next := nc.next
+		nc.next = nil
+		s.hand(nc)
+		nc = next
+	}
 }
 
 // collResult is the outcome of a call's goroutine.

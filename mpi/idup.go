@@ -34,7 +34,7 @@ func (c *Comm) Idup() (*Comm, *Request, error) {
 		return nil, nil, err // through c's handler in begin
 	}
 	nc := &Comm{name: c.name + " idup", rank: Undefined}
-	q, err := launch(c, op, v, false, func(v *coll.Comm) error {
+	nb := &nbCall{c: c, op: op, v: v, run: func(v *coll.Comm) error {
 		ctx, err := c.agreeCtxBy(op, idupRound(op, v))
 		return c.idupDone(op, nc, err, func() {
 			nc.init(nc.name, c.rt, ctx, slices.Clone(c.world), c.rank)
@@ -45,11 +45,11 @@ func (c *Comm) Idup() (*Comm, *Request, error) {
 				nc.graph = c.graph.clone()
 			}
 		})
-	})
-	if err != nil {
+	}}
+	if err := launch(nb); err != nil {
 		return nil, nil, c.fail(err)
 	}
-	return nc, q, nil
+	return nc, &nb.req, nil
 }
 
 // idupRound is one round of an Idup's context agreement: a bitwise-and

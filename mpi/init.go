@@ -33,8 +33,10 @@ type rt struct {
 	world *Comm
 	self  *Comm
 	ft    ftProc
-	// helpers run the nonblocking calls (launch).
+	// helpers run the nonblocking calls (launch); nbq holds those
+	// deferred.
 	helpers helperPool
+	nbq     nbQueue
 }
 
 var (
@@ -117,6 +119,7 @@ func Init() error {
 		return wrap("Init", err)
 	}
 	s := &rt{env: env, eng: eng, sess: sess}
+	eng.SetStarter(s.begin)
 	ctxs.mu.Lock()
 	ctxs.purge = func(ctx uint32) {
 		eng.Purge(ctx, fmt.Errorf("its communicator was freed, and the context id serves another one now (%w)", p2p.ErrFreed))
@@ -224,6 +227,9 @@ func Finalize() error {
 	// run in the reverse order the attributes were set (a failing one
 	// stops the deletion, and its error is Finalize's once the rest is done).
 	aerr := s.self.deleteAllAttrs("Finalize")
+	// Nonblocking calls never waited for (an erroneous program) still
+	// run, as they would have on a helper from the start (launch).
+	s.begin()
 	// Buffered sends still in flight are delivered first, as if the
 	// buffer were detached (bsend.go); their error, if any, is Finalize's.
 	berr := errors.Join(aerr, flushBsend())

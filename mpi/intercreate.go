@@ -73,14 +73,14 @@ func (c *Comm) interIdup() (*Comm, *Request, error) {
 	}
 	nc := &Comm{name: c.name + " idup", rank: Undefined}
 	local, rank, remote := slices.Clone(c.world), c.rank, slices.Clone(c.inter.remote)
-	q, err := launch(c, op, v, false, func(v *coll.Comm) error {
+	nb := &nbCall{c: c, op: op, v: v, run: func(v *coll.Comm) error {
 		ctx, err := c.agreeCtxKey(op, ctxKey(c.ctx, 0), idupRound(op, v))
 		return c.idupDone(op, nc, err, func() { nc.initInter(nc.name, c.rt, ctx, local, rank, remote) })
-	})
-	if err != nil {
+	}}
+	if err := launch(nb); err != nil {
 		return nil, nil, c.fail(err)
 	}
-	return nc, q, nil
+	return nc, &nb.req, nil
 }
 
 // interSplit is Split of the intercommunicator c (MPI_Comm_split on an

@@ -46,6 +46,7 @@ func Improbe(c *Comm, source, tag int) (_ *Message, _ Status, err error) {
 	}
 	pm, err := c.rt.eng.Improbe(c.ctx, w, tag)
 	if err != nil || pm == nil {
+		c.rt.eng.GiveWay() // as Iprobe does
 		return nil, Status{}, wrap("Improbe", err)
 	}
 	return c.message(pm)

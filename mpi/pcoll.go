@@ -76,13 +76,13 @@ func (q *Request) startColl() error {
 		return q.c.fail(err)
 	}
 	p := q.pers.coll
-	cl := p.cl // each run its own copy: the algorithms take a pointer
-	op := q.op
-	r, err := launch(q.c, op, p.v, false, func(v *coll.Comm) error { return wrapColl(op, cl.fn(v, &cl.args)) })
-	if err != nil {
+	// Each run its own copy of the call (the algorithms take a pointer)
+	// and of the view.
+	nc := &nbCall{c: q.c, op: q.op, v: p.v, cl: p.cl}
+	if err := launch(nc); err != nil {
 		return q.c.fail(err)
 	}
-	q.r, q.post, q.own, q.ended = r.r, r.post, r.own, r.ended
+	q.r, q.own, q.nb = nc.req.r, nc.req.own, nc
 	q.fin, q.st, q.err = false, Status{}, nil
 	q.pers.active = true
 	return nil

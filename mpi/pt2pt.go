@@ -388,6 +388,9 @@ func iprobe(c *Comm, source, tag int) (bool, Status, error) {
 	}
 	ok, ps, err := c.rt.eng.Iprobe(c.ctx, w, tag)
 	if err != nil || !ok {
+		// A program may poll with Iprobe alone: its nonblocking calls
+		// begin and run here too, as in a wait (p2p's GiveWay).
+		c.rt.eng.GiveWay()
 		return false, Status{}, wrap("Iprobe", err)
 	}
 	return true, c.status(ps), nil

@@ -37,9 +37,9 @@ type Request struct {
 	// pers describes a persistent request (persistent.go); nil for one
 	// started once.
 	pers *persistent
-	// ended: closed when a nonblocking collective's goroutine has sent
-	// its notice (launch); Wait sleeps on it instead of polling.
-	ended chan struct{}
+	// nb: the nonblocking call (a collective's, launch) whose notice r
+	// receives; its outcome is the request's.
+	nb *nbCall
 	// own: r is from the engine's free list and goes back to it at
 	// completion.
 	own bool
@@ -107,6 +107,11 @@ func (q *Request) record(ps p2p.Status, err error) (Status, error) {
 	if q.post != nil {
 		q.err = q.post(q.st, q.err)
 	}
+	if q.nb != nil {
+		if e := q.nb.res.get(); e != nil {
+			q.err = e
+		}
+	}
 	q.fin = true
 	return q.st, q.err
 }
@@ -120,12 +125,17 @@ func (q *Request) Wait() (Status, error) {
 		return emptyStatus, nil
 	}
 	if !q.fin {
-		if q.ended != nil && !q.r.Done() {
-			// The call's goroutine polls for both meanwhile, without
-			// giving way on every poll (p2p's giveWay).
-			woke := q.c.rt.eng.Parked()
-			<-q.ended
-			woke()
+		if nc := q.nb; nc != nil && !q.r.Done() {
+			if q.c.rt.nbq.claim(q.c.rt.eng, nc) {
+				// Deferred, not begun: run here, no hand-off (launch).
+				nc.exec()
+			} else {
+				// A helper runs it, polling for both meanwhile, without
+				// giving way on every poll (p2p's giveWay).
+				woke := q.c.rt.eng.Parked()
+				nc.ended.Wait()
+				woke()
+			}
 		}
 		if q.own {
 			// Waited for, recorded and given back with one lock, the
@@ -326,7 +336,7 @@ func waitall(op string, reqs []*Request, sts []Status, free bool) error {
 			// goes back below.
 			continue
 		}
-		if free && q.own && !q.fin && q.post == nil && q.pers == nil {
+		if free && q.own && !q.fin && q.post == nil && q.nb == nil && q.pers == nil {
 			// Given back below: nobody reads its status, only an error
 			// matters (the status is 5% of a receiver's time at the
 			// 8-byte message rate).
@@ -454,6 +464,7 @@ func (q *Request) take(reqs []*Request, i int) (int, Status, error) {
 func Testall(reqs []*Request) (bool, []Status, error) {
 	if e := engineOf(reqs); e != nil {
 		e.Progress()
+		e.GiveWay() // as Test does
 	}
 	for _, q := range reqs {
 		if q != nil && q.r != nil && !q.inactive() && !q.r.Done() {

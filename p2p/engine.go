@@ -63,6 +63,10 @@ type Engine struct {
 	helpers atomic.Int32
 	// parked: goroutines asleep until a helper's call ends (Parked).
 	parked atomic.Int32
+	// deferred: calls of this process not begun yet (Defer); starter
+	// begins them, at the next wait's turn (giveWay).
+	deferred atomic.Int32
+	starter  func()
 	// stager copies device memory to and from host memory for routes that
 	// no RMA reaches (stage.go); nil without a GPU transport.
 	stager btl.Stager

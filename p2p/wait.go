@@ -407,11 +407,31 @@ func (e *Engine) runIdle() {
 // the helper is the one waiting here, and nobody needs the way: a pass
 // through the scheduler on every poll, reading the clock, was most of
 // what a nonblocking call cost beyond its algorithm.
+//
+// It first begins the calls deferred (Defer): every wait of the process,
+// and every test, is where they begin.
 func (e *Engine) giveWay() {
+	if e.deferred.Load() != 0 {
+		e.starter()
+	}
 	if h := e.helpers.Load(); h > 1 || h == 1 && e.parked.Load() == 0 {
 		runtime.Gosched()
 	}
 }
+
+// GiveWay is what a wait does between its polls for the process's other
+// work (giveWay), for the calls that poll without a wait: Iprobe,
+// Testall and the like, which a program may call in a loop.
+func (e *Engine) GiveWay() { e.giveWay() }
+
+// SetStarter sets the function that begins the calls deferred (Defer);
+// the process sets it once, before deferring any.
+func (e *Engine) SetStarter(f func()) { e.starter = f }
+
+// Defer counts n calls (n < 0: uncounts them) whose work the process has
+// deferred until its next wait or test, where the starter begins them
+// (SetStarter); a call that its own Wait runs itself is uncounted there.
+func (e *Engine) Defer(n int32) { e.deferred.Add(n) }
 
 // Parked counts a goroutine that sleeps until a helper's call ends (a
 // Wait on a nonblocking collective), from now until done is called.

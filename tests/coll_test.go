@@ -26,6 +26,7 @@ func init() {
 	rankCases["coll-types"] = caseCollTypes
 	rankCases["coll-nonblocking"] = caseCollNonblocking
 	rankCases["coll-nonblocking-shm"] = caseCollNonblockingShm
+	rankCases["coll-nonblocking-progress"] = caseCollNonblockingProgress
 	rankCases["coll-errors"] = caseCollErrors
 }
 
@@ -867,6 +868,140 @@ func caseCollNonblocking(w *mpi.Comm) error {
 	return mpi.Barrier(w)
 }
 
+// caseCollNonblockingProgress: each step has a rank that polls or waits
+// for something else (Iprobe, Testall, Testany, a Wait on a later call,
+// a Wait on another communicator's call) while its nonblocking call must
+// progress for the others to get there; each would hang if the call ran
+// only in its own Wait.
+func caseCollNonblockingProgress(w *mpi.Comm) error {
+	n, me := w.Size(), w.Rank()
+	last := n - 1
+	// Iprobe alone: rank 0 polls for a message the last rank sends once
+	// its Ibarrier has completed, which needs rank 0's.
+	q, err := mpi.Ibarrier(w)
+	if err != nil {
+		return err
+	}
+	switch me {
+	case 0:
+		for {
+			ok, _, err := mpi.Iprobe(w, last, 5)
+			if err != nil {
+				return err
+			}
+			if ok {
+				break
+			}
+		}
+		x := []int{0}
+		if _, err := mpi.Recv(w, x, last, 5); err != nil || x[0] != 7 {
+			return fmt.Errorf("recv after Iprobe: %v %v", x, err)
+		}
+	case last:
+		if _, err := q.Wait(); err != nil {
+			return err
+		}
+		if err := mpi.Send(w, []int{7}, 0, 5); err != nil {
+			return err
+		}
+	}
+	if _, err := q.Wait(); err != nil {
+		return err
+	}
+	// Testall and Testany loops, with two calls in flight.
+	for _, how := range []string{"Testall", "Testany"} {
+		a, b := []int{me}, []int{0}
+		q1, err := mpi.Ibarrier(w)
+		if err != nil {
+			return err
+		}
+		q2, err := mpi.Iallreduce(w, a, b, mpi.Sum)
+		if err != nil {
+			return err
+		}
+		reqs := []*mpi.Request{q1, q2}
+		for left := 2; left > 0; {
+			if how == "Testall" {
+				ok, _, err := mpi.Testall(reqs)
+				if err != nil {
+					return err
+				}
+				if ok {
+					left = 0
+				}
+				continue
+			}
+			i, ok, _, err := mpi.Testany(reqs)
+			if err != nil {
+				return err
+			}
+			if ok && i >= 0 {
+				left--
+			}
+		}
+		if b[0] != n*(n-1)/2 {
+			return fmt.Errorf("%s: Iallreduce gave %d", how, b[0])
+		}
+	}
+	// A Wait on the later of two calls on one communicator first (in
+	// shared memory, the later waits for the earlier's turn).
+	a, b, c, d := []int{me}, []int{0}, []int{2 * me}, []int{0}
+	q1, err := mpi.Iallreduce(w, a, b, mpi.Sum)
+	if err != nil {
+		return err
+	}
+	q2, err := mpi.Iallreduce(w, c, d, mpi.Sum)
+	if err != nil {
+		return err
+	}
+	if _, err := q2.Wait(); err != nil {
+		return err
+	}
+	if _, err := q1.Wait(); err != nil {
+		return err
+	}
+	if b[0] != n*(n-1)/2 || d[0] != n*(n-1) {
+		return fmt.Errorf("Waits in reverse: %d %d", b[0], d[0])
+	}
+	// Crossed Waits on two communicators: rank 0 waits for the second
+	// communicator's call first, the others for the first's.
+	dup, err := w.Dup()
+	if err != nil {
+		return err
+	}
+	defer dup.Free()
+	qa, err := mpi.Ibarrier(w)
+	if err != nil {
+		return err
+	}
+	qb, err := mpi.Ibarrier(dup)
+	if err != nil {
+		return err
+	}
+	first, second := qa, qb
+	if me == 0 {
+		first, second = qb, qa
+	}
+	if _, err := first.Wait(); err != nil {
+		return err
+	}
+	if _, err := second.Wait(); err != nil {
+		return err
+	}
+	// Test once, then Wait: the call may have begun in the Test.
+	q, err = mpi.Ibarrier(w)
+	if err != nil {
+		return err
+	}
+	if _, _, err := q.Test(); err != nil {
+		return err
+	}
+	if _, err := q.Wait(); err != nil {
+		return err
+	}
+	return mpi.Barrier(w)
+}
+
 // caseCollErrors: wrong arguments fail with their class, at every rank
 // where they are wrong, and the ranks whose arguments were fine fail too
 // instead of hanging; the communicator goes on working afterwards.
@@ -1192,6 +1327,21 @@ func caseCollNonblockingShm(w *mpi.Comm) error {
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("Ibarrier not complete after 30 s of Test")
+		}
+	}
+}
+
+// TestCollNonblockingProgress: nonblocking calls progress through every
+// way a program may wait or poll, with one P a rank (the calls wait for
+// the program's next wait or test, or run in their own Wait: mpi's
+// launch) and with two (they run on a helper goroutine at once).
+func TestCollNonblockingProgress(t *testing.T) {
+	for _, procs := range []int{1, 2} {
+		for _, np := range []int{2, 3} {
+			t.Run(fmt.Sprintf("GOMAXPROCS=%d/np=%d", procs, np), func(t *testing.T) {
+				job{np: np, cas: "coll-nonblocking-progress", timeout: 60 * time.Second,
+					flags: []string{"-x", fmt.Sprintf("GOMAXPROCS=%d", procs)}}.ok(t)
+			})
 		}
 	}
 }
