@@ -1,10 +1,14 @@
 package mpi
 
 import (
+	"fmt"
+	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gorun/gorun/coll"
+	"github.com/gorun/gorun/internal/params"
 	"github.com/gorun/gorun/p2p"
 )
 
@@ -76,6 +80,9 @@ type nbCall struct {
 	cl  call
 	run func(v *coll.Comm) error
 	res collResult
+	// begun: a helper or the call's Wait has taken the call to run it
+	// (take); the other leaves it.
+	begun atomic.Bool
 	// ended is done once the call has ended and sent its notice; a Wait
 	// whose call a helper runs sleeps on it.
 	ended sync.WaitGroup
@@ -85,14 +92,39 @@ type nbCall struct {
 	next   *nbCall
 }
 
+var pNBStart = params.String("GORUN_NB_START", "auto",
+	"when a nonblocking collective begins: now (on a helper goroutine, beside the caller), wait (at the process's next wait or test, or in its own Wait), auto (now where the rank has more than one P, else wait)")
+
+// nbNow reports whether nonblocking calls begin at once (GORUN_NB_START).
+func nbNow() bool {
+	switch nbStart() {
+	case "now":
+		return true
+	case "wait":
+		return false
+	}
+	return runtime.GOMAXPROCS(0) > 1
+}
+
+// nbStart is pNBStart read once (launch asks on every call).
+var nbStart = sync.OnceValue(func() string {
+	switch s := pNBStart(); s {
+	case "auto", "now", "wait":
+		return s
+	default:
+		fmt.Fprintf(os.Stderr, "gorun: GORUN_NB_START=%q: want auto, now or wait; using auto\n", s)
+		return "auto"
+	}
+})
+
 // launch posts the notice receive of nc's begun view and sets nc.req up
 // as its request; the call then runs (exec) on a helper goroutine, at
 // once where the process has more than one P, else deferred until the
-// process's next wait or test (nbQueue.begin), or by its own Wait
-// itself (Request.Wait). On one P the helper could run only when the
-// caller waits anyway: deferred, a Wait that comes first runs the call
-// itself, with no goroutine hand-off either way (docs/measurements.md,
-// "Deferred nonblocking calls").
+// process's next wait or test (nbQueue.begin). Either way a Wait on the
+// call that finds it not begun yet runs it itself (take), with no
+// goroutine hand-off. On one P a helper could run only when the caller
+// waits anyway; with more, it runs beside the caller's computation
+// (docs/measurements.md, "Deferred nonblocking calls").
 func launch(nc *nbCall) error {
 	done, perr := nc.v.PostNotify()
 	if perr != nil {
@@ -104,7 +136,7 @@ func launch(nc *nbCall) error {
 		nc.v.Launched()
 	}
 	s := nc.c.rt
-	if runtime.GOMAXPROCS(0) > 1 {
+	if nbNow() {
 		s.hand(nc)
 	} else {
 		s.nbq.put(s.eng, nc)
@@ -134,9 +166,16 @@ func (nc *nbCall) exec() {
 	nc.ended.Done()
 }
 
-// work runs the call on a helper goroutine (hand).
+// take reports whether the caller is the one to run nc: the first of
+// its helper and its Wait to ask.
+func (nc *nbCall) take() bool { return nc.begun.CompareAndSwap(false, true) }
+
+// work runs the call on a helper goroutine (hand), unless its Wait took
+// it first.
 func (nc *nbCall) work() {
-	nc.exec()
+	if nc.take() {
+		nc.exec()
+	}
 	nc.c.rt.eng.Helped()
 }
 
@@ -188,6 +227,7 @@ func (l *nbQueue) claim(e *p2p.Engine, nc *nbCall) bool {
 		l.tail = prev
 	}
 	nc.queued, nc.next = false, nil
+	nc.begun.Store(true)
 	e.Defer(-1)
 	return true
 }

@@ -126,8 +126,8 @@ func (q *Request) Wait() (Status, error) {
 	}
 	if !q.fin {
 		if nc := q.nb; nc != nil && !q.r.Done() {
-			if q.c.rt.nbq.claim(q.c.rt.eng, nc) {
-				// Deferred, not begun: run here, no hand-off (launch).
+			if q.c.rt.nbq.claim(q.c.rt.eng, nc) || nc.take() {
+				// Not begun: run here, no hand-off (launch).
 				nc.exec()
 			} else {
 				// A helper runs it, polling for both meanwhile, without

@@ -4,7 +4,8 @@
 // Five loops of -i calls each, after 500 untimed: allreduce of -s bytes
 // of float32 with a barrier before each call (as OSU times it), the same
 // back to back, bcast of -s bytes from rank 0 the same two ways, and
-// barrier back to back (with -nb, nonblocking calls instead). Every rank times each call
+// barrier back to back (with -nb, nonblocking calls instead; with
+// -overlap, OSU's overlap of an Iallreduce with computation). Every rank times each call
 // alone; rank 0 prints, for each percentile and the mean, the largest
 // over ranks, and the loop's wall time per call. tests/openmpi/colldist.c
 // is the same program for Open MPI (built by its Makefile).
@@ -26,6 +27,7 @@ func main() {
 	iters := flag.Int("i", 20000, "timed calls per loop")
 	size := flag.Int("s", 8, "allreduce and bcast size in bytes (float32)")
 	nb := flag.Bool("nb", false, "instead of the five loops, three of nonblocking calls back to back: Ibarrier then Wait, Iallreduce then Wait, Iallreduce then Test until done")
+	overlap := flag.Int("overlap", 0, "instead of the five loops, OSU's overlap of an Iallreduce of this many bytes (float32) with computation (overlap.go)")
 	late := flag.Float64("late", 0, "instead of the five loops, barriers back to back with a report on the rank that made each call slower than this many microseconds late (late.go)")
 	flag.Parse()
 	if err := mpi.Init(); err != nil {
@@ -33,6 +35,10 @@ func main() {
 	}
 	defer mpi.Finalize()
 	w := mpi.World()
+	if *overlap > 0 {
+		overlapLoop(w, *iters, *overlap)
+		return
+	}
 	if *late > 0 {
 		lateLoop(w, *iters, *late)
 		return

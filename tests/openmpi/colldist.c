@@ -2,7 +2,8 @@
  * (allreduce of 8 B of float with a barrier before each call, back to back,
  * bcast of 8 B from rank 0 the same two ways, and barrier back to back; with -nb 1, Ibarrier then
  * Wait, Iallreduce then Wait and Iallreduce then Test until done instead; every call timed alone; percentiles per rank,
- * the largest over ranks). mpirun -np 32 colldist -i 200000 */
+ * the largest over ranks; with -overlap B, OSU's overlap of an Iallreduce of B bytes with computation, as
+ * bench/colldist/overlap.go). mpirun -np 32 colldist -i 200000 */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,17 +73,58 @@ static void run(const char *name, int sep, int kind, int iters) {
 	free(d);
 }
 
+/* overlap: bench/colldist/overlap.go's overlapLoop. */
+static double overlap_mean(float *a, float *b, int n, int iters, double compute) {
+	double sum = 0;
+	for (int i = -(iters / 10 > 10 ? iters / 10 : 10); i < iters; i++) {
+		if (i == 0)
+			sum = 0;
+		MPI_Barrier(MPI_COMM_WORLD);
+		double t = MPI_Wtime();
+		MPI_Request q;
+		MPI_Iallreduce(a, b, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &q);
+		while (MPI_Wtime() - t < compute)
+			;
+		MPI_Wait(&q, MPI_STATUS_IGNORE);
+		sum += MPI_Wtime() - t;
+	}
+	double m = sum * 1e6 / iters;
+	MPI_Allreduce(MPI_IN_PLACE, &m, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+	return m;
+}
+
+static void overlap(int iters, int size) {
+	int rank, np, n = size / 4 > 1 ? size / 4 : 1;
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &np);
+	float *a = calloc(n, sizeof(float)), *b = calloc(n, sizeof(float));
+	double pure = overlap_mean(a, b, n, iters, 0);
+	double total = overlap_mean(a, b, n, iters, pure / 1e6);
+	double ov = 100 * (1 - (total - pure) / pure);
+	if (rank == 0)
+		printf("iallreduce overlap %d B np=%d  pure %.2f total %.2f overlap %.1f%%\n", size, np, pure, total, ov > 0 ? ov : 0);
+	free(a);
+	free(b);
+}
+
 int main(int argc, char **argv) {
 	MPI_Init(&argc, &argv);
-	int iters = 20000, nb = 0;
+	int iters = 20000, nb = 0, ov = 0;
 	for (int i = 1; i + 1 < argc; i++) {
 		if (!strcmp(argv[i], "-i"))
 			iters = atoi(argv[i + 1]);
 		if (!strcmp(argv[i], "-nb"))
 			nb = atoi(argv[i + 1]);
+		if (!strcmp(argv[i], "-overlap"))
+			ov = atoi(argv[i + 1]);
 	}
 	if (iters < 1)
 		iters = 1;
+	if (ov > 0) {
+		overlap(iters, ov);
+		MPI_Finalize();
+		return 0;
+	}
 	if (nb) {
 		run("ibarrier+wait b2b", 0, IBARRIER, iters);
 		run("iallreduce+wait b2b", 0, IALLREDUCE, iters);
