@@ -3,7 +3,6 @@ package mpi
 import (
 	"fmt"
 	"os"
-	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -26,23 +25,20 @@ import (
 // among the communicator's calls: coll's nbturn.go), polling the
 // transports as any blocking call does, and at its end sends a zero-byte
 // notice to this rank itself, which completes the Request's receive.
-// Where the process has more than one P, the call runs at once on a
-// goroutine of the process's pool (helpers.go), beside the caller's
-// computation; while one runs, every wait of the process gives way to it
-// (p2p's Engine.Helping), but for the call's own when a Wait sleeps for
-// it (Engine.Parked). With one P (a rank bound to one CPU: gorun's
-// default when ranks fill the cores), such a goroutine could run only
-// when the caller waits or is preempted, so the call is deferred
-// instead: the process's next wait, Test, Testall, Testany, Testsome,
-// Iprobe or Improbe (p2p's Engine.Defer) hands it to a pool goroutine,
-// and a Wait on its own request that comes first runs it on the
-// caller's goroutine, with no hand-off at all. As in Open MPI, such a
-// call progresses inside MPI calls only; an MPI program that relies on
-// nonblocking collectives progressing independently (Ibarrier, then a
-// synchronous send) cannot deadlock, since every wait begins them. An
-// Ibarrier and its Wait took 1.8-4x Open MPI's time at np=2-32 on the
-// lent 32-core host with the hand-off (docs/measurements.md,
-// "Nonblocking collectives"); deferred, see "Deferred nonblocking calls".
+// The call is deferred (launch): the process's next wait, Test, Testall,
+// Testany, Testsome, Iprobe or Improbe (p2p's Engine.Defer) hands it to
+// a goroutine of the process's pool (helpers.go), and a Wait on its own
+// request that comes first runs it on the caller's goroutine, with no
+// hand-off at all. While a pool goroutine runs one, every wait of the
+// process gives way to it (p2p's Engine.Helping), but for the call's own
+// when a Wait sleeps for it (Engine.Parked). As in Open MPI, a call
+// therefore progresses inside MPI calls only, not beside the caller's
+// computation; an MPI program that relies on nonblocking collectives
+// progressing independently (Ibarrier, then a synchronous send) cannot
+// deadlock, since every wait begins them. GORUN_NB_START=now starts each
+// call on a pool goroutine at once instead; on the lent hosts that was
+// slower and overlapped no more (docs/measurements.md, "Deferred
+// nonblocking calls").
 //
 // On an intercommunicator every one of them but Iscan and Iexscan (which
 // MPI defines on intracommunicators only) runs the intercommunicator
@@ -92,38 +88,32 @@ type nbCall struct {
 	next   *nbCall
 }
 
-var pNBStart = params.String("GORUN_NB_START", "auto",
-	"when a nonblocking collective begins: now (on a helper goroutine, beside the caller), wait (at the process's next wait or test, or in its own Wait), auto (now where the rank has more than one P, else wait)")
+var pNBStart = params.String("GORUN_NB_START", "wait",
+	"when a nonblocking collective begins: wait (at the process's next wait or test, or in its own Wait, as Open MPI's progress does), now (at once on a helper goroutine, beside the caller: no faster, and no more overlap with computation on the lent hosts, docs/measurements.md)")
 
-// nbNow reports whether nonblocking calls begin at once (GORUN_NB_START).
-func nbNow() bool {
-	switch nbStart() {
-	case "now":
-		return true
+// nbNow reports whether nonblocking calls begin at once
+// (GORUN_NB_START=now), read once: launch asks on every call.
+var nbNow = sync.OnceValue(func() bool {
+	switch s := pNBStart(); s {
 	case "wait":
 		return false
-	}
-	return runtime.GOMAXPROCS(0) > 1
-}
-
-// nbStart is pNBStart read once (launch asks on every call).
-var nbStart = sync.OnceValue(func() string {
-	switch s := pNBStart(); s {
-	case "auto", "now", "wait":
-		return s
+	case "now":
+		return true
 	default:
-		fmt.Fprintf(os.Stderr, "gorun: GORUN_NB_START=%q: want auto, now or wait; using auto\n", s)
-		return "auto"
+		fmt.Fprintf(os.Stderr, "gorun: GORUN_NB_START=%q: want wait or now; using wait\n", s)
+		return false
 	}
 })
 
 // launch posts the notice receive of nc's begun view and sets nc.req up
-// as its request; the call then runs (exec) on a helper goroutine, at
-// once where the process has more than one P, else deferred until the
-// process's next wait or test (nbQueue.begin). Either way a Wait on the
-// call that finds it not begun yet runs it itself (take), with no
-// goroutine hand-off. On one P a helper could run only when the caller
-// waits anyway; with more, it runs beside the caller's computation
+// as its request; the call is then deferred until the process's next
+// wait or test, which hands it to a helper goroutine (nbQueue.begin),
+// unless its own Wait comes first and runs it itself, with no hand-off
+// (Request.Wait). With GORUN_NB_START=now it goes to a helper at once,
+// and a Wait that finds it not begun yet still takes it (take). On the
+// lent 16-core host, an Ibarrier and its Wait took 1.0-1.1 µs at np=2
+// deferred against 1.7-2.0 at once, 3.1-3.5 against 4.6-5.0 at np=8,
+// and an Iallreduce of 1 MiB overlapped no more with computation at once
 // (docs/measurements.md, "Deferred nonblocking calls").
 func launch(nc *nbCall) error {
 	done, perr := nc.v.PostNotify()

@@ -1332,15 +1332,20 @@ func caseCollNonblockingShm(w *mpi.Comm) error {
 }
 
 // TestCollNonblockingProgress: nonblocking calls progress through every
-// way a program may wait or poll, with one P a rank (the calls wait for
-// the program's next wait or test, or run in their own Wait: mpi's
-// launch) and with two (they run on a helper goroutine at once).
+// way a program may wait or poll, deferred (the calls wait for the
+// program's next wait or test, or run in their own Wait: mpi's launch)
+// and begun at once on a helper goroutine (GORUN_NB_START=now, with two
+// Ps a rank so that it runs beside the caller).
 func TestCollNonblockingProgress(t *testing.T) {
-	for _, procs := range []int{1, 2} {
+	for _, start := range []string{"wait", "now"} {
 		for _, np := range []int{2, 3} {
-			t.Run(fmt.Sprintf("GOMAXPROCS=%d/np=%d", procs, np), func(t *testing.T) {
-				job{np: np, cas: "coll-nonblocking-progress", timeout: 60 * time.Second,
-					flags: []string{"-x", fmt.Sprintf("GOMAXPROCS=%d", procs)}}.ok(t)
+			t.Run(fmt.Sprintf("%s/np=%d", start, np), func(t *testing.T) {
+				j := job{np: np, cas: "coll-nonblocking-progress", timeout: 60 * time.Second,
+					env: []string{"GORUN_NB_START=" + start}}
+				if start == "now" {
+					j.flags = []string{"-x", "GOMAXPROCS=2"}
+				}
+				j.ok(t)
 			})
 		}
 	}
