@@ -125,17 +125,12 @@ func (q *Request) Wait() (Status, error) {
 		return emptyStatus, nil
 	}
 	if !q.fin {
-		if nc := q.nb; nc != nil && !q.r.Done() {
-			if q.c.rt.nbq.claim(q.c.rt.eng, nc) || nc.take() {
-				// Not begun: run here, no hand-off (launch).
-				nc.exec()
-			} else {
-				// A helper runs it, polling for both meanwhile, without
-				// giving way on every poll (p2p's giveWay).
-				woke := q.c.rt.eng.Parked()
-				nc.ended.Wait()
-				woke()
-			}
+		if nc := q.nb; nc != nil && !q.r.Done() && !q.runNotBegun() {
+			// A helper runs it, polling for both meanwhile, without
+			// giving way on every poll (p2p's giveWay).
+			woke := q.c.rt.eng.Parked()
+			nc.ended.Wait()
+			woke()
 		}
 		if q.own {
 			// Waited for, recorded and given back with one lock, the
@@ -149,6 +144,18 @@ func (q *Request) Wait() (Status, error) {
 	}
 	st, err := q.finish()
 	return st, q.fail(err)
+}
+
+// runNotBegun runs q's nonblocking call (q.nb) on the caller's goroutine
+// if no helper has begun it, with no hand-off (launch), and reports
+// whether it did.
+func (q *Request) runNotBegun() bool {
+	nc := q.nb
+	if q.c.rt.nbq.claim(q.c.rt.eng, nc) || nc.take() {
+		nc.exec()
+		return true
+	}
+	return false
 }
 
 // WaitFree is Wait that then gives q back for reuse by later Isend and
@@ -168,6 +175,9 @@ func (q *Request) WaitFree() (Status, error) {
 	}
 	c := q.c // give clears q
 	if !q.fin {
+		if q.nb != nil {
+			q.runNotBegun()
+		}
 		q.r.Wait()
 	}
 	st, err := q.report()
@@ -306,6 +316,13 @@ func waitall(op string, reqs []*Request, sts []Status, free bool) error {
 			}
 		}
 		return err
+	}
+	for _, q := range reqs {
+		// Nonblocking calls not begun run here, in turn, as in Wait
+		// (the others begin on helpers at this goroutine's first wait).
+		if q != nil && q.nb != nil && !q.fin && !q.inactive() {
+			q.runNotBegun()
+		}
 	}
 	if e := engineOf(reqs); e != nil {
 		i := 0

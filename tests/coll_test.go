@@ -963,6 +963,27 @@ func caseCollNonblockingProgress(w *mpi.Comm) error {
 	if b[0] != n*(n-1)/2 || d[0] != n*(n-1) {
 		return fmt.Errorf("Waits in reverse: %d %d", b[0], d[0])
 	}
+	// The same with Waitall, the later call first in its list, and with
+	// WaitFree.
+	b[0], d[0] = 0, 0
+	if q1, err = mpi.Iallreduce(w, a, b, mpi.Sum); err != nil {
+		return err
+	}
+	if q2, err = mpi.Iallreduce(w, c, d, mpi.Sum); err != nil {
+		return err
+	}
+	if _, err := mpi.Waitall([]*mpi.Request{q2, q1}); err != nil {
+		return err
+	}
+	if q1, err = mpi.Ibarrier(w); err != nil {
+		return err
+	}
+	if _, err := q1.WaitFree(); err != nil {
+		return err
+	}
+	if b[0] != n*(n-1)/2 || d[0] != n*(n-1) {
+		return fmt.Errorf("Waitall in reverse: %d %d", b[0], d[0])
+	}
 	// Crossed Waits on two communicators: rank 0 waits for the second
 	// communicator's call first, the others for the first's.
 	dup, err := w.Dup()
