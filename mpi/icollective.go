@@ -36,8 +36,10 @@ import (
 // computation; an MPI program that relies on nonblocking collectives
 // progressing independently (Ibarrier, then a synchronous send) cannot
 // deadlock, since every wait begins them. GORUN_NB_START=now starts each
-// call on a pool goroutine at once instead; on the lent hosts that was
-// slower and overlapped no more (docs/measurements.md, "Deferred
+// call on a pool goroutine at once instead, for overlap with the
+// caller's computation where the rank has CPUs to spare: on the lent
+// hosts that was slower by the hand-off, and the overlap varied from
+// none to three quarters between runs (docs/measurements.md, "Deferred
 // nonblocking calls").
 //
 // On an intercommunicator every one of them but Iscan and Iexscan (which
@@ -89,7 +91,7 @@ type nbCall struct {
 }
 
 var pNBStart = params.String("GORUN_NB_START", "wait",
-	"when a nonblocking collective begins: wait (at the process's next wait or test, or in its own Wait, as Open MPI's progress does), now (at once on a helper goroutine, beside the caller: no faster, and no more overlap with computation on the lent hosts, docs/measurements.md)")
+	"when a nonblocking collective begins: wait (at the process's next wait or test, or in its own Wait, as Open MPI's progress does), now (at once on a helper goroutine, beside the caller's computation where the rank has CPUs to spare: slower by a goroutine hand-off, and the overlap it bought varied from none to three quarters between runs on the lent hosts, docs/measurements.md)")
 
 // nbNow reports whether nonblocking calls begin at once
 // (GORUN_NB_START=now), read once: launch asks on every call.
@@ -111,9 +113,9 @@ var nbNow = sync.OnceValue(func() bool {
 // unless its own Wait comes first and runs it itself, with no hand-off
 // (Request.Wait). With GORUN_NB_START=now it goes to a helper at once,
 // and a Wait that finds it not begun yet still takes it (take). On the
-// lent 16-core host, an Ibarrier and its Wait took 1.0-1.1 µs at np=2
-// deferred against 1.7-2.0 at once, 3.1-3.5 against 4.6-5.0 at np=8,
-// and an Iallreduce of 1 MiB overlapped no more with computation at once
+// lent 16-core host, an Ibarrier and its Wait took 0.8-1.0 µs at np=2
+// deferred against 1.6-2.2 at once (Open MPI 0.7-0.8), 1.3-3.5 against
+// 4.1-4.6 at np=8 (2.2-2.3), 1.6 against 2.1-2.7 at np=16 (3.4-3.8)
 // (docs/measurements.md, "Deferred nonblocking calls").
 func launch(nc *nbCall) error {
 	done, perr := nc.v.PostNotify()
