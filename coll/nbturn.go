@@ -44,7 +44,9 @@ func (c *Comm) Launched() {
 	s.nbMu.Unlock()
 }
 
-// Landed is the end of the call of view c, registered by Launched.
+// Landed is the end of the call of view c, registered by Launched. The
+// last to land on a communicator closed meanwhile unmaps its segment
+// (Close).
 func (c *Comm) Landed() {
 	s := c.sh
 	s.nbMu.Lock()
@@ -52,7 +54,14 @@ func (c *Comm) Landed() {
 		s.nb = slices.Delete(s.nb, i, i+1)
 	}
 	s.nbN.Store(int32(len(s.nb)))
+	unmap := s.unmap && len(s.nb) == 0
+	if unmap {
+		s.unmap = false
+	}
 	s.nbMu.Unlock()
+	if unmap {
+		s.shm.close()
+	}
 }
 
 // ShmReady reports whether a nonblocking call of view c, begun just now,

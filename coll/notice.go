@@ -115,6 +115,10 @@ type shared struct {
 	nbMu sync.Mutex
 	nb   []uint64
 	nbN  atomic.Int32
+	// unmap: the communicator was closed while nonblocking calls that
+	// may use the segment ran; the last of them to land unmaps it
+	// (Close, Landed).
+	unmap bool
 
 	// picks remembers each collective's last choice of algorithm on the
 	// whole communicator with its inputs (select.go, pickKey).
@@ -528,7 +532,17 @@ func (c *Comm) Close() {
 	}
 	unwatch(s)
 	s.gpu.close(s.world, s.me)
-	s.shm.close()
+	// MPI lets a communicator be freed while its nonblocking calls run:
+	// those that may use the segment (Launched) still do, so the last
+	// of them unmaps it (Landed). Freeing must not wait for them: their
+	// other ranks may need this one's later calls first.
+	s.nbMu.Lock()
+	later := len(s.nb) > 0
+	s.unmap = later
+	s.nbMu.Unlock()
+	if !later {
+		s.shm.close()
+	}
 	s.mu.Lock()
 	s.closed = true
 	r := s.ab.Load()

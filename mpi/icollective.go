@@ -55,7 +55,9 @@ func start(c *Comm, op string, v coll.Comm, cl call, err error) (*Request, error
 	}
 	cl.args.Nonblocking = true
 	cl.args.ShmReady = v.ShmReady() // as the call begins: coll's nbturn.go
-	nc := &nbCall{c: c, op: op, v: v, turn: true, cl: cl}
+	// Only a call that may use the segment takes a turn (coll's
+	// nbturn.go): a point-to-point one need not hold later calls back.
+	nc := &nbCall{c: c, op: op, v: v, turn: cl.args.ShmReady, cl: cl}
 	if err := launch(nc); err != nil {
 		return nil, err
 	}
@@ -138,7 +140,20 @@ func launch(nc *nbCall) error {
 
 // exec runs the call: its failure aborts the call and becomes the
 // request's error; it then sends the notice that completes the request.
+// A panic in it (a user's Op or CopyFunc) still ends the call, as a
+// failure, before it goes on up: its turn and its waiters are not left
+// behind (a later call on the communicator would wait for the turn
+// forever).
 func (nc *nbCall) exec() {
+	ended := false
+	defer func() {
+		if !ended {
+			e := errorf(ErrOther, nc.op, "the call panicked")
+			nc.v.Abort(int(ErrOther), e)
+			nc.res.set(e)
+			nc.end()
+		}
+	}()
 	var e error
 	if nc.run != nil {
 		e = nc.run(&nc.v)
@@ -149,6 +164,13 @@ func (nc *nbCall) exec() {
 		nc.v.Abort(int(classOf(e)), e)
 		nc.res.set(e)
 	}
+	ended = true
+	nc.end()
+}
+
+// end is the end of exec: the turn given back, the notice sent, the
+// waiters woken.
+func (nc *nbCall) end() {
 	if nc.turn {
 		nc.v.Landed()
 	}

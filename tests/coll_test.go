@@ -27,6 +27,8 @@ func init() {
 	rankCases["coll-nonblocking"] = caseCollNonblocking
 	rankCases["coll-nonblocking-shm"] = caseCollNonblockingShm
 	rankCases["coll-nonblocking-progress"] = caseCollNonblockingProgress
+	rankCases["coll-nonblocking-free"] = caseCollNonblockingFree
+	rankCases["coll-nonblocking-panic"] = caseCollNonblockingPanic
 	rankCases["coll-errors"] = caseCollErrors
 }
 
@@ -1023,6 +1025,72 @@ func caseCollNonblockingProgress(w *mpi.Comm) error {
 	return mpi.Barrier(w)
 }
 
+// caseCollNonblockingFree: see TestCollNonblockingFree.
+func caseCollNonblockingFree(w *mpi.Comm) error {
+	n, me := w.Size(), w.Rank()
+	for round := range 2 {
+		c, err := w.Dup()
+		if err != nil {
+			return err
+		}
+		if err := mpi.Barrier(c); err != nil { // sets the segment up
+			return err
+		}
+		a, b := []int{me + 1}, []int{0}
+		q, err := mpi.Iallreduce(c, a, b, mpi.Sum)
+		if err != nil {
+			return err
+		}
+		if me == 0 {
+			// Begun here (round 0: Test hands it to a helper, which
+			// waits in the segment for the others) before the Free.
+			if round == 0 {
+				if _, _, err := q.Test(); err != nil {
+					return err
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		} else {
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err := c.Free(); err != nil {
+			return err
+		}
+		if _, err := q.Wait(); err != nil {
+			return err
+		}
+		if b[0] != n*(n+1)/2 {
+			return fmt.Errorf("round %d: Iallreduce across Free gave %d", round, b[0])
+		}
+	}
+	return mpi.Barrier(w)
+}
+
+// caseCollNonblockingPanic: see TestCollNonblockingFree.
+func caseCollNonblockingPanic(w *mpi.Comm) error {
+	n, me := w.Size(), w.Rank()
+	if err := mpi.Barrier(w); err != nil { // sets the segment up
+		return err
+	}
+	bad := mpi.NewOp("panics", func(in, inout []int) { panic("user op") }, true)
+	a, b := []int{me}, []int{0}
+	q, err := mpi.Iallreduce(w, a, b, bad)
+	if err != nil {
+		return err
+	}
+	func() {
+		defer func() { recover() }()
+		q.Wait() // a panic or an error: the call failed somewhere
+	}()
+	// The communicator goes on: a later shared-memory call takes its
+	// turn after the failed one.
+	x := []int{me}
+	if err := mpi.Allreduce(w, x, x, mpi.Sum); err != nil || x[0] != n*(n-1)/2 {
+		return fmt.Errorf("Allreduce after the panic: %d, %v", x[0], err)
+	}
+	return mpi.Barrier(w)
+}
+
 // caseCollErrors: wrong arguments fail with their class, at every rank
 // where they are wrong, and the ranks whose arguments were fine fail too
 // instead of hanging; the communicator goes on working afterwards.
@@ -1369,6 +1437,23 @@ func TestCollNonblockingProgress(t *testing.T) {
 				j.ok(t)
 			})
 		}
+	}
+}
+
+// TestCollNonblockingFree: a communicator freed while its nonblocking
+// calls run in shared memory (begun at one rank, not yet at the other)
+// keeps its segment until they end (it was unmapped under them: a crash);
+// a panic in a user's Op during a nonblocking call, recovered by the
+// caller, ends the call as a failure and leaves the communicator usable
+// (its turn was left registered: every later call hung).
+func TestCollNonblockingFree(t *testing.T) {
+	for _, np := range []int{2, 3} {
+		t.Run(fmt.Sprint("free/np=", np), func(t *testing.T) {
+			job{np: np, cas: "coll-nonblocking-free", timeout: 60 * time.Second}.ok(t)
+		})
+		t.Run(fmt.Sprint("panic/np=", np), func(t *testing.T) {
+			job{np: np, cas: "coll-nonblocking-panic", timeout: 60 * time.Second}.ok(t)
+		})
 	}
 }
 
