@@ -80,6 +80,10 @@ type Args struct {
 	// ShmReady, the view's ShmReady when the call began (nbturn.go).
 	Nonblocking bool
 	ShmReady    bool
+	// Forced: the algorithm overrides (SetAlgorithm, GORUN_COLL_<NAME>)
+	// when a nonblocking call began (Overrides), which its pick uses
+	// wherever the call then runs; nil: those in force when it picks.
+	Forced *Forced
 }
 
 // commutative reports whether a's operation (if any) may be reordered.

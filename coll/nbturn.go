@@ -10,8 +10,9 @@ package coll
 // a Barrier takes 1.5. It may run in shared memory now, because every
 // call on a communicator that can reach the segment takes its turn there
 // in the order the calls began (their sequence numbers, which every rank
-// gives alike): a nonblocking call registers when it begins (Launched)
-// and unregisters when its algorithm has ended (Landed), and a call does
+// gives alike): a nonblocking call that may use the segment (ShmReady)
+// registers when it begins (Launched) and unregisters when its algorithm
+// has ended (Landed), and a call does
 // not touch the segment, nor set it up or renew it (Prepare), while a
 // nonblocking call begun before it is still running (inTurn). No call
 // waits for a later one, and every call waited for completes once every

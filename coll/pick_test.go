@@ -57,7 +57,7 @@ func TestPickMemo(t *testing.T) {
 					}
 					for _, v := range []*Comm{&c, sub} {
 						got := k.pick(v, &a)
-						want := k.choose(v, &a, k.size(v, &a), int(k.forced.Load())-1)
+						want := k.choose(v, &a, k.size(v, &a), int(k.forcedOf(&a))-1)
 						if got != want {
 							t.Fatalf("%s hosts=%v forced=%q size %d commutative=%v nonblocking=%v view of %d: pick %s, afresh %s",
 								k.name, hosts, forced, size, cl.op.Commutative(), cl.nb, len(v.World), k.algs[got].name, k.algs[want].name)
@@ -91,4 +91,23 @@ func TestPickMemo(t *testing.T) {
 		}
 	}
 	SetAlgorithm("allreduce", "")
+}
+
+// TestOverridesSnapshot: a call that took the overrides of its start
+// (Args.Forced, a nonblocking one) keeps them across a later SetAlgorithm;
+// others see the one in force.
+func TestOverridesSnapshot(t *testing.T) {
+	k := collAllreduce
+	before := Args{Forced: Overrides()}
+	if err := SetAlgorithm(k.name, k.algs[0].name); err != nil {
+		t.Fatal(err)
+	}
+	defer SetAlgorithm(k.name, "")
+	if f := k.forcedOf(&before); f != 0 {
+		t.Errorf("snapshot before SetAlgorithm: override %d, want none", f)
+	}
+	after := Args{Forced: Overrides()}
+	if f, g := k.forcedOf(&after), k.forcedOf(&Args{}); f != 1 || g != 1 {
+		t.Errorf("after SetAlgorithm: snapshot %d, in force %d, want 1 and 1", f, g)
+	}
 }

@@ -58,8 +58,7 @@ type collective struct {
 	// override).
 	memoOff bool
 
-	once   sync.Once
-	forced atomic.Int32 // 1 + index into algs; 0: none
+	once sync.Once
 	// ran counts the calls of each algorithm (report.go).
 	ran []atomic.Uint64
 }
@@ -121,8 +120,64 @@ func (k *collective) load() {
 			fmt.Fprintf(os.Stderr, "gorun: ignoring GORUN_COLL_%s=%q: not one of %v\n", strings.ToUpper(k.name), v, Algorithms(k.name))
 			return
 		}
-		k.forced.Store(int32(i + 1))
+		setForced(k.id, int32(i+1))
 	})
+}
+
+// Forced holds each collective's override (by id): 1 + the index of the
+// forced algorithm, 0 for none. The one in force is replaced whole, never
+// written, so that a nonblocking call can keep the one of its start
+// (Args.Forced): it picks its algorithm wherever it then runs (a helper,
+// its Wait), and a SetAlgorithm between its start and that, made alike
+// at every rank, must not make the ranks pick apart.
+type Forced [maxColls]int32
+
+var (
+	forced   atomic.Pointer[Forced]
+	forcedMu sync.Mutex // serialises the replacements
+	loadAll  sync.Once
+)
+
+// setForced replaces the overrides in force with a copy where id's is f.
+func setForced(id uint16, f int32) {
+	forcedMu.Lock()
+	defer forcedMu.Unlock()
+	var t Forced
+	if old := forced.Load(); old != nil {
+		t = *old
+	}
+	t[id] = f
+	forced.Store(&t)
+}
+
+// Overrides returns the overrides in force now (every collective's
+// environment read first), for a nonblocking call's Args.Forced.
+func Overrides() *Forced {
+	loadAll.Do(func() {
+		for _, k := range collList {
+			k.load()
+		}
+	})
+	if t := forced.Load(); t != nil {
+		return t
+	}
+	return &noForced
+}
+
+// noForced is Overrides before any override: none.
+var noForced Forced
+
+// forcedOf is k's override for a call with args a: its snapshot's, or
+// the one in force.
+func (k *collective) forcedOf(a *Args) int32 {
+	t := a.Forced
+	if t == nil {
+		t = forced.Load()
+	}
+	if t == nil {
+		return 0
+	}
+	return t[k.id]
 }
 
 // maxColls bounds the registered collectives (register checks it).
@@ -138,7 +193,7 @@ const maxColls = 64
 func (k *collective) pick(c *Comm, a *Args) int {
 	k.load()
 	size := k.size(c, a)
-	forced := k.forced.Load()
+	forced := k.forcedOf(a)
 	key, memo := k.pickKey(c, a, size, forced)
 	if memo {
 		if v := c.sh.picks[k.id].Load(); v&^pickAlgMask == key {
@@ -271,14 +326,14 @@ func SetAlgorithm(name, alg string) error {
 	}
 	k.load()
 	if alg == "" {
-		k.forced.Store(0)
+		setForced(k.id, 0)
 		return nil
 	}
 	i := k.find(strings.ToLower(alg))
 	if i < 0 {
 		return fmt.Errorf("coll: %s has no algorithm %q (known: %v)", name, alg, Algorithms(name))
 	}
-	k.forced.Store(int32(i + 1))
+	setForced(k.id, int32(i+1))
 	return nil
 }
 

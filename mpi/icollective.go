@@ -54,7 +54,8 @@ func start(c *Comm, op string, v coll.Comm, cl call, err error) (*Request, error
 		return nil, err
 	}
 	cl.args.Nonblocking = true
-	cl.args.ShmReady = v.ShmReady() // as the call begins: coll's nbturn.go
+	cl.args.ShmReady = v.ShmReady()   // as the call begins: coll's nbturn.go
+	cl.args.Forced = coll.Overrides() // likewise: coll's SetAlgorithm
 	// Only a call that may use the segment takes a turn (coll's
 	// nbturn.go): a point-to-point one need not hold later calls back.
 	nc := &nbCall{c: c, op: op, v: v, turn: cl.args.ShmReady, cl: cl}

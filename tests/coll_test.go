@@ -1022,6 +1022,30 @@ func caseCollNonblockingProgress(w *mpi.Comm) error {
 	if _, err := q.Wait(); err != nil {
 		return err
 	}
+	// An override set alike at every rank between a call's start and its
+	// run (begun by rank 0's Test, by the others' Wait) does not apply to
+	// it: the ranks would pick apart and the call hang.
+	a, b = []int{me}, []int{0}
+	if q, err = mpi.Iallreduce(w, a, b, mpi.Sum); err != nil {
+		return err
+	}
+	if me == 0 {
+		if _, _, err := q.Test(); err != nil {
+			return err
+		}
+	}
+	if err := mpi.SetCollAlgorithm("allreduce", "ring"); err != nil {
+		return err
+	}
+	if _, err := q.Wait(); err != nil {
+		return err
+	}
+	if err := mpi.SetCollAlgorithm("allreduce", ""); err != nil {
+		return err
+	}
+	if b[0] != n*(n-1)/2 {
+		return fmt.Errorf("Iallreduce across SetCollAlgorithm gave %d", b[0])
+	}
 	return mpi.Barrier(w)
 }
 
