@@ -74,8 +74,9 @@ type nbCall struct {
 	op  string
 	v   coll.Comm // the begun view the call runs on
 	// turn: v was begun just now, in the communicator's order of calls,
-	// and takes its turn among them (coll's Launched; not a persistent
-	// call's view, begun at its Init and started in any order).
+	// may use the segment (Args.ShmReady) and so takes its turn among
+	// them (coll's Launched; never a persistent call's view, begun at
+	// its Init and started in any order, nor an Idup's).
 	turn bool
 	// cl is the call run on v, unless run is set.
 	cl  call
