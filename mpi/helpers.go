@@ -17,12 +17,8 @@ type helperPool struct {
 // exits when job is closed.
 type helper struct{ job chan job }
 
-// job is a call a helper runs: an *nbCall, or a func in tests.
+// job is a call a helper runs (an *nbCall).
 type job interface{ work() }
-
-type jobFunc func()
-
-func (f jobFunc) work() { f() }
 
 // maxParked bounds the parked helpers: more calls than that in flight at
 // once start goroutines that exit when done.

@@ -7,6 +7,11 @@ import (
 	"time"
 )
 
+// jobFunc is a func as a helper's job.
+type jobFunc func()
+
+func (f jobFunc) work() { f() }
+
 // TestHelperPool: calls in flight at once each get a goroutine; finished
 // ones park (up to maxParked) and take the next calls; close lets the
 // parked ones exit.

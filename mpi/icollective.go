@@ -56,10 +56,13 @@ func start(c *Comm, op string, v coll.Comm, cl call, err error) (*Request, error
 	cl.args.Nonblocking = true
 	cl.args.ShmReady = v.ShmReady()   // as the call begins: coll's nbturn.go
 	cl.args.Forced = coll.Overrides() // likewise: coll's SetAlgorithm
-	// Only a call that may use the segment takes a turn (coll's
-	// nbturn.go): a point-to-point one need not hold later calls back.
-	nc := &nbCall{c: c, op: op, v: v, turn: cl.args.ShmReady, cl: cl}
-	if err := launch(nc); err != nil {
+	return launchOwn(&nbCall{c: c, op: op, v: v, cl: cl})
+}
+
+// launchOwn is launch of a call started once, with its own request.
+func launchOwn(nc *nbCall) (*Request, error) {
+	nc.req = Request{c: nc.c, op: nc.op, elem: 1}
+	if err := launch(nc, &nc.req); err != nil {
 		return nil, err
 	}
 	return &nc.req, nil
@@ -73,11 +76,6 @@ type nbCall struct {
 	c   *Comm
 	op  string
 	v   coll.Comm // the begun view the call runs on
-	// turn: v was begun just now, in the communicator's order of calls,
-	// may use the segment (Args.ShmReady) and so takes its turn among
-	// them (coll's Launched; never a persistent call's view, begun at
-	// its Init and started in any order, nor an Idup's).
-	turn bool
 	// cl is the call run on v, unless run is set.
 	cl  call
 	run func(v *coll.Comm) error
@@ -111,8 +109,16 @@ var nbNow = sync.OnceValue(func() bool {
 	}
 })
 
-// launch posts the notice receive of nc's begun view and sets nc.req up
-// as its request; the call is then deferred until the process's next
+// turn reports whether the call takes its turn among the communicator's
+// calls (coll's Launched): one begun just now, in the communicator's
+// order of calls, that may use the segment (Args.ShmReady, set by start
+// only: never a persistent call's view, begun at its Init and started in
+// any order, nor an Idup's); a point-to-point one need not hold later
+// calls back.
+func (nc *nbCall) turn() bool { return nc.cl.args.ShmReady }
+
+// launch posts the notice receive of nc's begun view and makes q (nc.req,
+// or a persistent request's own) its request; the call is then deferred until the process's next
 // wait or test, which hands it to a helper goroutine (nbQueue.begin),
 // unless its own Wait comes first and runs it itself, with no hand-off
 // (Request.Wait). With GORUN_NB_START=now it goes to a helper at once,
@@ -121,14 +127,14 @@ var nbNow = sync.OnceValue(func() bool {
 // deferred against 1.6-2.2 at once (Open MPI 0.7-0.8), 1.3-3.5 against
 // 4.1-4.6 at np=8 (2.2-2.3), 1.6 against 2.1-2.7 at np=16 (3.4-3.8)
 // (docs/measurements.md, "Deferred nonblocking calls").
-func launch(nc *nbCall) error {
+func launch(nc *nbCall, q *Request) error {
 	done, perr := nc.v.PostNotify()
 	if perr != nil {
 		return wrap(nc.op, perr)
 	}
-	nc.req = Request{r: done, c: nc.c, op: nc.op, elem: 1, own: true, nb: nc}
+	q.r, q.own, q.nb = done, true, nc
 	nc.ended.Add(1)
-	if nc.turn {
+	if nc.turn() {
 		nc.v.Launched()
 	}
 	s := nc.c.rt
@@ -147,14 +153,14 @@ func launch(nc *nbCall) error {
 // behind (a later call on the communicator would wait for the turn
 // forever).
 func (nc *nbCall) exec() {
-	ended := false
+	ran := false
 	defer func() {
-		if !ended {
+		if !ran {
 			e := errorf(ErrOther, nc.op, "the call panicked")
 			nc.v.Abort(int(ErrOther), e)
 			nc.res.set(e)
-			nc.end()
 		}
+		nc.end()
 	}()
 	var e error
 	if nc.run != nil {
@@ -166,14 +172,13 @@ func (nc *nbCall) exec() {
 		nc.v.Abort(int(classOf(e)), e)
 		nc.res.set(e)
 	}
-	ended = true
-	nc.end()
+	ran = true
 }
 
 // end is the end of exec: the turn given back, the notice sent, the
 // waiters woken.
 func (nc *nbCall) end() {
-	if nc.turn {
+	if nc.turn() {
 		nc.v.Landed()
 	}
 	if nerr := nc.v.Notify(); nerr != nil {

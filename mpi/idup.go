@@ -46,10 +46,11 @@ func (c *Comm) Idup() (*Comm, *Request, error) {
 			}
 		})
 	}}
-	if err := launch(nb); err != nil {
+	q, err := launchOwn(nb)
+	if err != nil {
 		return nil, nil, c.fail(err)
 	}
-	return nc, &nb.req, nil
+	return nc, q, nil
 }
 
 // idupRound is one round of an Idup's context agreement: a bitwise-and

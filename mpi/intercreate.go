@@ -77,10 +77,11 @@ func (c *Comm) interIdup() (*Comm, *Request, error) {
 		ctx, err := c.agreeCtxKey(op, ctxKey(c.ctx, 0), idupRound(op, v))
 		return c.idupDone(op, nc, err, func() { nc.initInter(nc.name, c.rt, ctx, local, rank, remote) })
 	}}
-	if err := launch(nb); err != nil {
+	q, err := launchOwn(nb)
+	if err != nil {
 		return nil, nil, c.fail(err)
 	}
-	return nc, &nb.req, nil
+	return nc, q, nil
 }
 
 // interSplit is Split of the intercommunicator c (MPI_Comm_split on an

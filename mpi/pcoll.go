@@ -78,11 +78,9 @@ func (q *Request) startColl() error {
 	p := q.pers.coll
 	// Each run its own copy of the call (the algorithms take a pointer)
 	// and of the view.
-	nc := &nbCall{c: q.c, op: q.op, v: p.v, cl: p.cl}
-	if err := launch(nc); err != nil {
+	if err := launch(&nbCall{c: q.c, op: q.op, v: p.v, cl: p.cl}, q); err != nil {
 		return q.c.fail(err)
 	}
-	q.r, q.own, q.nb = nc.req.r, nc.req.own, nc
 	q.fin, q.st, q.err = false, Status{}, nil
 	q.pers.active = true
 	return nil
