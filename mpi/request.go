@@ -317,14 +317,18 @@ func waitall(op string, reqs []*Request, sts []Status, free bool) error {
 		}
 		return err
 	}
-	for _, q := range reqs {
+	e := engineOf(reqs)
+	if e != nil && e.Pending() {
 		// Nonblocking calls not begun run here, in turn, as in Wait
-		// (the others begin on helpers at this goroutine's first wait).
-		if q != nil && q.nb != nil && !q.fin && !q.inactive() {
-			q.runNotBegun()
+		// (the others begin on helpers at this goroutine's first wait);
+		// a window of point-to-point requests is not walked for them.
+		for _, q := range reqs {
+			if q != nil && q.nb != nil && !q.fin && !q.inactive() {
+				q.runNotBegun()
+			}
 		}
 	}
-	if e := engineOf(reqs); e != nil {
+	if e != nil {
 		i := 0
 		e.WaitFor(func() bool {
 			for ; i < len(reqs); i++ {

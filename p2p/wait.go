@@ -433,6 +433,11 @@ func (e *Engine) SetStarter(f func()) { e.starter = f }
 // (SetStarter); a call that its own Wait runs itself is uncounted there.
 func (e *Engine) Defer(n int32) { e.deferred.Add(n) }
 
+// Pending reports whether calls of the process are deferred (Defer) or
+// handed to helpers (Helping): only then may a wait find a call of its
+// own that nobody has begun.
+func (e *Engine) Pending() bool { return e.deferred.Load() != 0 || e.helpers.Load() != 0 }
+
 // Parked counts a goroutine that sleeps until a helper's call ends (a
 // Wait on a nonblocking collective), from now until done is called.
 func (e *Engine) Parked() (done func()) {
