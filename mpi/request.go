@@ -128,9 +128,9 @@ func (q *Request) Wait() (Status, error) {
 		if nc := q.nb; nc != nil && !q.r.Done() && !q.runNotBegun() {
 			// A helper runs it, polling for both meanwhile, without
 			// giving way on every poll (p2p's giveWay).
-			woke := q.c.rt.eng.Parked()
+			q.c.rt.eng.Parked()
 			nc.ended.Wait()
-			woke()
+			q.c.rt.eng.Woke()
 		}
 		if q.own {
 			// Waited for, recorded and given back with one lock, the

@@ -439,11 +439,12 @@ func (e *Engine) Defer(n int32) { e.deferred.Add(n) }
 func (e *Engine) Pending() bool { return e.deferred.Load() != 0 || e.helpers.Load() != 0 }
 
 // Parked counts a goroutine that sleeps until a helper's call ends (a
-// Wait on a nonblocking collective), from now until done is called.
-func (e *Engine) Parked() (done func()) {
-	e.parked.Add(1)
-	return func() { e.parked.Add(-1) }
-}
+// Wait on a nonblocking collective), from now until Woke: a pair of
+// calls, as Helping and Helped are.
+func (e *Engine) Parked() { e.parked.Add(1) }
+
+// Woke ends what Parked began.
+func (e *Engine) Woke() { e.parked.Add(-1) }
 
 // Helping counts a goroutine that runs work for this process's calls (a
 // nonblocking collective's) from now until Helped: meanwhile every wait
