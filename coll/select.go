@@ -133,19 +133,18 @@ func (k *collective) load() {
 type Forced [maxColls]int32
 
 var (
-	forced   atomic.Pointer[Forced]
-	forcedMu sync.Mutex // serialises the replacements
+	forced   atomic.Pointer[Forced] // never nil (init)
+	forcedMu sync.Mutex             // serialises the replacements
 	loadAll  sync.Once
 )
+
+func init() { forced.Store(new(Forced)) }
 
 // setForced replaces the overrides in force with a copy where id's is f.
 func setForced(id uint16, f int32) {
 	forcedMu.Lock()
 	defer forcedMu.Unlock()
-	var t Forced
-	if old := forced.Load(); old != nil {
-		t = *old
-	}
+	t := *forced.Load()
 	t[id] = f
 	forced.Store(&t)
 }
@@ -158,14 +157,8 @@ func Overrides() *Forced {
 			k.load()
 		}
 	})
-	if t := forced.Load(); t != nil {
-		return t
-	}
-	return &noForced
+	return forced.Load()
 }
-
-// noForced is Overrides before any override: none.
-var noForced Forced
 
 // forcedOf is k's override for a call with args a: its snapshot's, or
 // the one in force.
@@ -173,9 +166,6 @@ func (k *collective) forcedOf(a *Args) int32 {
 	t := a.Forced
 	if t == nil {
 		t = forced.Load()
-	}
-	if t == nil {
-		return 0
 	}
 	return t[k.id]
 }
