@@ -106,6 +106,10 @@ func (c *Comm) Rank() int { return c.Me }
 // Size is the communicator's size.
 func (c *Comm) Size() int { return len(c.World) }
 
+// Seq is the sequence number of the call c was begun for (0: not begun),
+// the same at every rank of the communicator.
+func (c *Comm) Seq() uint64 { return c.seq }
+
 // Begin starts a call: it takes the communicator's next sequence number
 // and returns the view the call's algorithm uses. Every rank must begin
 // the same calls in the same order (MPI's rule for collectives); the

@@ -68,6 +68,21 @@ var ctxs = func() *ctxAlloc {
 // orders constructors over one parent that may run at once.
 func ctxKey(parent uint32, sub uint32) uint64 { return uint64(parent)<<32 | uint64(sub) }
 
+// idupKey is the key of an Idup over the parent with context parent,
+// begun as the parent's collective call seq: above every CreateGroup's
+// (whose sub is its tag plus one, at most TagUB+1), and ordered by the
+// calls' sequence numbers, so that two Idups of one parent in progress at
+// once (a helper running the earlier one's rounds while the caller runs
+// the later one's in its Waitall) are ordered alike at every process.
+// With one key for both, each process gave its mask to whichever asked
+// first: where that differed between processes every round's result was
+// empty for both, for ever (TestIdup at np=3 hung in 3 runs of 6 once
+// Init set the world's shared memory up and the two Idups came to
+// overlap). The blocking constructors' key (sub 0) stays the lowest.
+func idupKey(parent uint32, seq uint64) uint64 {
+	return ctxKey(parent, 1<<31+1+uint32(seq%(1<<31-1)))
+}
+
 // enter and leave bracket a constructor with key parent (ctxKey).
 func (a *ctxAlloc) enter(parent uint64) {
 	a.mu.Lock()

@@ -35,7 +35,7 @@ func (c *Comm) Idup() (*Comm, *Request, error) {
 	}
 	nc := &Comm{name: c.name + " idup", rank: Undefined}
 	nb := &nbCall{c: c, op: op, v: v, run: func(v *coll.Comm) error {
-		ctx, err := c.agreeCtxBy(op, idupRound(op, v))
+		ctx, err := c.agreeCtxKey(op, idupKey(c.ctx, v.Seq()), idupRound(op, v))
 		return c.idupDone(op, nc, err, func() {
 			nc.init(nc.name, c.rt, ctx, slices.Clone(c.world), c.rank)
 			if c.cart != nil {

@@ -74,7 +74,7 @@ func (c *Comm) interIdup() (*Comm, *Request, error) {
 	nc := &Comm{name: c.name + " idup", rank: Undefined}
 	local, rank, remote := slices.Clone(c.world), c.rank, slices.Clone(c.inter.remote)
 	nb := &nbCall{c: c, op: op, v: v, run: func(v *coll.Comm) error {
-		ctx, err := c.agreeCtxKey(op, ctxKey(c.ctx, 0), idupRound(op, v))
+		ctx, err := c.agreeCtxKey(op, idupKey(c.ctx, v.Seq()), idupRound(op, v))
 		return c.idupDone(op, nc, err, func() { nc.initInter(nc.name, c.rt, ctx, local, rank, remote) })
 	}}
 	q, err := launchOwn(nb)
