@@ -92,15 +92,16 @@ func shmUnderTmpfs(t *testing.T, j job, size string) result {
 // at np=4; 1 MiB slots would take 8.4) and the 1 MiB bcast runs its
 // point-to-point algorithm, and where even that does not fit, the least
 // segment (64 KiB slots) still serves the small calls; a /dev/shm without
-// a limit (size=0: statfs reports no blocks) is no limit, not no room.
-// Every result is checked at every size.
+// a limit (size=0: statfs reports no blocks) is no limit, not no room;
+// and where /dev/shm cannot hold even the least segment, every rank runs
+// the point-to-point algorithms. Every result is checked at every size.
 func TestCollShmSlots(t *testing.T) {
 	const np = 4
 	j := job{np: np, cas: "coll-shm-slot", env: []string{"GORUN_COLL_REPORT=1"}}
 	for _, tc := range []struct {
 		tmpfs string
 		shm   int // bcasts in shared memory, of shmSlotSizes
-	}{{"1g", 3}, {"0", 3}, {"64m", 2}, {"6m", 1}} { // size=0: no limit
+	}{{"1g", 3}, {"0", 3}, {"64m", 2}, {"6m", 1}, {"320k", 0}} { // size=0: no limit
 		t.Run("dev-shm="+tc.tmpfs, func(t *testing.T) {
 			r := shmUnderTmpfs(t, j, tc.tmpfs)
 			for rank, k := range bcastShmCalls(t, r, np) {

@@ -77,3 +77,17 @@ func TestSmRingsFit(t *testing.T) {
 		})
 	}
 }
+
+// TestSmRingsFull: rings of a shape the user set are kept at that size
+// (GORUN_SM_SLOTS), so under a /dev/shm that cannot hold them all the
+// pairs whose ring could not be backed say so and talk over TCP, every
+// message still right: the sender backs its ring before any use
+// (shmseg.Back), so a full /dev/shm is an error there and not a SIGBUS.
+func TestSmRingsFull(t *testing.T) {
+	const np = 8
+	j := job{np: np, cas: "sm-all-pairs", env: []string{"GORUN_SM_SLOTS=16", "GORUN_SM_FRAG_SIZE=65536"}}
+	r := shmUnderTmpfs(t, j, "8m") // 56 rings of 1 MiB want 56
+	if !strings.Contains(r.stderr, "using the next transport") || !strings.Contains(r.stderr, "no room in /dev/shm") {
+		t.Errorf("want pairs that say their ring found no room and use the next transport:\n%s", r.stderr)
+	}
+}

@@ -8,9 +8,10 @@
 // one per host: no creation race, no need to know the local ranks at Open,
 // which btl.Env does not tell, and a segment's lifetime is its owner's.)
 // The file holds a control area and one ring per possible sender (the
-// world size), but it is sparse: a ring's memory is allocated (fallocate)
-// only when its sender first reaches this rank, so a full /dev/shm makes
-// that Reach fall back to the next transport instead of a SIGBUS later.
+// world size), but it is sparse: a ring's memory is allocated
+// (shmseg.Back) only when its sender first reaches this rank, so a full
+// /dev/shm makes that Reach fall back to the next transport instead of a
+// SIGBUS later.
 // The rings' shape (slots, fragment) is the owner's, in its header: with
 // the default shape, a /dev/shm too small for the rings of every pair of
 // the host's ranks to take at most half of its free space shrinks them

@@ -186,7 +186,7 @@ func (m *module) open(p *peer, path string) error {
 }
 
 // Reach returns the ring into p's segment, creating it on first use: the
-// ring's memory is allocated (fallocate, so a full /dev/shm is an error
+// ring's memory is allocated (shmseg.Back, so a full /dev/shm is an error
 // here rather than a SIGBUS later), this rank's pid written and its rank
 // registered for p to poll. Peers on other hosts, and peers whose segment
 // cannot be opened or backed, are not reached (nil, nil), so that the next

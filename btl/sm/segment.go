@@ -139,17 +139,25 @@ func attach(path string, size int) (*segment, error) {
 // ringOff is the file offset of the ring that sender writes into.
 func (s *segment) ringOff(sender int) int64 { return s.ringBase + int64(sender)*int64(s.ringSize) }
 
-// mapRing maps the ring of sender; back allocates its memory first.
+// mapRing maps the ring of sender. back (the sender) allocates and zeroes
+// its memory (shmseg.Back: no lock on the file, so that several senders
+// reaching one rank at once do not take turns); without it (the owner
+// adopting the ring) the sender's pages are mapped now (MAP_POPULATE).
 func (s *segment) mapRing(sender int, back bool) ([]byte, error) {
 	off := s.ringOff(sender)
-	if back {
-		if err := unix.Fallocate(s.fd, 0, off, int64(s.ringSize)); err != nil {
-			return nil, fmt.Errorf("allocate ring in %s: %w", s.path, err)
-		}
+	flags := unix.MAP_SHARED
+	if !back {
+		flags |= unix.MAP_POPULATE
 	}
-	b, err := unix.Mmap(s.fd, off, s.ringSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+	b, err := unix.Mmap(s.fd, off, s.ringSize, unix.PROT_READ|unix.PROT_WRITE, flags)
 	if err != nil {
 		return nil, fmt.Errorf("map ring in %s: %w", s.path, err)
+	}
+	if back {
+		if err := shmseg.Back(s.fd, b, off); err != nil {
+			unix.Munmap(b)
+			return nil, fmt.Errorf("allocate ring in %s: %w", s.path, err)
+		}
 	}
 	return b, nil
 }
