@@ -51,7 +51,9 @@ var (
 
 // Init wires this process into its job: it reads its place from gorun's
 // environment, opens the transports, joins the membership and returns once
-// every peer can be reached. Without gorun it makes a singleton world.
+// every peer can be reached and every rank has reached the end of its
+// Init (a barrier on the world, which sets the world's collectives up).
+// Without gorun it makes a singleton world.
 func Init() error {
 	stateMu.Lock()
 	defer stateMu.Unlock()
@@ -148,7 +150,30 @@ func Init() error {
 	coll.SetRetire(&state.world.cc) // the channel of freed GPU regions' notices
 	state.self = newComm("MPI_COMM_SELF", state, 2, []int{env.Rank}, 0)
 	live.Store(state)
+	if env.Size > 1 {
+		if err := state.world.startBarrier(); err != nil {
+			return wrap("Init", err)
+		}
+	}
 	return nil
+}
+
+// startBarrier is Init's last step, a barrier on the world: the ranks
+// leave Init together, not as each finished its own start (up to tens of
+// milliseconds apart at np=16), and with the world's collective set-up
+// done (its shared-memory segment and the connections its messages make),
+// which the program's first collective call on the world paid before:
+// 11-17 ms at np=16 on the lent 16-core host, mostly the wait for the
+// last rank to start (docs/measurements.md, "The first call's set-up").
+// Every program pays the set-up anyway: Finalize ends with a barrier on
+// the world.
+func (c *Comm) startBarrier() error {
+	r, err := c.beginRun("Init")
+	if err != nil {
+		return err
+	}
+	r.cl.fn = barrierFn
+	return finish("Init", r, nil)
 }
 
 // ownGPUs reports whether every rank on host sees at least one GPU and
