@@ -784,7 +784,10 @@ func (c *Comm) shmWait(ok func(r int) bool, lo, hi int) error {
 			if err := sh.check(c); err != nil {
 				return err
 			}
-			if err := c.E.Failed(c.World[r]); err != nil {
+			if err := c.E.Check(c.World[r]); err != nil {
+				if ok(r) {
+					continue // what it did before it went is seen now
+				}
 				return fmt.Errorf("waiting for rank %d in shared memory: %w", r, err)
 			}
 			if err := c.E.Revoked(c.Ctx); err != nil {

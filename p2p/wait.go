@@ -1,6 +1,7 @@
 package p2p
 
 import (
+	"fmt"
 	"runtime"
 	"time"
 
@@ -348,6 +349,34 @@ func (e *Engine) Failed(peer int) error {
 		return nil
 	}
 	return e.failed[peer]
+}
+
+// Check is Failed, after asking the transports what they can tell of
+// peer with nothing in flight to it (btl.Checker: its process exited, it
+// closed its transport), which fails it as a transport's report does
+// (ErrProcFailed). coll's shared-memory waits call it: they otherwise
+// waited for ever for a rank that will never come (one that finalized
+// after a mismatched collective).
+func (e *Engine) Check(peer int) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if peer < 0 || peer >= len(e.failed) {
+		return nil
+	}
+	if err := e.failed[peer]; err != nil || e.closed {
+		return err
+	}
+	for _, m := range e.mods {
+		if c, ok := m.(btl.Checker); ok {
+			if err := c.CheckPeer(e.peers[peer]); err != nil {
+				if e.failed[peer] != nil {
+					return e.failed[peer]
+				}
+				return fmt.Errorf("%w: %w", ErrProcFailed, err)
+			}
+		}
+	}
+	return nil
 }
 
 // idleHook is one function registered by OnIdle.

@@ -3,6 +3,8 @@ package tests
 import (
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,6 +24,7 @@ import (
 
 func init() {
 	rankCases["coll-fail-one"] = caseCollFailOne
+	rawCases["finalize-after-mismatch"] = caseFinalizeAfterMismatch
 }
 
 // oneRankFailure is a collective call whose arguments are wrong at rank
@@ -202,5 +205,59 @@ func TestCollFailOneRank(t *testing.T) {
 					env: []string{"GORUN_COLL_SHM=" + shm, "GORUN_COLL_STALL=300ms"}}.ok(t)
 			})
 		}
+	}
+}
+
+// caseFinalizeAfterMismatch: an erroneous program, rank 0 alone calls a
+// collective (GORUN_CASE_CALL: allreduce, blocking; iallreduce, started
+// and never waited for), then every rank calls Finalize. The others'
+// Finalize barrier is matched by that call in shared memory and they
+// finalize and exit; rank 0's Finalize barrier then waits for ranks that
+// are gone. It must fail, naming them, not wait for ever. Every rank
+// prints its Finalize's outcome and exits 0.
+func caseFinalizeAfterMismatch() int {
+	if err := mpi.Init(); err != nil {
+		fmt.Fprintf(os.Stderr, "Init: %v\n", err)
+		return 1
+	}
+	w := mpi.World()
+	me := w.Rank()
+	if me == 0 {
+		x := []int64{1}
+		switch os.Getenv("GORUN_CASE_CALL") {
+		case "allreduce":
+			err := mpi.Allreduce(w, x, x, mpi.Sum)
+			fmt.Fprintf(os.Stderr, "rank 0: lone Allreduce: %v\n", err)
+		default:
+			if _, err := mpi.Iallreduce(w, x, x, mpi.Sum); err != nil {
+				fmt.Fprintf(os.Stderr, "rank 0: Iallreduce: %v\n", err)
+				return 1
+			}
+		}
+	}
+	err := mpi.Finalize()
+	fmt.Fprintf(os.Stderr, "rank %d: Finalize: %v\n", me, err)
+	return 0
+}
+
+// TestFinalizeAfterMismatch: after a collective that rank 0 alone called
+// (blocking, or nonblocking and never waited for), rank 0's Finalize
+// fails, saying that a rank it waits for has finalized or exited, instead
+// of waiting for ever (it did: the shared-memory wait checked only for
+// ranks reported failed, and a rank that finalized is not).
+func TestFinalizeAfterMismatch(t *testing.T) {
+	for _, call := range []string{"allreduce", "iallreduce"} {
+		t.Run(call, func(t *testing.T) {
+			r := job{np: 3, cas: "finalize-after-mismatch", env: []string{"GORUN_CASE_CALL=" + call}, timeout: 60 * time.Second}.ok(t)
+			var zero string
+			for _, l := range strings.Split(r.stderr, "\n") {
+				if strings.HasPrefix(l, "rank 0: Finalize:") {
+					zero = l
+				}
+			}
+			if !strings.Contains(zero, "in shared memory") || !(strings.Contains(zero, "has closed its transport") || strings.Contains(zero, "has exited")) {
+				t.Errorf("rank 0's Finalize should fail naming a rank that finalized or exited; got %q\nstderr:\n%s", zero, r.stderr)
+			}
+		})
 	}
 }

@@ -128,9 +128,10 @@ type module struct {
 }
 
 var (
-	_ btl.Module = (*module)(nil)
-	_ btl.Waiter = (*module)(nil)
-	_ btl.RMA    = (*module)(nil)
+	_ btl.Module  = (*module)(nil)
+	_ btl.Waiter  = (*module)(nil)
+	_ btl.RMA     = (*module)(nil)
+	_ btl.Checker = (*module)(nil)
 )
 
 // peer is what this module knows of another local rank.

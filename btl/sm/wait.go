@@ -2,6 +2,7 @@ package sm
 
 import (
 	"fmt"
+	"github.com/gorun/gorun/btl"
 	"os"
 	"sync/atomic"
 	"time"
@@ -110,17 +111,36 @@ var start = time.Now()
 func nanotime() int64 { return int64(time.Since(start)) }
 
 // alive reports why p can no longer move frames, or nil: it closed its
-// module, or its process exited (a pidfd turns readable at exit, zombie or
-// not; kill(pid, 0) where pidfds are missing).
+// module, or its process exited.
 func (m *module) alive(p *peer) error {
-	if p.seg != nil && atomic.LoadUint32(u32(p.seg.ctl, offClosed)) != 0 {
+	switch m.gone(p) {
+	case peerClosed:
 		return fmt.Errorf("sm: rank %d closed its transport during a transfer", p.rank)
+	case peerExited:
+		return m.exited(p)
+	}
+	return nil
+}
+
+// How a peer is gone (gone).
+const (
+	peerHere = iota
+	peerClosed
+	peerExited
+)
+
+// gone tells whether p closed its module (its segment's or its ring's
+// closed flag) or its process exited (a pidfd turns readable at exit,
+// zombie or not; kill(pid, 0) where pidfds are missing).
+func (m *module) gone(p *peer) int {
+	if p.seg != nil && atomic.LoadUint32(u32(p.seg.ctl, offClosed)) != 0 {
+		return peerClosed
 	}
 	if p.in != nil && p.in.inFrame && atomic.LoadUint32(u32(p.in.mem, offProdClosed)) != 0 {
-		return fmt.Errorf("sm: rank %d closed its transport during a transfer", p.rank)
+		return peerClosed
 	}
 	if p.pid <= 0 || p.pid == os.Getpid() {
-		return nil
+		return peerHere
 	}
 	if p.pidfd == -1 {
 		fd, err := unix.PidfdOpen(p.pid, 0)
@@ -128,7 +148,7 @@ func (m *module) alive(p *peer) error {
 		case err == nil:
 			p.pidfd = fd
 		case err == unix.ESRCH:
-			return m.exited(p)
+			return peerExited
 		default:
 			p.pidfd = -2
 		}
@@ -136,12 +156,44 @@ func (m *module) alive(p *peer) error {
 	if p.pidfd >= 0 {
 		fds := []unix.PollFd{{Fd: int32(p.pidfd), Events: unix.POLLIN}}
 		if n, _ := unix.Poll(fds, 0); n > 0 {
-			return m.exited(p)
+			return peerExited
 		}
-		return nil
+		return peerHere
 	}
 	if err := unix.Kill(p.pid, 0); err == unix.ESRCH {
-		return m.exited(p)
+		return peerExited
+	}
+	return peerHere
+}
+
+// CheckPeer is btl.Checker's: whether a peer of this host closed its
+// transport or its process exited, looked at most every livenessEvery
+// per peer (a poll of its pidfd), with nothing in flight to it. A peer
+// found gone fails as one found during a transfer does (failPeer).
+func (m *module) CheckPeer(bp btl.Peer) error {
+	if m.closed || bp.Rank == m.env.Rank || bp.Rank < 0 || bp.Rank >= m.env.Size || bp.HostID != m.env.HostID {
+		return nil
+	}
+	p := m.peer(bp.Rank)
+	if p.err != nil {
+		return p.err
+	}
+	if p.pid == 0 {
+		p.pid = bp.PID
+	}
+	if now := nanotime(); now >= p.next {
+		p.next = now + int64(livenessEvery)
+		var err error
+		switch m.gone(p) {
+		case peerClosed:
+			err = fmt.Errorf("sm: rank %d has closed its transport (it finalized)", p.rank)
+		case peerExited:
+			err = fmt.Errorf("sm: rank %d (pid %d) has exited", p.rank, p.pid)
+		}
+		if err != nil {
+			m.failPeer(p, err)
+			return err
+		}
 	}
 	return nil
 }
