@@ -52,17 +52,39 @@ var (
 // Init wires this process into its job: it reads its place from gorun's
 // environment, opens the transports, joins the membership and returns once
 // every peer can be reached and every rank has reached the end of its
-// Init (a barrier on the world, which sets the world's collectives up).
-// Without gorun it makes a singleton world.
+// Init (a barrier on the world, which sets the world's collectives up;
+// not under --enable-recovery). Without gorun it makes a singleton
+// world. If that barrier fails (a rank died while the others started),
+// Init returns its error with MPI initialized: Abort and Finalize still
+// work.
 func Init() error {
+	s, err := initLocked()
+	if err != nil {
+		return err
+	}
+	// Outside stateMu: the barrier lasts until the last rank has
+	// started, and Abort, World and Initialized take the lock. Under
+	// --enable-recovery a rank that died while the others started must
+	// not fail the survivors' Init (they Shrink it away later), so
+	// there is no barrier; the set-up comes at the first call.
+	if s.env.Size > 1 && !s.env.Recovery {
+		if err := s.world.startBarrier(); err != nil {
+			return wrap("Init", err)
+		}
+	}
+	return nil
+}
+
+// initLocked is Init up to its closing barrier, under stateMu.
+func initLocked() (*rt, error) {
 	stateMu.Lock()
 	defer stateMu.Unlock()
 	if state != nil || finalized {
-		return errorf(ErrOther, "Init", "Init may be called only once")
+		return nil, errorf(ErrOther, "Init", "Init may be called only once")
 	}
 	env, err := boot.ReadEnv()
 	if err != nil {
-		return wrap("Init", err)
+		return nil, wrap("Init", err)
 	}
 	if n := pFakeHosts(); n > 1 {
 		env.HostID = fmt.Sprintf("%s~pretend%d", env.HostID, env.Rank%n)
@@ -74,7 +96,7 @@ func Init() error {
 	}
 	filter, err := btl.ParseFilter(list)
 	if err != nil {
-		return errorf(ErrArg, "Init", "GORUN_BTL: %w", err)
+		return nil, errorf(ErrArg, "Init", "GORUN_BTL: %w", err)
 	}
 	eng := p2p.Alloc(env.Rank, env.Size)
 	coll.SetJob(env.JobID)
@@ -86,7 +108,7 @@ func Init() error {
 	}
 	mods, _, err := btl.OpenAll(benv, filter)
 	if err != nil {
-		return wrap("Init", err)
+		return nil, wrap("Init", err)
 	}
 	card := boot.Card{Rank: env.Rank, PID: os.Getpid(), HostID: env.HostID, Addrs: map[string][]byte{}, Placement: place}
 	for _, m := range mods {
@@ -99,13 +121,13 @@ func Init() error {
 		for _, m := range mods {
 			m.Close()
 		}
-		return wrap("Init", err)
+		return nil, wrap("Init", err)
 	}
 	cards := sess.Roster().Cards
 	peers := make([]btl.Peer, env.Size)
 	for i, c := range cards {
 		if c.Rank != i {
-			return errorf(ErrIntern, "Init", "roster entry %d holds rank %d", i, c.Rank)
+			return nil, errorf(ErrIntern, "Init", "roster entry %d holds rank %d", i, c.Rank)
 		}
 		peers[i] = btl.Peer{Rank: c.Rank, HostID: c.HostID, PID: c.PID, Placement: btlPlacement(c.Placement), Addrs: c.Addrs}
 	}
@@ -118,7 +140,7 @@ func Init() error {
 		testHookTransports(benv, peers)
 	}
 	if err := eng.Attach(mods, peers); err != nil {
-		return wrap("Init", err)
+		return nil, wrap("Init", err)
 	}
 	s := &rt{env: env, eng: eng, sess: sess}
 	eng.SetStarter(s.begin)
@@ -150,12 +172,7 @@ func Init() error {
 	coll.SetRetire(&state.world.cc) // the channel of freed GPU regions' notices
 	state.self = newComm("MPI_COMM_SELF", state, 2, []int{env.Rank}, 0)
 	live.Store(state)
-	if env.Size > 1 {
-		if err := state.world.startBarrier(); err != nil {
-			return wrap("Init", err)
-		}
-	}
-	return nil
+	return s, nil
 }
 
 // startBarrier is Init's last step, a barrier on the world: the ranks
