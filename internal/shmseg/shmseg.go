@@ -83,7 +83,7 @@ func Open(path string, size int) ([]byte, error) {
 // lock on the file, where tmpfs's fallocate holds it while it allocates:
 // the senders that reach one rank at once do not take turns. A 1 MiB
 // ring on the lent 16-core host: 0.41-0.45 ms, against 0.55-0.72 for
-// fallocate and a MAP_POPULATE mapping (scratch measurement, three runs).
+// fallocate and a MAP_POPULATE mapping (bench/shmcost, three runs).
 func Back(fd int, mem []byte, off int64) error {
 	err := unix.Madvise(mem, unix.MADV_POPULATE_WRITE)
 	switch {
