@@ -2,6 +2,7 @@ package p2p
 
 import (
 	"fmt"
+	"os"
 	"runtime"
 	"time"
 
@@ -13,8 +14,8 @@ import (
 var (
 	pSpin = params.Duration("GORUN_WAIT_SPIN", 50*time.Microsecond,
 		"how long a blocked call polls the transports flat out before yielding the CPU (0 when ranks outnumber cores)")
-	pYield = params.Duration("GORUN_WAIT_YIELD", 2*time.Millisecond,
-		"how long a blocked call polls with sched_yield between polls before it sleeps in the transport's wait (ppoll, futex)")
+	pYield = params.Duration(envYield, 100*time.Millisecond,
+		"how long a blocked call polls with sched_yield between polls before it sleeps in the transport's wait (ppoll, futex); unset, 2ms where ranks outnumber cores")
 	pSleep = params.Duration("GORUN_WAIT_SLEEP", time.Millisecond,
 		"longest single sleep of a blocked call in its third phase; a transport wakes it earlier when data arrives")
 	pOversub = params.Int("GORUN_OVERSUBSCRIBED", -1,
@@ -37,9 +38,27 @@ func defaultWaitPolicy(size int) waitPolicy {
 	}
 	if over == 1 {
 		w.spin = 0
+		if os.Getenv(envYield) == "" {
+			w.yield = oversubYield
+		}
 	}
 	return w
 }
+
+// envYield sets how long a wait polls before it sleeps (pYield). Its
+// default, 100 ms, is for ranks that have a core each: a rank whose wait
+// slept (a barrier waiting 20-50 ms for a rank that computes longer)
+// then ran its next 5-8 ms of calls 2-4x slower at np=16 on the lent
+// 16-core host, barriers of 1.7-4.6 us against 0.95-1.1 with waits that
+// polled: its idle CPU halts (bare metal: idle states, clock ramps);
+// docs/measurements.md, "The first call's set-up". Open MPI and MPICH
+// poll for as long as they wait. A wait longer than that sleeps, so that
+// a rank blocked for seconds gives its core back.
+const envYield = "GORUN_WAIT_YIELD"
+
+// oversubYield is pYield's default where ranks outnumber cores, where a
+// rank that polls takes the CPU of one that has work.
+const oversubYield = 2 * time.Millisecond
 
 // progress polls every module once; the lock is held.
 func (e *Engine) progress() int {

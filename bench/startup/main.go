@@ -19,7 +19,7 @@ import (
 )
 
 func main() {
-	pause := flag.String("pause", "none", "between the set-up and the timed barriers: none, sleep or spin")
+	pause := flag.String("pause", "none", "between the set-up and the timed barriers: none, sleep, spin (every rank), or imbalance (rank 0 spins while the others wait in a Barrier)")
 	ms := flag.Int("ms", 50, "the pause's length in ms")
 	blocks := flag.Int("blocks", 300, "blocks of 100 barriers (every rank makes as many)")
 	nb := flag.Int("nb", 0, "time this many Iallreduce + Wait right after Init instead")
@@ -59,6 +59,14 @@ func main() {
 		time.Sleep(d)
 	case "spin":
 		for s := time.Now(); time.Since(s) < d; {
+		}
+	case "imbalance":
+		// Rank 0 computes while the others wait for it in the Barrier
+		// below: a load imbalance, after which the others run on CPUs
+		// that idled unless their wait polled (GORUN_WAIT_YIELD).
+		if w.Rank() == 0 {
+			for s := time.Now(); time.Since(s) < d; {
+			}
 		}
 	}
 	mpi.Barrier(w)
