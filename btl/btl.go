@@ -172,13 +172,13 @@ type Busy interface {
 
 // Checker is implemented by modules that can tell, with nothing in flight
 // to a peer, that it can no longer take part: its process exited, or it
-// closed its transport (it finalized). CheckPeer returns why, or nil when
-// it is there or the module cannot tell (a peer it does not reach); it
-// may look only now and then and answer nil in between. A peer it finds
-// gone it reports as it would during a transfer (Handler.PeerFailed). It
-// is called with the engine's lock held, as the Handler is.
+// closed its transport (it finalized). CheckPeer reports a peer it finds
+// gone as it would during a transfer (Handler.PeerFailed); it may look
+// only now and then, and says nothing of a peer it cannot tell about (one
+// it does not reach). It is called with the engine's lock held, as the
+// Handler is.
 type Checker interface {
-	CheckPeer(p Peer) error
+	CheckPeer(p Peer)
 }
 
 // Env is what a component needs to open a module.

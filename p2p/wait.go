@@ -1,7 +1,6 @@
 package p2p
 
 import (
-	"fmt"
 	"os"
 	"runtime"
 	"time"
@@ -386,16 +385,11 @@ func (e *Engine) Check(peer int) error {
 		return err
 	}
 	for _, m := range e.mods {
-		if c, ok := m.(btl.Checker); ok {
-			if err := c.CheckPeer(e.peers[peer]); err != nil {
-				if e.failed[peer] != nil {
-					return e.failed[peer]
-				}
-				return fmt.Errorf("%w: %w", ErrProcFailed, err)
-			}
+		if c, ok := m.(btl.Checker); ok && e.failed[peer] == nil {
+			c.CheckPeer(e.peers[peer])
 		}
 	}
-	return nil
+	return e.failed[peer]
 }
 
 // idleHook is one function registered by OnIdle.

@@ -2,10 +2,11 @@ package sm
 
 import (
 	"fmt"
-	"github.com/gorun/gorun/btl"
 	"os"
 	"sync/atomic"
 	"time"
+
+	"github.com/gorun/gorun/btl"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -96,14 +97,23 @@ func (m *module) stalled(p *peer) {
 		return
 	}
 	p.stalls, p.waits = 0, m.waits
-	now := nanotime()
-	if now < p.next {
+	if !p.due() {
 		return
 	}
-	p.next = now + int64(livenessEvery)
 	if err := m.alive(p); err != nil {
 		m.failPeer(p, err)
 	}
+}
+
+// due reports whether p's liveness is to be looked at now: at most every
+// livenessEvery (stalled, CheckPeer).
+func (p *peer) due() bool {
+	now := nanotime()
+	if now < p.next {
+		return false
+	}
+	p.next = now + int64(livenessEvery)
+	return true
 }
 
 var start = time.Now()
@@ -170,32 +180,23 @@ func (m *module) gone(p *peer) int {
 // transport or its process exited, looked at most every livenessEvery
 // per peer (a poll of its pidfd), with nothing in flight to it. A peer
 // found gone fails as one found during a transfer does (failPeer).
-func (m *module) CheckPeer(bp btl.Peer) error {
+func (m *module) CheckPeer(bp btl.Peer) {
 	if m.closed || bp.Rank == m.env.Rank || bp.Rank < 0 || bp.Rank >= m.env.Size || bp.HostID != m.env.HostID {
-		return nil
+		return
 	}
 	p := m.peer(bp.Rank)
-	if p.err != nil {
-		return p.err
+	if p.err != nil || !p.due() {
+		return
 	}
 	if p.pid == 0 {
 		p.pid = bp.PID
 	}
-	if now := nanotime(); now >= p.next {
-		p.next = now + int64(livenessEvery)
-		var err error
-		switch m.gone(p) {
-		case peerClosed:
-			err = fmt.Errorf("sm: rank %d has closed its transport (it finalized)", p.rank)
-		case peerExited:
-			err = fmt.Errorf("sm: rank %d (pid %d) has exited", p.rank, p.pid)
-		}
-		if err != nil {
-			m.failPeer(p, err)
-			return err
-		}
+	switch m.gone(p) {
+	case peerClosed:
+		m.failPeer(p, fmt.Errorf("sm: rank %d has closed its transport (it finalized)", p.rank))
+	case peerExited:
+		m.failPeer(p, fmt.Errorf("sm: rank %d (pid %d) has exited", p.rank, p.pid))
 	}
-	return nil
 }
 
 func (m *module) exited(p *peer) error {
