@@ -12,9 +12,9 @@ package coll
 // in the order the calls began (their sequence numbers, which every rank
 // gives alike): a nonblocking call that may use the segment (ShmReady)
 // registers when it begins (Launched) and unregisters when its algorithm
-// has ended (Landed), and a call does
-// not touch the segment, nor set it up or renew it (Prepare), while a
-// nonblocking call begun before it is still running (inTurn). No call
+// has ended (Landed), and a call does not touch the segment, nor set it
+// up or renew it (Prepare), while a nonblocking call begun before it is
+// still running (inTurn). No call
 // waits for a later one, and every call waited for completes once every
 // rank has begun it, so a correct program cannot deadlock on a turn: a
 // blocking call that waits for an earlier nonblocking one at this rank

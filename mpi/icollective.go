@@ -118,10 +118,11 @@ var nbNow = sync.OnceValue(func() bool {
 func (nc *nbCall) turn() bool { return nc.cl.args.ShmReady }
 
 // launch posts the notice receive of nc's begun view and makes q (nc.req,
-// or a persistent request's own) its request; the call is then deferred until the process's next
-// wait or test, which hands it to a helper goroutine (nbQueue.begin),
-// unless its own Wait comes first and runs it itself, with no hand-off
-// (Request.Wait). With GORUN_NB_START=now it goes to a helper at once,
+// or a persistent request's own) its request; the call is then deferred
+// until the process's next wait or test, which hands it to a helper
+// goroutine (rt.begin), unless its own Wait comes first and runs it
+// itself, with no hand-off (Request.Wait). With GORUN_NB_START=now it
+// goes to a helper at once,
 // and a Wait that finds it not begun yet still takes it (take). On the
 // lent 16-core host, an Ibarrier and its Wait took 0.8-1.0 µs at np=2
 // deferred against 1.6-2.2 at once (Open MPI 0.7-0.8), 1.3-3.5 against
