@@ -352,7 +352,7 @@ func (c *Comm) pushWait(idle *p2p.Idler, t0 uint64) error {
 	}
 	for r, w := range c.World {
 		if r != c.Me {
-			if err := c.E.Failed(w); err != nil {
+			if err := c.E.Check(w); err != nil {
 				return fmt.Errorf("waiting for rank %d: %w", r, err)
 			}
 		}

@@ -151,3 +151,70 @@ func TestGPUPushPeerDies(t *testing.T) {
 		})
 	}
 }
+
+func init() { rawCases["gpu-finalize-after-mismatch"] = caseGPUFinalizeAfterMismatch }
+
+// caseGPUFinalizeAfterMismatch: every rank makes one AllreduceGPU (the
+// push kernels' set-up), then rank 0 alone calls a host Allreduce, which
+// the others' Finalize barrier matches in shared memory, so they finalize
+// and exit, and then an AllreduceGPU that nobody else calls. Its kernel
+// waits for the others' flags; when it gives up, the call must ask the
+// transports whether those ranks are still there and fail naming one
+// (it asked only for ranks reported failed, and waited for ever).
+func caseGPUFinalizeAfterMismatch() int {
+	if err := mpi.Init(); err != nil {
+		fmt.Fprintf(os.Stderr, "Init: %v\n", err)
+		return 1
+	}
+	w := mpi.World()
+	me := w.Rank()
+	fail := func(err error) int {
+		fmt.Fprintf(os.Stderr, "rank %d: %v\n", me, err)
+		mpi.Finalize()
+		return 1
+	}
+	g, err := newGPUColl(w)
+	if err != nil {
+		return fail(err)
+	}
+	if g.send, err = gpu.Alloc(g.dev, gpu.Float32, 1024); err != nil {
+		return fail(err)
+	}
+	defer g.send.Free()
+	if g.recv, err = gpu.Alloc(g.dev, gpu.Float32, 1024); err != nil {
+		return fail(err)
+	}
+	defer g.recv.Free()
+	if err := mpi.AllreduceGPU(w, g.send, g.recv, mpi.Sum); err != nil {
+		return fail(fmt.Errorf("the first AllreduceGPU: %w", err))
+	}
+	if me == 0 {
+		x := []int64{1}
+		err := mpi.Allreduce(w, x, x, mpi.Sum)
+		fmt.Fprintf(os.Stderr, "rank 0: lone Allreduce: %v\n", err)
+		err = mpi.AllreduceGPU(w, g.send, g.recv, mpi.Sum)
+		fmt.Fprintf(os.Stderr, "rank 0: lone AllreduceGPU: %v\n", err)
+	}
+	err = mpi.Finalize()
+	fmt.Fprintf(os.Stderr, "rank %d: Finalize: %v\n", me, err)
+	return 0
+}
+
+// TestGPUFinalizeAfterMismatch needs a GPU (the lent GPU hosts run it):
+// the push kernels' wait, as TestFinalizeAfterMismatch the shared-memory
+// one, fails on ranks that finalized instead of waiting for ever.
+func TestGPUFinalizeAfterMismatch(t *testing.T) {
+	if ok, why := gpu.Available(); !ok {
+		t.Skipf("no GPU: %s", why)
+	}
+	r := job{np: 3, cas: "gpu-finalize-after-mismatch", env: []string{"GORUN_COLL_GPU_ALLREDUCE=push"}, timeout: 90 * time.Second}.ok(t)
+	var lone string
+	for _, l := range strings.Split(r.stderr, "\n") {
+		if strings.HasPrefix(l, "rank 0: lone AllreduceGPU:") {
+			lone = l
+		}
+	}
+	if !strings.Contains(lone, "waiting for rank") || !(strings.Contains(lone, "has closed its transport") || strings.Contains(lone, "has exited")) {
+		t.Errorf("rank 0's lone AllreduceGPU should fail naming a rank that finalized or exited; got %q\nstderr:\n%s", lone, r.stderr)
+	}
+}
