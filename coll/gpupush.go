@@ -334,8 +334,8 @@ func gpusApart(devices, ranks, own int, sameEnv bool) bool {
 // pushWait is what a push call does each time its kernel gave up
 // waiting: it lets the engine poll its transports and run its idle hooks
 // (window requests, which this rank serves while it waits) and checks what
-// shmWait checks: the call aborted by a notice, a failed peer, the
-// communicator revoked; after a stall period it asks the others what they
+// shmWait checks: the call aborted by a notice, a peer failed or gone (it
+// exited or closed its transport: Engine.Check), the communicator revoked; after a stall period it asks the others what they
 // run (a rank that ran another algorithm for this call, with mismatched
 // counts, is found this way).
 func (c *Comm) pushWait(idle *p2p.Idler, t0 uint64) error {
