@@ -142,7 +142,7 @@ func (d *doneCount) FrameDone(f *btl.Frame, err error) {
 var jobN atomic.Int32
 
 // pair opens ranks 0 and 1 of a fresh job in this process.
-func pair(t *testing.T) (job string, m [2]*module, h [2]*handler) {
+func pair(t testing.TB) (job string, m [2]*module, h [2]*handler) {
 	t.Helper()
 	job = fmt.Sprintf("smtest%d-%d", os.Getpid(), jobN.Add(1))
 	for r := range m {
@@ -171,7 +171,7 @@ func peerDesc(m *module) btl.Peer {
 	return btl.Peer{Rank: m.env.Rank, HostID: m.env.HostID, PID: os.Getpid(), Addrs: map[string][]byte{"sm": m.Address()}}
 }
 
-func reach(t *testing.T, from, to *module) btl.Endpoint {
+func reach(t testing.TB, from, to *module) btl.Endpoint {
 	t.Helper()
 	ep, err := from.Reach(peerDesc(to))
 	if err != nil || ep == nil {
