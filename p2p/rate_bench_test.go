@@ -152,3 +152,47 @@ func window(e *Engine, rs []*Request, sbuf, rbuf []byte) error {
 	}
 	return nil
 }
+
+// BenchmarkWindowSM is the software of osu_mbw_mr's window over btl/sm,
+// both engines driven by one goroutine, so that the ring's lines stay in
+// one core's cache: rank 1 posts a window of Irecvs, rank 0 writes a
+// window of immediate sends (IsendNow), rank 1 waits for all and releases
+// them. One op is one message, sent and received; what it costs is the
+// engine's and the ring's instructions, none of the cache-line traffic
+// between two cores (BenchmarkRingRate in btl/sm has that, without the
+// engine).
+func BenchmarkWindowSM(b *testing.B) {
+	w := openWorld(b, setup{name: "sm", btl: "sm", bare: true})
+	s, r := w.engs[0], w.engs[1]
+	sbuf, rbuf := make([]byte, 8), make([]byte, 8)
+	rs := make([]*Request, rateWindow)
+	b.ReportAllocs()
+	for i := 0; i < b.N; i += rateWindow {
+		for k := range rs {
+			q, err := r.Irecv(1, 0, 100, rbuf)
+			if err != nil {
+				b.Fatal(err)
+			}
+			rs[k] = q
+		}
+		for range rs {
+			q, err := s.IsendNow(1, 1, 100, sbuf)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if q != nil {
+				if _, err := q.Wait(); err != nil {
+					b.Fatal(err)
+				}
+				s.Release(q)
+			}
+		}
+		r.WaitAll(rs)
+		for _, q := range rs {
+			if _, err := q.Result(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		r.ReleaseAll(rs)
+	}
+}
