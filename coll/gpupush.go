@@ -335,9 +335,16 @@ func gpusApart(devices, ranks, own int, sameEnv bool) bool {
 // waiting: it lets the engine poll its transports and run its idle hooks
 // (window requests, which this rank serves while it waits) and checks what
 // shmWait checks: the call aborted by a notice, a peer failed or gone (it
-// exited or closed its transport: Engine.Check), the communicator revoked; after a stall period it asks the others what they
-// run (a rank that ran another algorithm for this call, with mismatched
-// counts, is found this way).
+// exited or closed its transport: Engine.Check), the communicator
+// revoked; after a stall period it asks the others what they run (a rank
+// that ran another algorithm for this call, with mismatched counts, is
+// found this way).
+//
+// Unlike shmWait it does not look at the awaited data again after a
+// peer is found gone: a rank closes its transport only in Finalize, after
+// the world's barrier, which this rank has not reached while it is in a
+// push call (push kernels run in blocking calls only), so in a correct
+// program no peer of a push call in progress can be gone.
 func (c *Comm) pushWait(idle *p2p.Idler, t0 uint64) error {
 	// An Idler polls and runs the hooks on every 64th Idle while it spins,
 	// on every one once it yields or sleeps.
