@@ -254,15 +254,21 @@ func TestFinalizeAfterMismatch(t *testing.T) {
 				env = append(env, "GORUN_BTL="+tc.btl)
 			}
 			r := job{np: 3, cas: "finalize-after-mismatch", env: env, timeout: 60 * time.Second}.ok(t)
-			var zero string
-			for _, l := range strings.Split(r.stderr, "\n") {
-				if strings.HasPrefix(l, "rank 0: Finalize:") {
-					zero = l
-				}
-			}
+			zero := lastLine(r.stderr, "rank 0: Finalize:")
 			if !strings.Contains(zero, "in shared memory") || !(strings.Contains(zero, "has closed its transport") || strings.Contains(zero, "has exited") || strings.Contains(zero, "connection closed by peer")) {
 				t.Errorf("rank 0's Finalize should fail naming a rank that finalized or exited; got %q\nstderr:\n%s", zero, r.stderr)
 			}
 		})
 	}
+}
+
+// lastLine returns the last line of out that begins with prefix, or "".
+func lastLine(out, prefix string) string {
+	l := ""
+	for _, x := range strings.Split(out, "\n") {
+		if strings.HasPrefix(x, prefix) {
+			l = x
+		}
+	}
+	return l
 }

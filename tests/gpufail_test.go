@@ -208,12 +208,7 @@ func TestGPUFinalizeAfterMismatch(t *testing.T) {
 		t.Skipf("no GPU: %s", why)
 	}
 	r := job{np: 3, cas: "gpu-finalize-after-mismatch", env: []string{"GORUN_COLL_GPU_ALLREDUCE=push"}, timeout: 90 * time.Second}.ok(t)
-	var lone string
-	for _, l := range strings.Split(r.stderr, "\n") {
-		if strings.HasPrefix(l, "rank 0: lone AllreduceGPU:") {
-			lone = l
-		}
-	}
+	lone := lastLine(r.stderr, "rank 0: lone AllreduceGPU:")
 	// Not "in shared memory": that is the copy-engine algorithm's wait
 	// (shmWait), which an AllreduceGPU that fell back from the push kernels
 	// would run; it had the check already.

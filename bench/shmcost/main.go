@@ -1,7 +1,7 @@
 // Command shmcost times ways of backing and mapping a /dev/shm file of 1
 // and 32 MiB, three times each: fallocate then a MAP_POPULATE mapping (and
 // a second such mapping: a peer adopting it), fallocate then touching
-// every page, a mapping then MADV_POPULATE_WRITE (shmseg.Back), a plain
+// every page, a mapping then shmseg.Back (MADV_POPULATE_WRITE), a plain
 // mapping (docs/measurements.md, "The first call's set-up").
 package main
 
@@ -10,6 +10,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/gorun/gorun/internal/shmseg"
 	"golang.org/x/sys/unix"
 )
 
@@ -30,7 +31,7 @@ func mapOf(fd, size, flags int) []byte {
 func ms(t time.Time) string { return fmt.Sprintf("%.3f", float64(time.Since(t).Microseconds())/1e3) }
 
 func file(size int) (int, string) {
-	p := fmt.Sprintf("/dev/shm/shmcost-%d", os.Getpid())
+	p := fmt.Sprintf("%s/shmcost-%d", shmseg.Dir, os.Getpid())
 	fd, err := unix.Open(p, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL, 0o600)
 	must(err)
 	must(unix.Ftruncate(fd, int64(size)))
@@ -69,11 +70,11 @@ func main() {
 			unix.Munmap(b)
 			unix.Close(fd)
 			unix.Unlink(p)
-			// C: mmap, MADV_POPULATE_WRITE (allocates, zeroes, maps; errors instead of SIGBUS), then a second mapping MADV_POPULATE_READ
+			// C: mmap and shmseg.Back (MADV_POPULATE_WRITE: allocates, zeroes, maps; errors instead of SIGBUS), then a second mapping populated the same way (its pages allocated already)
 			fd, p = file(size)
 			t = time.Now()
 			b = mapOf(fd, size, 0)
-			err := unix.Madvise(b, unix.MADV_POPULATE_WRITE)
+			err := shmseg.Back(fd, b, 0)
 			c1 := ms(t)
 			t = time.Now()
 			b2 = mapOf(fd, size, 0)
@@ -87,7 +88,7 @@ func main() {
 			unix.Munmap(b3)
 			unix.Close(fd)
 			unix.Unlink(p)
-			fmt.Printf("%6d KiB: A fallocate %s mmap-populate %s again %s | B fallocate %s touch %s | C mmap+POPULATE_WRITE %s (%v) again %s (%v) plain mmap %s\n",
+			fmt.Printf("%6d KiB: A fallocate %s mmap-populate %s again %s | B fallocate %s touch %s | C mmap+Back %s (%v) again %s (%v) plain mmap %s\n",
 				size>>10, a1, a2, a3, b1, b2s, c1, err, c2, err2, c3)
 		}
 	}

@@ -57,14 +57,11 @@ func main() {
 	switch *pause {
 	case "sleep":
 		time.Sleep(d)
-	case "spin":
-		for s := time.Now(); time.Since(s) < d; {
-		}
-	case "imbalance":
-		// Rank 0 computes while the others wait for it in the Barrier
-		// below: a load imbalance, after which the others run on CPUs
-		// that idled unless their wait polled (GORUN_WAIT_YIELD).
-		if w.Rank() == 0 {
+	case "spin", "imbalance":
+		// imbalance: rank 0 alone computes while the others wait for it
+		// in the Barrier below, after which they run on CPUs that idled
+		// unless their wait polled (GORUN_WAIT_YIELD).
+		if *pause == "spin" || w.Rank() == 0 {
 			for s := time.Now(); time.Since(s) < d; {
 			}
 		}

@@ -243,7 +243,7 @@ func (m *module) Reach(bp btl.Peer) (btl.Endpoint, error) {
 	if int(idx) >= m.env.Size {
 		unix.Munmap(mem)
 		// Give the ring's memory back: nothing will use it.
-		unix.Fallocate(p.seg.fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, p.seg.ringOff(m.env.Rank), int64(p.seg.ringSize))
+		shmseg.Unback(p.seg.fd, p.seg.ringOff(m.env.Rank), p.seg.ringSize)
 		return nil, fmt.Errorf("sm: reach rank %d: its registry is full (%d entries)", bp.Rank, idx)
 	}
 	atomic.StoreUint32(u32(p.seg.ctl, offList+4*int(idx)), uint32(m.env.Rank+1))

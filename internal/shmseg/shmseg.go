@@ -98,8 +98,15 @@ func Back(fd int, mem []byte, off int64) error {
 	case errors.Is(err, unix.EFAULT), errors.Is(err, unix.ENOMEM):
 		// A page the file system could not give (EFAULT: where a touch
 		// would have raised SIGBUS): give back the ones it did.
-		unix.Fallocate(fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, int64(len(mem)))
+		Unback(fd, off, len(mem))
 		return fmt.Errorf("%w for %d bytes (MADV_POPULATE_WRITE: %s)", ErrFull, len(mem), unix.ErrnoName(err.(unix.Errno)))
 	}
 	return err
+}
+
+// Unback gives the memory of the n bytes of fd from off back to /dev/shm
+// (a hole punched, the file's size kept): what Back took for a mapping
+// that will not be used.
+func Unback(fd int, off int64, n int) {
+	unix.Fallocate(fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, int64(n))
 }
