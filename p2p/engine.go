@@ -3,7 +3,6 @@ package p2p
 import (
 	"fmt"
 	"slices"
-	"sync"
 	"sync/atomic"
 
 	"github.com/gorun/gorun/btl"
@@ -17,7 +16,7 @@ const (
 
 // Engine is one rank's point-to-point engine.
 type Engine struct {
-	mu     sync.Mutex
+	mu     engineLock // lock.go
 	rank   int
 	mods   []btl.Module
 	peers  []btl.Peer
@@ -169,6 +168,7 @@ func Handler(e *Engine) btl.Handler { return (*handler)(e) }
 // transports, so that its Handler can be handed to them.
 func Alloc(rank, size int) *Engine {
 	return &Engine{
+		mu:     newEngineLock(),
 		rank:   rank,
 		peers:  make([]btl.Peer, size),
 		routes: make([]*route, size),
