@@ -17,7 +17,8 @@ import (
 // 64-67 ns a message and osu_mbw_mr's 8-byte rate up ~15%; on the lent
 // Intel host both moved within their spreads (docs/measurements.md,
 // twenty-ninth session). Contended by 2-8 goroutines at once (a
-// THREAD_MULTIPLE program's) it is 1.0-1.35x sync.Mutex's time a lock.
+// THREAD_MULTIPLE program's) a lock took 1.1-1.4x sync.Mutex's time on
+// the VM (one run of 8: 1.7x; bench/results/enginelock-2026-11-29.txt).
 //
 // The price is the wake-up: Unlock reads whether anyone sleeps with a
 // plain load, which the CPU may perform before its release store is
@@ -54,8 +55,7 @@ const (
 	// lockSpins: looks at the lock before sleeping. Few: a sleeper parks
 	// its goroutine, which lets a holder on the same P run, and longer
 	// spins (64-400, or with runtime.Gosched) made contended locks slower
-	// on the 2-core VM (2-8 goroutines: 1.0-1.35x sync.Mutex's time with
-	// 16, up to 1.6x with more).
+	// still on the 2-core VM (up to 2.4x sync.Mutex's time).
 	lockSpins = 16
 	// lockNap bounds one sleep (a missed wake-up); lockStarve is how long
 	// a sleeper lets others retake the lock before it asks for a handover.
