@@ -27,15 +27,20 @@ import (
 // finds the lock still held misses the wake-up. Sleepers therefore never
 // sleep longer than lockNap before they look again: a missed wake-up
 // costs at most that, and happens only when a lock changes hands within
-// a few instructions of a sleeper's arrival.
+// a few instructions of a sleeper's arrival (on amd64: on arm64 the
+// release store is an STLR that the next load-acquire cannot pass, and
+// under the race detector both are sync/atomic's).
 //
 // Fairness, as sync.Mutex's starvation mode: a goroutine polling in a
 // loop (a wait: lock, progress, unlock, lock again) retakes the lock
 // before a woken sleeper's thread gets to it, so a sleeper that has
 // waited more than lockStarve asks for the lock to be handed over
 // (starving), and the next Unlock hands it over held (lockHanded) with a
-// wake-up: only a sleeper takes a handed lock, a goroutine arriving
-// meanwhile waits. Without it a failure verdict (PeerFailed, from the
+// wake-up: only a starving sleeper takes a handed lock, any other
+// goroutine waits, the one that handed it over too (on one P it would
+// otherwise ask again and take it back before the starving one ran: a
+// wait that sleeps under the lock kept a rank's other goroutines out for
+// good that way). Without it a failure verdict (PeerFailed, from the
 // membership's goroutine) could wait as long as a rank's wait polls.
 //
 // The zero value is an unlocked lock that wakes its sleepers by their
@@ -91,8 +96,11 @@ func (l *engineLock) lockSlow() {
 	t := time.NewTimer(lockNap)
 	defer t.Stop()
 	for {
-		// A handed lock is for a sleeper, any of them: this one.
-		if atomic.CompareAndSwapUint64(&l.v, lockFree, lockHeld) || atomic.CompareAndSwapUint64(&l.v, lockHanded, lockHeld) {
+		// A handed lock is for a starving sleeper: not for one that came
+		// later, such as the goroutine that handed it over and, on one P,
+		// asks for it again before the starving one has run.
+		if atomic.CompareAndSwapUint64(&l.v, lockFree, lockHeld) ||
+			starving && atomic.CompareAndSwapUint64(&l.v, lockHanded, lockHeld) {
 			if starving {
 				l.starving.Add(-1)
 			}
@@ -104,6 +112,12 @@ func (l *engineLock) lockSlow() {
 		}
 		select {
 		case <-l.wake:
+			if !starving && atomic.LoadUint64(&l.v) == lockHanded {
+				// The wake-up was for the starving sleeper: pass it on,
+				// and sleep out this nap rather than take it back.
+				l.signal()
+				<-t.C
+			}
 		case <-t.C:
 		}
 		t.Reset(lockNap) // no stale tick after Reset (Go 1.23 timers)

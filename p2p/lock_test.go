@@ -68,8 +68,9 @@ func TestEngineLockExclusion(t *testing.T) {
 
 // TestEngineLockBesidePolls: a goroutine that takes and releases the
 // lock in a tight loop, as a wait's polls do, does not keep another out:
-// the other's Locks all return (woken by the Unlocks, handed the lock
-// once starving). If the wake-ups were lost, it would wait for ever.
+// the other's Locks all return. A liveness check of the whole (wake-ups,
+// naps, handover), not of one mechanism: each alone gets the other in
+// (with neither wake-ups nor handover it fails).
 func TestEngineLockBesidePolls(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
 	l := newEngineLock()
@@ -109,15 +110,19 @@ func TestEngineLockBesidePolls(t *testing.T) {
 
 // TestEngineLockHandover: a goroutine asleep in Lock for longer than
 // lockStarve is handed the lock by the next Unlock: the unlocking
-// goroutine cannot take it straight back (TryLock fails), and the
+// goroutine cannot take it straight back, neither by TryLock nor by
+// Lock (which returns only after the sleeper has had the lock), and the
 // sleeper returns holding it.
 func TestEngineLockHandover(t *testing.T) {
 	l := newEngineLock()
 	l.Lock()
 	took := make(chan struct{})
+	release := make(chan struct{})
 	go func() {
 		l.Lock()
 		close(took)
+		<-release
+		l.Unlock()
 	}()
 	deadline := time.Now().Add(20 * time.Second)
 	for l.starving.Load() == 0 {
@@ -128,15 +133,31 @@ func TestEngineLockHandover(t *testing.T) {
 	}
 	l.Unlock()
 	if l.TryLock() {
-		t.Fatal("the unlocking goroutine took the lock back from a starving sleeper")
+		t.Fatal("the unlocking goroutine took the lock back from a starving sleeper (TryLock)")
 	}
+	relocked := make(chan struct{})
+	go func() {
+		l.Lock()
+		close(relocked)
+	}()
 	select {
 	case <-took:
+	case <-relocked:
+		t.Fatal("a later Lock took the lock handed to a starving sleeper")
 	case <-time.After(20 * time.Second):
 		t.Fatal("the starving sleeper was not handed the lock in 20 s")
 	}
-	if atomic.LoadUint64(&l.v) != lockHeld || l.starving.Load() != 0 || l.sleepers.Load() != 0 {
-		t.Errorf("after the handover: state %d, starving %d, sleepers %d; want %d, 0, 0", l.v, l.starving.Load(), l.sleepers.Load(), lockHeld)
+	if l.starving.Load() != 0 {
+		t.Errorf("after the handover: starving %d, want 0", l.starving.Load())
+	}
+	close(release)
+	select {
+	case <-relocked:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the later Lock did not return after the sleeper's Unlock")
+	}
+	if l.sleepers.Load() != 0 {
+		t.Errorf("sleepers %d left, want 0", l.sleepers.Load())
 	}
 	l.Unlock()
 }
@@ -151,4 +172,43 @@ func TestEngineLockUnlockUnheld(t *testing.T) {
 		}
 	}()
 	l.Unlock()
+}
+
+// TestEngineLockHandoverRelock: the holder sleeps under the lock and
+// takes it again right after each Unlock, as a wait in its sleeping
+// phase does, on one P: the starving sleeper must still get the lock
+// (handed over, the holder may not take a handed lock back by waiting
+// for it itself). Where it could, a wait under the lock kept the other
+// goroutines of a rank out for good (TestCtxConcurrent hung).
+func TestEngineLockHandoverRelock(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	l := newEngineLock()
+	var stop atomic.Bool
+	holding := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		l.Lock()
+		close(holding)
+		for !stop.Load() {
+			time.Sleep(2 * lockStarve) // a wait's sleep under the lock
+			l.Unlock()
+			l.Lock()
+		}
+		l.Unlock()
+	}()
+	<-holding
+	got := make(chan struct{})
+	go func() {
+		l.Lock()
+		l.Unlock()
+		close(got)
+	}()
+	select {
+	case <-got:
+	case <-time.After(20 * time.Second):
+		t.Errorf("a goroutine waiting beside one that sleeps under the lock and retakes it did not get it in 20 s (starving %d, sleepers %d)", l.starving.Load(), l.sleepers.Load())
+	}
+	stop.Store(true)
+	<-done
 }
