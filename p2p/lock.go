@@ -16,9 +16,9 @@ import (
 // acquiring CAS only, and there BenchmarkWindowSM went from 73-75 to
 // 64-67 ns a message and osu_mbw_mr's 8-byte rate up ~15%; on the lent
 // Intel host both moved within their spreads (docs/measurements.md,
-// twenty-ninth session). Contended by 2-8 goroutines at once (a
-// THREAD_MULTIPLE program's) a lock took 1.1-1.4x sync.Mutex's time on
-// the VM (one run of 8: 1.7x; bench/results/enginelock-2026-11-29.txt).
+// twenty-ninth session). Contended by 2, 4 and 8 goroutines at once (a
+// THREAD_MULTIPLE program's) a lock took 1.45x, 1.2x and 0.86x
+// sync.Mutex's time on the VM (bench/results/enginelock-2026-11-29.txt).
 //
 // The price is the wake-up: Unlock reads whether anyone sleeps with a
 // plain load, which the CPU may perform before its release store is
