@@ -55,7 +55,7 @@ type engineLock struct {
 const (
 	lockFree   = 0
 	lockHeld   = 1
-	lockHanded = 2 // held, for the sleeper that takes it (Unlock when starving)
+	lockHanded = 2 // held, for a starving sleeper to take (Unlock when one starves)
 
 	// lockSpins: looks at the lock before sleeping. Few: a sleeper parks
 	// its goroutine, which lets a holder on the same P run, and longer
