@@ -14,12 +14,12 @@ package coll
 // registers when it begins (Launched) and unregisters when its algorithm
 // has ended (Landed), and a call does not touch the segment, nor set it
 // up or renew it (Prepare), while a nonblocking call begun before it is
-// still running (inTurn). No call
-// waits for a later one, and every call waited for completes once every
-// rank has begun it, so a correct program cannot deadlock on a turn: a
-// blocking call that waits for an earlier nonblocking one at this rank
-// waits for something every rank has begun (MPI forbids relying on a
-// collective to return before the others enter it).
+// still running (inTurn). No call waits for a later one, and every call
+// waited for completes once every rank has begun it, so a correct
+// program cannot deadlock on a turn: a blocking call that waits for an
+// earlier nonblocking one at this rank waits for something every rank
+// has begun (MPI forbids relying on a collective to return before the
+// others enter it).
 //
 // Which algorithm a nonblocking call runs must also be the same at every
 // rank, whenever its goroutine picks it: the pick reads the segment's

@@ -122,12 +122,12 @@ func (nc *nbCall) turn() bool { return nc.cl.args.ShmReady }
 // until the process's next wait or test, which hands it to a helper
 // goroutine (rt.begin), unless its own Wait comes first and runs it
 // itself, with no hand-off (Request.Wait). With GORUN_NB_START=now it
-// goes to a helper at once,
-// and a Wait that finds it not begun yet still takes it (take). On the
-// lent 16-core host, an Ibarrier and its Wait took 0.8-1.0 µs at np=2
-// deferred against 1.6-2.2 at once (Open MPI 0.7-0.8), 1.3-3.5 against
-// 4.1-4.6 at np=8 (2.2-2.3), 1.6 against 2.1-2.7 at np=16 (3.4-3.8)
-// (docs/measurements.md, "Deferred nonblocking calls").
+// goes to a helper at once, and a Wait that finds it not begun yet still
+// takes it (take). On the lent 16-core host, an Ibarrier and its Wait
+// took 0.8-1.0 µs at np=2 deferred against 1.6-2.2 at once (Open MPI
+// 0.7-0.8), 1.3-3.5 against 4.1-4.6 at np=8 (2.2-2.3), 1.6 against
+// 2.1-2.7 at np=16 (3.4-3.8) (docs/measurements.md, "Deferred
+// nonblocking calls").
 func launch(nc *nbCall, q *Request) error {
 	done, perr := nc.v.PostNotify()
 	if perr != nil {

@@ -5,10 +5,9 @@ import (
 	"os"
 	"sync/atomic"
 	"time"
-
-	"github.com/gorun/gorun/btl"
 	"unsafe"
 
+	"github.com/gorun/gorun/btl"
 	"golang.org/x/sys/unix"
 )
 
