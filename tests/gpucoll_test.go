@@ -115,6 +115,19 @@ func newGPUColl(w *mpi.Comm) (*gpuColl, error) {
 	return &gpuColl{w: w, dev: dev}, nil
 }
 
+// buffers allocates the case's send and receive buffers, n elements of dt
+// each on its GPU; free gives both back.
+func (g *gpuColl) buffers(dt gpu.DType, n int) (free func(), err error) {
+	if g.send, err = gpu.Alloc(g.dev, dt, n); err != nil {
+		return nil, err
+	}
+	if g.recv, err = gpu.Alloc(g.dev, dt, n); err != nil {
+		g.send.Free()
+		return nil, err
+	}
+	return func() { g.send.Free(); g.recv.Free() }, nil
+}
+
 // input returns rank r's count values for the current call.
 func (g *gpuColl) input(r, count int, dt gpu.DType, op mpi.Op) []float64 {
 	rng := rand.New(rand.NewPCG(g.seed, g.call<<16|uint64(r)))
@@ -401,14 +414,11 @@ func caseGPUColl(w *mpi.Comm) error {
 	}
 	g.seed = seed[0]
 	const big = 3<<20 + 5 // float32: 12 MiB, beyond the IPC slots; many pieces with GORUN_COLL_GPU_CHUNK
-	if g.send, err = gpu.Alloc(g.dev, gpu.Uint8, n*big*8); err != nil {
+	free, err := g.buffers(gpu.Uint8, n*big*8)
+	if err != nil {
 		return err
 	}
-	defer g.send.Free()
-	if g.recv, err = gpu.Alloc(g.dev, gpu.Uint8, n*big*8); err != nil {
-		return err
-	}
-	defer g.recv.Free()
+	defer free()
 
 	for _, dt := range gpu.DTypes {
 		for _, op := range []mpi.Op{mpi.Sum, mpi.Prod, mpi.Min, mpi.Max} {

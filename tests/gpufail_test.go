@@ -45,14 +45,11 @@ func caseGPUDie(w *mpi.Comm) error {
 	if err != nil {
 		return err
 	}
-	if g.send, err = gpu.Alloc(g.dev, gpu.Float32, gpuDieCount); err != nil {
+	free, err := g.buffers(gpu.Float32, gpuDieCount)
+	if err != nil {
 		return err
 	}
-	defer g.send.Free()
-	if g.recv, err = gpu.Alloc(g.dev, gpu.Float32, gpuDieCount); err != nil {
-		return err
-	}
-	defer g.recv.Free()
+	defer free()
 	fill := func(v float64) []float64 { return slices.Repeat([]float64{v}, gpuDieCount) }
 	c := w
 	members := []int{0, 1, 2} // world ranks of c
@@ -177,14 +174,11 @@ func caseGPUFinalizeAfterMismatch() int {
 	if err != nil {
 		return fail(err)
 	}
-	if g.send, err = gpu.Alloc(g.dev, gpu.Float32, 1024); err != nil {
+	free, err := g.buffers(gpu.Float32, 1024)
+	if err != nil {
 		return fail(err)
 	}
-	defer g.send.Free()
-	if g.recv, err = gpu.Alloc(g.dev, gpu.Float32, 1024); err != nil {
-		return fail(err)
-	}
-	defer g.recv.Free()
+	defer free()
 	if err := mpi.AllreduceGPU(w, g.send, g.recv, mpi.Sum); err != nil {
 		return fail(fmt.Errorf("the first AllreduceGPU: %w", err))
 	}

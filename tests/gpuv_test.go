@@ -501,14 +501,11 @@ func caseGPUV(w *mpi.Comm) error {
 	}
 	g.seed = seed[0]
 	const most = 4 << 20 // elements of 8 bytes: beyond every call's needs at np <= 4
-	if g.send, err = gpu.Alloc(g.dev, gpu.Uint8, most*8); err != nil {
+	free, err := g.buffers(gpu.Uint8, most*8)
+	if err != nil {
 		return err
 	}
-	defer g.send.Free()
-	if g.recv, err = gpu.Alloc(g.dev, gpu.Uint8, most*8); err != nil {
-		return err
-	}
-	defer g.recv.Free()
+	defer free()
 	for _, dt := range gpu.DTypes {
 		for _, op := range []mpi.Op{mpi.Sum, mpi.Prod, mpi.Min, mpi.Max} {
 			for _, count := range []int{0, 1, 4099} {
