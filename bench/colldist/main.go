@@ -5,10 +5,12 @@
 // of float32 with a barrier before each call (as OSU times it), the same
 // back to back, bcast of -s bytes from rank 0 the same two ways, and
 // barrier back to back (with -nb, nonblocking calls instead; with
-// -overlap, OSU's overlap of an Iallreduce with computation). Every rank times each call
-// alone; rank 0 prints, for each percentile and the mean, the largest
-// over ranks, and the loop's wall time per call. tests/openmpi/colldist.c
-// is the same program for Open MPI (built by its Makefile).
+// -overlap, OSU's overlap of an Iallreduce with computation; with -dups,
+// the back-to-back loops on fresh communicators). Every rank times each
+// call alone; rank 0 prints, for each percentile and the mean, the
+// largest over ranks, and the loop's wall time per call.
+// tests/openmpi/colldist.c is the same program for Open MPI (built by
+// its Makefile).
 //
 //	gorun -np 32 ./colldist -i 200000
 package main
@@ -28,6 +30,7 @@ func main() {
 	size := flag.Int("s", 8, "allreduce and bcast size in bytes (float32)")
 	nb := flag.Bool("nb", false, "instead of the five loops, three of nonblocking calls back to back: Ibarrier then Wait, Iallreduce then Wait, Iallreduce then Test until done")
 	overlap := flag.Int("overlap", 0, "instead of the five loops, OSU's overlap of an Iallreduce of this many bytes (float32) with computation (overlap.go)")
+	dups := flag.Int("dups", 0, "instead of the five loops, the back-to-back bcast, allreduce and barrier on this many Dups of the world, made one after the other and kept (each gets new shared memory): whether a communicator's own pages set its speed, or the job or the host does")
 	late := flag.Float64("late", 0, "instead of the five loops, barriers back to back with a report on the rank that made each call slower than this many microseconds late (late.go)")
 	flag.Parse()
 	if err := mpi.Init(); err != nil {
@@ -45,19 +48,20 @@ func main() {
 	}
 	s, r := make([]float32, max(*size/4, 1)), make([]float32, max(*size/4, 1))
 	d := make([]float64, max(*iters, 1))
-	run := func(name string, sep bool, f func() error) {
+	// run times loop name on c: f after a barrier (sep) or back to back.
+	run := func(c *mpi.Comm, name string, sep bool, f func() error) {
 		for range 500 {
 			if err := f(); err != nil {
 				log.Fatal(err)
 			}
 		}
-		if err := mpi.Barrier(w); err != nil {
+		if err := mpi.Barrier(c); err != nil {
 			log.Fatal(err)
 		}
 		start := time.Now()
 		for i := range d {
 			if sep {
-				if err := mpi.Barrier(w); err != nil {
+				if err := mpi.Barrier(c); err != nil {
 					log.Fatal(err)
 				}
 			}
@@ -77,13 +81,32 @@ func main() {
 		p := func(q float64) float64 { return d[int(q*float64(len(d)-1))] }
 		st := []float64{p(0.1), p(0.5), p(0.9), p(0.99), p(0.999), mean, wall}
 		mx := make([]float64, len(st))
-		if err := mpi.Reduce(w, st, mx, mpi.Max, 0); err != nil {
+		if err := mpi.Reduce(c, st, mx, mpi.Max, 0); err != nil {
 			log.Fatal(err)
 		}
-		if w.Rank() == 0 {
+		if c.Rank() == 0 {
 			fmt.Printf("%-22s np=%d  maxrank: p10 %.2f p50 %.2f p90 %.2f p99 %.2f p999 %.2f mean %.2f per-iter-wall %.2f\n",
-				name, w.Size(), mx[0], mx[1], mx[2], mx[3], mx[4], mx[5], mx[6])
+				name, c.Size(), mx[0], mx[1], mx[2], mx[3], mx[4], mx[5], mx[6])
 		}
+	}
+	if *dups > 0 {
+		kept := make([]*mpi.Comm, *dups)
+		for j := range kept {
+			c, err := w.Dup()
+			if err != nil {
+				log.Fatal(err)
+			}
+			kept[j] = c
+			run(c, fmt.Sprintf("dup %d bcast b2b", j), false, func() error { return mpi.Bcast(c, s, 0) })
+			run(c, fmt.Sprintf("dup %d allreduce b2b", j), false, func() error { return mpi.Allreduce(c, s, r, mpi.Sum) })
+			run(c, fmt.Sprintf("dup %d barrier b2b", j), false, func() error { return mpi.Barrier(c) })
+		}
+		for _, c := range kept {
+			if err := c.Free(); err != nil {
+				log.Fatal(err)
+			}
+		}
+		return
 	}
 	if *nb {
 		wait := func(q *mpi.Request, err error) error {
@@ -93,9 +116,9 @@ func main() {
 			_, err = q.Wait()
 			return err
 		}
-		run("ibarrier+wait b2b", false, func() error { return wait(mpi.Ibarrier(w)) })
-		run("iallreduce+wait b2b", false, func() error { return wait(mpi.Iallreduce(w, s, r, mpi.Sum)) })
-		run("iallreduce+test b2b", false, func() error {
+		run(w, "ibarrier+wait b2b", false, func() error { return wait(mpi.Ibarrier(w)) })
+		run(w, "iallreduce+wait b2b", false, func() error { return wait(mpi.Iallreduce(w, s, r, mpi.Sum)) })
+		run(w, "iallreduce+test b2b", false, func() error {
 			q, err := mpi.Iallreduce(w, s, r, mpi.Sum)
 			for err == nil {
 				var ok bool
@@ -107,9 +130,9 @@ func main() {
 		})
 		return
 	}
-	run("allreduce+barrier", true, func() error { return mpi.Allreduce(w, s, r, mpi.Sum) })
-	run("allreduce b2b", false, func() error { return mpi.Allreduce(w, s, r, mpi.Sum) })
-	run("bcast+barrier", true, func() error { return mpi.Bcast(w, s, 0) })
-	run("bcast b2b", false, func() error { return mpi.Bcast(w, s, 0) })
-	run("barrier b2b", false, func() error { return mpi.Barrier(w) })
+	run(w, "allreduce+barrier", true, func() error { return mpi.Allreduce(w, s, r, mpi.Sum) })
+	run(w, "allreduce b2b", false, func() error { return mpi.Allreduce(w, s, r, mpi.Sum) })
+	run(w, "bcast+barrier", true, func() error { return mpi.Bcast(w, s, 0) })
+	run(w, "bcast b2b", false, func() error { return mpi.Bcast(w, s, 0) })
+	run(w, "barrier b2b", false, func() error { return mpi.Barrier(w) })
 }
