@@ -106,10 +106,11 @@ func initLocked() (*rt, error) {
 		Placement: btlPlacement(place),
 		Secret:    env.Secret, BindAddr: env.BindAddr, Handler: p2p.Handler(eng),
 	}
-	mods, _, err := btl.OpenAll(benv, filter)
+	mods, unopened, err := btl.OpenAll(benv, filter)
 	if err != nil {
 		return nil, wrap("Init", err)
 	}
+	eng.NotOpened(unopened)
 	card := boot.Card{Rank: env.Rank, PID: os.Getpid(), HostID: env.HostID, Addrs: map[string][]byte{}, Placement: place}
 	for _, m := range mods {
 		if a := m.Address(); a != nil {

@@ -1,6 +1,7 @@
 package p2p
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sync/atomic"
@@ -16,13 +17,15 @@ const (
 
 // Engine is one rank's point-to-point engine.
 type Engine struct {
-	mu     engineLock // lock.go
-	rank   int
-	mods   []btl.Module
-	peers  []btl.Peer
-	routes []*route
-	failed []error
-	closed bool
+	mu   engineLock // lock.go
+	rank int
+	mods []btl.Module
+	// unopened: why the transports that did not open did not (NotOpened).
+	unopened []error
+	peers    []btl.Peer
+	routes   []*route
+	failed   []error
+	closed   bool
 	// revoked holds the error of each revoked context (revoke.go).
 	revoked map[uint32]error
 	// revTags holds the revoked tag ranges of contexts (revoketags.go).
@@ -184,6 +187,14 @@ func Alloc(rank, size int) *Engine {
 	}
 }
 
+// NotOpened records why the transports that btl.OpenAll skipped did not
+// open, for the error of a peer that no open one reaches.
+func (e *Engine) NotOpened(errs []error) {
+	e.mu.Lock()
+	e.unopened = errs
+	e.mu.Unlock()
+}
+
 // Attach gives the engine its modules and every peer's description. Routes
 // are chosen lazily, on first use of a peer.
 func (e *Engine) Attach(mods []btl.Module, peers []btl.Peer) error {
@@ -241,6 +252,11 @@ func (e *Engine) route(peer int) (*route, error) {
 	}
 	rt, err := btl.Select(e.mods, e.peers[peer])
 	if err != nil {
+		if errors.Is(err, btl.ErrUnreachable) && len(e.unopened) > 0 {
+			// Say why the transports that might have reached it are not
+			// there (a tunable out of bounds, /dev/shm unusable).
+			err = fmt.Errorf("%w (not opened: %w)", err, errors.Join(e.unopened...))
+		}
 		return nil, err
 	}
 	r := &route{ep: rt.Endpoint, mod: rt.Module, eager: rt.Caps.EagerLimit}

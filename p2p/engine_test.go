@@ -1130,3 +1130,24 @@ func unexpectedFirst(t *testing.T, e *Engine, mode string, ready chan struct{}, 
 	}
 	return release, true
 }
+
+// TestUnreachableSaysNotOpened: a peer that no open transport reaches
+// fails with the reasons the others did not open (a tunable out of
+// bounds, a read-only /dev/shm), which Init hands over (NotOpened),
+// instead of a bare "no transport reaches the peer".
+func TestUnreachableSaysNotOpened(t *testing.T) {
+	e := Alloc(0, 2)
+	mods, _, err := btl.OpenAll(btl.Env{Rank: 0, Size: 2, Handler: Handler(e)}, selfOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.NotOpened([]error{errors.New("btl sm: create: read-only file system")})
+	if err := e.Attach(mods, []btl.Peer{{Rank: 0}, {Rank: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	_, err = e.IsendNow(0, 1, 0, []byte("x"))
+	if !errors.Is(err, btl.ErrUnreachable) || !strings.Contains(err.Error(), "not opened: btl sm: create: read-only file system") {
+		t.Fatalf("send to a peer no transport reaches: %v", err)
+	}
+}

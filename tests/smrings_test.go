@@ -91,3 +91,24 @@ func TestSmRingsFull(t *testing.T) {
 		t.Errorf("want pairs that say their ring found no room and use the next transport:\n%s", r.stderr)
 	}
 }
+
+// TestSmBadTunables: a ring shape or eager limit out of its bounds is
+// ignored with a warning naming what it wants, and the ranks still talk
+// through shared memory (GORUN_BTL=sm,self leaves them no other way):
+// such a value used to fail the transport's opening silently, and the
+// job ran through TCP at a quarter of the bandwidth, or, with only sm
+// allowed, failed in Init with "no transport reaches the peer".
+func TestSmBadTunables(t *testing.T) {
+	for _, tc := range []struct{ env, want string }{
+		{"GORUN_SM_SLOTS=3", `ignoring GORUN_SM_SLOTS="3": want a power of two`},
+		{"GORUN_SM_FRAG_SIZE=100", `ignoring GORUN_SM_FRAG_SIZE="100": want a multiple of 64`},
+		{"GORUN_SM_EAGER_LIMIT=-1", `ignoring GORUN_SM_EAGER_LIMIT="-1": want 0 or more`},
+	} {
+		t.Run(tc.env, func(t *testing.T) {
+			r := job{np: 2, cas: "sm-all-pairs", env: []string{tc.env, "GORUN_BTL=sm,self"}}.ok(t)
+			if !strings.Contains(r.stderr, tc.want) {
+				t.Errorf("stderr lacks %q:\n%s", tc.want, r.stderr)
+			}
+		})
+	}
+}

@@ -27,18 +27,11 @@ func (component) Open(env btl.Env) (btl.Module, error) {
 		}
 		expect = n - 1
 	}
-	slots, frag := pSlots(), pFrag()
-	if slots < 2 || slots&(slots-1) != 0 || slots > maxSlots {
-		return nil, fmt.Errorf("sm: rank %d: GORUN_SM_SLOTS=%d: want a power of two in [2, %d]", env.Rank, slots, maxSlots)
-	}
-	if frag < lineSize || frag%lineSize != 0 || frag > maxFragSize {
-		return nil, fmt.Errorf("sm: rank %d: GORUN_SM_FRAG_SIZE=%d: want a multiple of %d up to 1 GiB", env.Rank, frag, lineSize)
-	}
+	// The tunables' values are checked where they are read (params.go):
+	// one out of bounds is ignored with a warning, not a transport that
+	// fails to open.
+	slots, frag := shapeRings(env, pSlots(), pFrag())
 	eager := pEager()
-	if eager < 0 {
-		return nil, fmt.Errorf("sm: rank %d: GORUN_SM_EAGER_LIMIT=%d is negative", env.Rank, eager)
-	}
-	slots, frag = shapeRings(env, slots, frag)
 	allowPeerReads()
 	own, err := create(segName(env.JobID, env.Rank), env.Size, slots, frag)
 	if err != nil {
@@ -63,9 +56,9 @@ func (component) Open(env btl.Env) (btl.Module, error) {
 // it (fitRing), instead of pairs failing to reach each other through
 // shared memory once it is full (a container's 64 MiB held the 1 MiB
 // rings of 8 ranks, not 16). A shape the user set (GORUN_SM_SLOTS,
-// GORUN_SM_FRAG_SIZE, set at all: a malformed value too, which params
-// replaces by the default) is kept. Local rank 0 says so when the rings
-// are cut: one line a host.
+// GORUN_SM_FRAG_SIZE, set at all: a malformed or out-of-bounds value
+// too, which params replaces by the default) is kept. Local rank 0 says
+// so when the rings are cut: one line a host.
 func shapeRings(env btl.Env, slots, frag int) (int, int) {
 	if os.Getenv(envSlots) != "" || os.Getenv(envFrag) != "" {
 		return slots, frag

@@ -1,6 +1,8 @@
 package sm
 
 import (
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/gorun/gorun/internal/params"
@@ -13,12 +15,20 @@ const (
 )
 
 var (
-	pSlots = params.Int(envSlots, defaultSlots,
-		"shared-memory ring size in records of the largest size (a power of two, >= 2): the ring a sender gets in each local peer's segment holds this many times GORUN_SM_FRAG_SIZE (+64, rounded to 128) bytes; unset, the ring shrinks to fit a small /dev/shm")
-	pFrag = params.Int(envFrag, defaultFrag,
-		"payload bytes of the largest shared-memory ring record (a multiple of 64): the fragment large frames are streamed in; small frames take whole 64-byte lines")
-	pEager = params.Int("GORUN_SM_EAGER_LIMIT", defaultEager,
-		"largest message sent eagerly over shared memory; larger ones go by rendezvous")
+	pSlots = params.IntCheck(envSlots, defaultSlots,
+		"shared-memory ring size in records of the largest size (a power of two, >= 2): the ring a sender gets in each local peer's segment holds this many times GORUN_SM_FRAG_SIZE (+64, rounded to 128) bytes; unset, the ring shrinks to fit a small /dev/shm",
+		checkSlots)
+	pFrag = params.IntCheck(envFrag, defaultFrag,
+		"payload bytes of the largest shared-memory ring record (a multiple of 64): the fragment large frames are streamed in; small frames take whole 64-byte lines",
+		checkFrag)
+	pEager = params.IntCheck("GORUN_SM_EAGER_LIMIT", defaultEager,
+		"largest message sent eagerly over shared memory; larger ones go by rendezvous",
+		func(n int) error {
+			if n < 0 {
+				return errors.New("want 0 or more bytes")
+			}
+			return nil
+		})
 	pBellAfter = params.Int("GORUN_SM_DOORBELL_AFTER", defaultBellAfter,
 		"a receiver with more registered shared-memory senders than this polls by doorbell (only the rings that rang) instead of every ring; 0 always")
 	pSingleCopy = params.String("GORUN_SM_SINGLE_COPY", "cma",
@@ -112,4 +122,21 @@ func fitRing(slots, frag, budget int) (int, int) {
 		}
 	}
 	return slots, frag
+}
+
+// checkSlots and checkFrag are the ring shape's bounds, for the tunables
+// (a value outside them is ignored with a warning) and for a peer's ring
+// as attach finds it.
+func checkSlots(n int) error {
+	if n < 2 || n&(n-1) != 0 || n > maxSlots {
+		return fmt.Errorf("want a power of two in [2, %d]", maxSlots)
+	}
+	return nil
+}
+
+func checkFrag(n int) error {
+	if n < lineSize || n%lineSize != 0 || n > maxFragSize {
+		return fmt.Errorf("want a multiple of %d up to 1 GiB", lineSize)
+	}
+	return nil
 }

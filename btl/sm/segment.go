@@ -120,11 +120,10 @@ func attach(path string, size int) (*segment, error) {
 	switch {
 	case s.size != size:
 		return fail(fmt.Errorf("segment for %d ranks, job has %d", s.size, size))
-	// The bounds are Open's on the tunables: beyond them the ring size
-	// overflows int (2^31 slots of 2^32-64 bytes came out negative and
-	// passed; FuzzAttach).
-	case s.slots < 2 || s.slots&(s.slots-1) != 0 || s.slots > maxSlots ||
-		s.frag < lineSize || s.frag%lineSize != 0 || s.frag > maxFragSize ||
+	// The bounds are the tunables' (checkSlots, checkFrag): beyond them
+	// the ring size overflows int (2^31 slots of 2^32-64 bytes came out
+	// negative and passed; FuzzAttach).
+	case checkSlots(s.slots) != nil || checkFrag(s.frag) != nil ||
 		s.ringBase != int64(ctlBytes(size)) || s.ringSize != ringBytes(s.slots, s.frag):
 		return fail(fmt.Errorf("inconsistent geometry: %d slots of %d bytes", s.slots, s.frag))
 	case st.Size < s.ringBase+int64(size)*int64(s.ringSize):

@@ -1,6 +1,7 @@
 package params
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -14,6 +15,24 @@ func TestPositiveDuration(t *testing.T) {
 		t.Setenv("GORUN_TEST_POSITIVE", v)
 		if got := get(); got != want {
 			t.Errorf("GORUN_TEST_POSITIVE=%q: %v, want %v", v, got, want)
+		}
+	}
+}
+
+// TestIntCheck: a value that parses but fails the check falls back to the
+// default, as a malformed one does; a value that passes is taken.
+func TestIntCheck(t *testing.T) {
+	even := func(n int) error {
+		if n%2 != 0 {
+			return fmt.Errorf("want an even number")
+		}
+		return nil
+	}
+	get := IntCheck("GORUN_TEST_INTCHECK", 4, "test", even)
+	for v, want := range map[string]int{"": 4, "3": 4, "x": 4, "8": 8, "-2": -2} {
+		t.Setenv("GORUN_TEST_INTCHECK", v)
+		if got := get(); got != want {
+			t.Errorf("GORUN_TEST_INTCHECK=%q: %d, want %d", v, got, want)
 		}
 	}
 }
