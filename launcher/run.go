@@ -178,6 +178,14 @@ func Run(spec Spec) (int, error) {
 	default:
 		return ExitUsage, fmt.Errorf("--bind-to %q: expected core or none", spec.BindTo)
 	}
+	if spec.OutputDir != "" {
+		// Checked before any rank starts: a directory that cannot be made
+		// or written lost the output the user asked to keep, in a job that
+		// then ran and exited 0.
+		if err := checkOutputDir(spec.OutputDir); err != nil {
+			return ExitUsage, fmt.Errorf("--output-filename %s: %w", spec.OutputDir, err)
+		}
+	}
 	if spec.Stdout == nil {
 		spec.Stdout = os.Stdout
 	}

@@ -192,6 +192,21 @@ type lineWriter struct {
 	held  []byte
 }
 
+// checkOutputDir makes dir/1, where --output-filename's files go
+// (lineWriter), and checks that a file can be created there.
+func checkOutputDir(dir string) error {
+	d := filepath.Join(dir, "1")
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(d, ".gorun-check-")
+	if err != nil {
+		return err
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}
+
 func (o *output) lineWriter(rank int, stream string) *lineWriter {
 	l := &lineWriter{o: o, prefix: []byte("[" + strconv.Itoa(rank) + "," + stream + "] ")}
 	if o.dir != "" {

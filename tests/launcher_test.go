@@ -959,6 +959,10 @@ func TestUsageStatus(t *testing.T) {
 		{job{np: 1000000000, args: []string{"true"}}, "a job has at most 1048576 ranks"},
 		{job{np: 5000, args: []string{"true"}}, "gorun starts at most 4032 ranks on one host"},
 		{job{np: 1, flags: []string{"-H", ""}, args: []string{"true"}}, "given an empty value"},
+		// A place the output cannot go is refused before any rank runs
+		// (the job ran and exited 0 without the files it was asked for).
+		{job{np: 1, flags: []string{"--output-filename", "/proc/gorun-nope"}, args: []string{"true"}}, "--output-filename /proc/gorun-nope: mkdir"},
+		{job{np: 1, flags: []string{"--output-filename", "/dev/null"}, args: []string{"true"}}, "not a directory"},
 	} {
 		r := c.j.run(t)
 		if r.code != 2 || !strings.Contains(r.stderr, c.want) || strings.Count(r.stderr, "\n") > 2 {
