@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/gorun/gorun/launcher/internal/hostinfo"
 )
 
 // Host is one entry of the job's host list, as given with -H or in a
@@ -319,6 +321,28 @@ func mergeLocalNames(hosts []Host, rf []RankSlot) ([]Host, []RankSlot) {
 		return out, rf
 	}
 	return out, moved
+}
+
+// DefaultNP is the number of ranks of a job given hosts (-H, --hostfile)
+// but no -np: every slot of every host, as mpirun fills them. A host
+// listed without slots has its usable CPUs: this host's are known here;
+// another's only once gorun reaches it, and then DefaultNP returns that
+// host's name as unknown (the caller asks for -np rather than guess).
+func DefaultNP(hosts []Host) (np int, unknown string) {
+	for _, h := range hosts {
+		n := h.Slots
+		if n == 0 {
+			if !isLocalHost(h.Name) {
+				return 0, h.Name
+			}
+			n = len(hostinfo.AllowedCPUs())
+		}
+		if h.MaxSlots > 0 && n > h.MaxSlots {
+			n = h.MaxSlots
+		}
+		np += n
+	}
+	return np, ""
 }
 
 // isLocalHost reports whether name means the launcher's own host: its

@@ -106,7 +106,7 @@ type result struct {
 
 // job describes one gorun invocation for a test.
 type job struct {
-	np      int
+	np      int      // -np; 0: none given
 	cas     string   // rank case; empty to run args as the program
 	args    []string // program and its arguments when cas is empty
 	flags   []string // extra gorun flags
@@ -122,7 +122,10 @@ func (j job) cmd(t *testing.T) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer, string)
 	if to == 0 {
 		to = 120 * time.Second
 	}
-	args := []string{"-np", strconv.Itoa(j.np), "--timeout", strconv.Itoa(int(to / time.Second))}
+	args := []string{"--timeout", strconv.Itoa(int(to / time.Second))}
+	if j.np != 0 {
+		args = append(args, "-np", strconv.Itoa(j.np))
+	}
 	args = append(args, j.flags...)
 	if j.cas != "" {
 		args = append(args, os.Args[0], "-test.run=^$")

@@ -1046,3 +1046,30 @@ func TestBuildCache(t *testing.T) {
 		t.Fatalf("after a change: %q", r.stdout)
 	}
 }
+
+// TestDefaultNP: with hosts given and no -np, a rank runs on every slot,
+// as mpirun fills them (one rank ran); a host whose slots are its CPUs,
+// unknown until gorun reaches it, asks for -np instead of guessing; no
+// hosts at all is one rank.
+func TestDefaultNP(t *testing.T) {
+	hf := filepath.Join(t.TempDir(), "hosts")
+	os.WriteFile(hf, []byte("localhost slots=3\n"), 0o644)
+	for _, c := range []struct {
+		flags []string
+		want  int
+	}{
+		{[]string{"-H", "localhost:2"}, 2},
+		{[]string{"--hostfile", hf}, 3},
+		{[]string{"-H", "localhost"}, runtime.NumCPU()},
+		{nil, 1},
+	} {
+		r := job{flags: c.flags, args: []string{"sh", "-c", "echo rank $RANK of $WORLD_SIZE"}}.ok(t)
+		if n := strings.Count(r.stdout, fmt.Sprintf(" of %d\n", c.want)); n != c.want {
+			t.Errorf("%v, no -np: want %d ranks of %d, got:\n%s", c.flags, c.want, c.want, r.stdout)
+		}
+	}
+	r := job{flags: []string{"-H", "localhost:1,gorun-test-unknown-host"}, args: []string{"true"}}.run(t)
+	if r.code != 2 || !strings.Contains(r.stderr, "gorun-test-unknown-host has no slots given") {
+		t.Errorf("a host without slots, no -np: exit %d, %q", r.code, r.stderr)
+	}
+}

@@ -35,7 +35,8 @@ placed in that order over the slots of every host; only -np and -x may be
 given per program.
 
 Flags:
-  -np N, -n N         number of ranks (default 1)
+  -np N, -n N         number of ranks (default: every slot of -H or --hostfile, as
+                      mpirun; the allocation's tasks or the rankfile's ranks; else 1)
   --tag-output        prefix every output line with [rank,stream]
   --output-filename DIR  also write each rank's output to DIR/1/rank.N/stdout
                       and .../stderr (Open MPI 4.1's layout)
@@ -122,6 +123,9 @@ Where gorun differs from Open MPI's mpirun on purpose:
   - tunables are GORUN_* variables (--help-params), not MCA parameters
   - a Go package directory is built before launch
   - host:N in a hostfile means N slots (MPICH's form), as in -H
+  - no -np and no hosts, allocation or rankfile runs one rank (mpirun: one
+    a core); a host of -H or a hostfile without slots has its CPU count
+    (mpirun's -H: one slot)
 
 Exit status:
   0        every rank exited 0
@@ -308,6 +312,14 @@ func runArgs(args []string) (int, error) {
 		if hosts, err = launcher.ParseHostfile(*hostfile); err != nil {
 			return 2, err
 		}
+	}
+	if !npSet && len(hosts) > 0 && *rankfile == "" && len(apps) == 1 {
+		// As mpirun: no -np runs a rank on every slot of the hosts given.
+		n, unknown := launcher.DefaultNP(hosts)
+		if unknown != "" {
+			return 2, fmt.Errorf("no -np, and %s has no slots given: its CPUs, which it would take, are known only once gorun reaches it; give -np N or %s:N", unknown, unknown)
+		}
+		*np, apps[0].NP = n, n
 	}
 	if who, n := launcher.ForeignLauncher(os.Getenv); n > 1 {
 		return launcher.ExitInternal, fmt.Errorf("gorun itself was started by %s as one of %d processes: each would start a job of its own. Run gorun once (in the batch script or the salloc shell); inside an allocation it starts the ranks on every node", who, n)
