@@ -208,7 +208,8 @@ func checkOutputDir(dir string) error {
 }
 
 func (o *output) lineWriter(rank int, stream string) *lineWriter {
-	l := &lineWriter{o: o, prefix: []byte("[" + strconv.Itoa(rank) + "," + stream + "] ")}
+	// Open MPI's tag: [job,rank]<stream>: (its first job is 1).
+	l := &lineWriter{o: o, prefix: []byte("[1," + strconv.Itoa(rank) + "]<" + stream + ">:")}
 	if o.dir != "" {
 		d := filepath.Join(o.dir, "1", "rank."+strconv.Itoa(rank))
 		err := os.MkdirAll(d, 0o755)

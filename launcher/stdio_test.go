@@ -43,7 +43,7 @@ func TestOpenLine(t *testing.T) {
 		b.Write([]byte("after\n"))
 		want := "progress 10%\rprogress 100%\nother rank\nprompt> \nafter\n"
 		if tag {
-			want = "[0,stdout] progress 10%\rprogress 100%\n[1,stdout] other rank\n[0,stdout] prompt> \n[1,stdout] after\n"
+			want = "[1,0]<stdout>:progress 10%\rprogress 100%\n[1,1]<stdout>:other rank\n[1,0]<stdout>:prompt> \n[1,1]<stdout>:after\n"
 		}
 		if got := w.String(); got != want {
 			t.Errorf("tag %v:\n got %q\nwant %q", tag, got, want)

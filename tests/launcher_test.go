@@ -249,10 +249,10 @@ func TestNoTornLines(t *testing.T) {
 	}
 	for _, l := range lines {
 		var rank int
-		if _, err := fmt.Sscanf(l, "[%d,stdout] ", &rank); err != nil {
+		if _, err := fmt.Sscanf(l, "[1,%d]<stdout>:", &rank); err != nil {
 			t.Fatalf("line without tag: %.60q", l)
 		}
-		body := l[strings.Index(l, "] ")+2:]
+		body := l[strings.Index(l, ">:")+2:]
 		if body != strings.Repeat(strconv.Itoa(rank), 5000) {
 			t.Fatalf("torn or mixed line from rank %d: %.80q", rank, body)
 		}

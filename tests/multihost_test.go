@@ -263,10 +263,10 @@ func TestMultiHost(t *testing.T) {
 		}
 		for _, l := range lines {
 			var rank int
-			if _, err := fmt.Sscanf(l, "[%d,stdout] ", &rank); err != nil {
+			if _, err := fmt.Sscanf(l, "[1,%d]<stdout>:", &rank); err != nil {
 				t.Fatalf("line without tag: %.60q", l)
 			}
-			if body := l[strings.Index(l, "] ")+2:]; body != strings.Repeat(strconv.Itoa(rank), 5000) {
+			if body := l[strings.Index(l, ">:")+2:]; body != strings.Repeat(strconv.Itoa(rank), 5000) {
 				t.Fatalf("torn or mixed line from rank %d: %.80q", rank, body)
 			}
 		}
@@ -331,7 +331,7 @@ func TestMultiHost(t *testing.T) {
 			if w := fmt.Sprintf("gorun: rank %d on %s bound to CPU %d [", rank, host, cpu); !strings.Contains(r.stderr, w) {
 				t.Errorf("no %q in:\n%s", w, r.stderr)
 			}
-			if w := fmt.Sprintf("[%d,stdout] Cpus_allowed_list:\t%d\n", rank, cpu); !strings.Contains(r.stdout, w) {
+			if w := fmt.Sprintf("[1,%d]<stdout>:Cpus_allowed_list:\t%d\n", rank, cpu); !strings.Contains(r.stdout, w) {
 				t.Errorf("no %q in:\n%s", w, r.stdout)
 			}
 		}

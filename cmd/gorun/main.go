@@ -37,7 +37,8 @@ given per program.
 Flags:
   -np N, -n N         number of ranks (default: every slot of -H or --hostfile, as
                       mpirun; the allocation's tasks or the rankfile's ranks; else 1)
-  --tag-output        prefix every output line with [rank,stream]
+  --tag-output        prefix every output line with [1,rank]<stdout>: (or <stderr>),
+                      Open MPI's tag
   --output-filename DIR  also write each rank's output to DIR/1/rank.N/stdout
                       and .../stderr (Open MPI 4.1's layout)
   --timeout SECONDS   end the job after SECONDS (exit status 124)
