@@ -176,7 +176,7 @@ func (j *job) onHosts(idx []int, f func(i int) error) error {
 		}
 	}
 	if len(msgs) > 0 {
-		return fmt.Errorf("cannot start on %d of %d hosts: %s", len(msgs), len(idx), strings.Join(msgs, "; "))
+		return fmt.Errorf("cannot start on %d of %d hosts: %s", len(msgs), len(j.hosts), strings.Join(msgs, "; "))
 	}
 	return nil
 }

@@ -963,6 +963,7 @@ func TestUsageStatus(t *testing.T) {
 		// (the job ran and exited 0 without the files it was asked for).
 		{job{np: 1, flags: []string{"--output-filename", "/proc/gorun-nope"}, args: []string{"true"}}, "--output-filename /proc/gorun-nope: mkdir"},
 		{job{np: 1, flags: []string{"--output-filename", "/dev/null"}, args: []string{"true"}}, "not a directory"},
+		{job{np: 1, flags: []string{"--probe"}}, "give --topo --probe"},
 	} {
 		r := c.j.run(t)
 		if r.code != 2 || !strings.Contains(r.stderr, c.want) || strings.Count(r.stderr, "\n") > 2 {
@@ -1071,5 +1072,34 @@ func TestDefaultNP(t *testing.T) {
 	r := job{flags: []string{"-H", "localhost:1,gorun-test-unknown-host"}, args: []string{"true"}}.run(t)
 	if r.code != 2 || !strings.Contains(r.stderr, "gorun-test-unknown-host has no slots given") {
 		t.Errorf("a host without slots, no -np: exit %d, %q", r.code, r.stderr)
+	}
+}
+
+// TestMpiexecTimeout: MPIEXEC_TIMEOUT sets --timeout, as for mpirun (it
+// was ignored: the job ran its full length); the flag wins over it; a
+// value that is not whole seconds is a usage error. (gorun is run by
+// hand: the harness always gives --timeout.)
+func TestMpiexecTimeout(t *testing.T) {
+	run := func(env string, args ...string) (int, string) {
+		t.Helper()
+		c := exec.Command(gorunBin, args...)
+		c.Env = append(os.Environ(), env)
+		out, err := c.CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); ok {
+			return ee.ExitCode(), string(out)
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return 0, string(out)
+	}
+	start := time.Now()
+	if code, out := run("MPIEXEC_TIMEOUT=1", "-np", "1", "sleep", "30"); code != 124 || time.Since(start) > 20*time.Second {
+		t.Errorf("MPIEXEC_TIMEOUT=1 sleep 30: exit %d after %v, want 124: %s", code, time.Since(start), out)
+	}
+	if code, out := run("MPIEXEC_TIMEOUT=1", "--timeout", "20", "-np", "1", "sleep", "2"); code != 0 {
+		t.Errorf("--timeout 20 with MPIEXEC_TIMEOUT=1, sleep 2: exit %d: %s", code, out)
+	}
+	if code, out := run("MPIEXEC_TIMEOUT=soon", "-np", "1", "true"); code != 2 || !strings.Contains(out, `MPIEXEC_TIMEOUT="soon": want a whole number of seconds`) {
+		t.Errorf("MPIEXEC_TIMEOUT=soon: exit %d: %s", code, out)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"time"
 
@@ -41,7 +42,8 @@ Flags:
                       Open MPI's tag
   --output-filename DIR  also write each rank's output to DIR/1/rank.N/stdout
                       and .../stderr (Open MPI 4.1's layout)
-  --timeout SECONDS   end the job after SECONDS (exit status 124)
+  --timeout SECONDS   end the job after SECONDS (exit status 124); MPIEXEC_TIMEOUT in
+                      the environment sets it too, as for mpirun
   --get-stack-traces  with --timeout: first ask every rank for its stacks (SIGQUIT:
                       a Go program prints every goroutine's stack; another program
                       just ends, with a core file where enabled)
@@ -124,6 +126,8 @@ Where gorun differs from Open MPI's mpirun on purpose:
   - tunables are GORUN_* variables (--help-params), not MCA parameters
   - a Go package directory is built before launch
   - host:N in a hostfile means N slots (MPICH's form), as in -H
+  - -x VAR of a variable gorun's environment lacks is refused (mpirun warns
+    and passes nothing)
   - no -np and no hosts, allocation or rankfile runs one rank (mpirun: one
     a core); a host of -H or a hostfile without slots has its CPU count
     (mpirun's -H: one slot)
@@ -236,8 +240,21 @@ func runArgs(args []string) (int, error) {
 		}
 		return 0, nil
 	}
+	if *probe {
+		return 2, errors.New("--probe measures the GPU pairs that --topo prints: give --topo --probe")
+	}
 	if len(ctx.prog) == 0 {
 		return 2, errors.New("no program given (usage: gorun [flags] PROGRAM [ARGS...]; gorun --help lists the flags)")
+	}
+	timeoutSet := false
+	fs.Visit(func(f *flag.Flag) { timeoutSet = timeoutSet || f.Name == "timeout" })
+	if v := os.Getenv("MPIEXEC_TIMEOUT"); v != "" && !timeoutSet {
+		// mpirun's (and MPICH's mpiexec's) variable for --timeout.
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return 2, fmt.Errorf("MPIEXEC_TIMEOUT=%q: want a whole number of seconds", v)
+		}
+		*timeout = n
 	}
 	if *np < 1 {
 		return 2, fmt.Errorf("-np must be at least 1, not %d", *np)
