@@ -180,9 +180,36 @@ func parseFlags(fs *flag.FlagSet, flags []string) error {
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	if err := fs.Parse(flags); err != nil {
-		return errors.New(strings.Replace(err.Error(), "invalid value", "bad value", 1))
+		return badValue(fs, err)
 	}
 	return nil
+}
+
+// badValue is flag's error for a value its flag does not take
+// (`invalid value "1.5" for flag -timeout: parse error`) in gorun's
+// words: the flag spelt as the usage does and what it wants.
+func badValue(fs *flag.FlagSet, err error) error {
+	var v, name string
+	msg := err.Error()
+	if _, serr := fmt.Sscanf(msg, "invalid boolean value %q for -%s", &v, &name); serr == nil {
+		return fmt.Errorf("%s=%q: want true or false", dashes(strings.TrimSuffix(name, ":")), v)
+	}
+	if _, serr := fmt.Sscanf(msg, "invalid value %q for flag -%s", &v, &name); serr != nil {
+		return err
+	}
+	name = strings.TrimSuffix(name, ":")
+	want := msg[strings.LastIndex(msg, ": ")+2:]
+	if f := fs.Lookup(name); f != nil {
+		if g, ok := f.Value.(flag.Getter); ok {
+			switch g.Get().(type) {
+			case int:
+				want = "want a whole number"
+			case float64:
+				want = "want a number"
+			}
+		}
+	}
+	return fmt.Errorf("%s %q: %s", dashes(name), v, want)
 }
 
 // appFlags parses the context of an MPMD program after a ':': only -np
