@@ -325,10 +325,15 @@ func mergeLocalNames(hosts []Host, rf []RankSlot) ([]Host, []RankSlot) {
 
 // DefaultNP is the number of ranks of a job given hosts (-H, --hostfile)
 // but no -np: every slot of every host, as mpirun fills them. A host
-// listed without slots has its usable CPUs: this host's are known here;
-// another's only once gorun reaches it, and then DefaultNP returns that
-// host's name as unknown (the caller asks for -np rather than guess).
+// listed without slots has its usable CPUs (mpirun: its cores, or one
+// slot for each host of a -H list of several): this host's are known
+// here; another's only once gorun reaches it, and then DefaultNP returns
+// that host's name as unknown (the caller asks for -np rather than
+// guess).
 func DefaultNP(hosts []Host) (np int, unknown string) {
+	// As place counts them: this host under several names is one host,
+	// whose slots are its CPUs when one of its entries gives none.
+	hosts, _ = mergeLocalNames(hosts, nil)
 	for _, h := range hosts {
 		n := h.Slots
 		if n == 0 {

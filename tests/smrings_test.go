@@ -111,4 +111,12 @@ func TestSmBadTunables(t *testing.T) {
 			}
 		})
 	}
+	// An ignored shape is no shape the user set: the rings still fit a
+	// small /dev/shm (TestSmRingsFit's 32m case).
+	t.Run("ignored-shape-fits", func(t *testing.T) {
+		r := shmUnderTmpfs(t, job{np: 8, cas: "sm-all-pairs", env: []string{"GORUN_SM_SLOTS=3"}}, "32m")
+		if !strings.Contains(r.stderr, "(16 records of up to 16 KiB)") {
+			t.Errorf("want the rings cut to fit:\n%s", r.stderr)
+		}
+	})
 }
