@@ -203,6 +203,10 @@ func badValue(fs *flag.FlagSet, err error) error {
 		if g, ok := f.Value.(flag.Getter); ok {
 			switch g.Get().(type) {
 			case int:
+				if strings.HasSuffix(msg, "value out of range") {
+					want = "out of range"
+					break
+				}
 				want = "want a whole number"
 			case float64:
 				want = "want a number"

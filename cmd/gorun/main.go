@@ -129,8 +129,10 @@ Where gorun differs from Open MPI's mpirun on purpose:
   - -x VAR of a variable gorun's environment lacks is refused (mpirun warns
     and passes nothing)
   - no -np and no hosts, allocation or rankfile runs one rank (mpirun: one
-    a core); a host of -H or a hostfile without slots has its CPU count
-    (mpirun's -H: one slot)
+    a core)
+  - a host given without slots has its usable CPUs, hardware threads
+    included (mpirun: its cores; each host of a -H list of several: one
+    slot); without -np, a remote one must be given slots (host:N)
 
 Exit status:
   0        every rank exited 0
