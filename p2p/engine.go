@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 
 	"github.com/gorun/gorun/btl"
@@ -255,7 +256,11 @@ func (e *Engine) route(peer int) (*route, error) {
 		if errors.Is(err, btl.ErrUnreachable) && len(e.unopened) > 0 {
 			// Say why the transports that might have reached it are not
 			// there (a tunable out of bounds, /dev/shm unusable).
-			err = fmt.Errorf("%w (not opened: %w)", err, errors.Join(e.unopened...))
+			why := make([]string, len(e.unopened))
+			for i, u := range e.unopened {
+				why[i] = u.Error()
+			}
+			err = fmt.Errorf("%w (not opened: %s)", err, strings.Join(why, "; "))
 		}
 		return nil, err
 	}

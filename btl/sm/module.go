@@ -56,11 +56,11 @@ func (component) Open(env btl.Env) (btl.Module, error) {
 // it (fitRing), instead of pairs failing to reach each other through
 // shared memory once it is full (a container's 64 MiB held the 1 MiB
 // rings of 8 ranks, not 16). A shape the user set (GORUN_SM_SLOTS,
-// GORUN_SM_FRAG_SIZE, set at all: a malformed or out-of-bounds value
-// too, which params replaces by the default) is kept. Local rank 0 says
-// so when the rings are cut: one line a host.
+// GORUN_SM_FRAG_SIZE: a value taken, not one that params ignored and
+// replaced by the default) is kept. Local rank 0 says so when the rings
+// are cut: one line a host.
 func shapeRings(env btl.Env, slots, frag int) (int, int) {
-	if os.Getenv(envSlots) != "" || os.Getenv(envFrag) != "" {
+	if userSet(envSlots, checkSlots) || userSet(envFrag, checkFrag) {
 		return slots, frag
 	}
 	free, local := shmseg.Free(), env.LocalSize
