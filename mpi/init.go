@@ -261,6 +261,17 @@ func notLive(op string, fin bool) error {
 // the attributes were set): code that must run at the end, while MPI still
 // works, sets one.
 func Finalize() error {
+	// Deferred (defer mpi.Finalize(), the idiom) in a rank that panics:
+	// the panic goes on at once, as without the defer, and gorun ends the
+	// job with the rank's status. Finalize's barrier would otherwise have
+	// run on the world at a rank the program had left: it completed the
+	// others' Barrier or Bcast, failed their Allreduce with mismatched
+	// counts, or kept a rank waiting in Recv, and the job hung without
+	// the panic's message. (recover sees the panic only in a function
+	// that a defer calls directly, as this idiom does.)
+	if p := recover(); p != nil {
+		panic(p)
+	}
 	s, err := current("Finalize")
 	if err != nil {
 		return err

@@ -272,3 +272,52 @@ func lastLine(out, prefix string) string {
 	}
 	return l
 }
+
+func init() { rawCases["finalize-deferred-panic"] = caseFinalizeDeferredPanic }
+
+// caseFinalizeDeferredPanic: Finalize deferred, as the docs show, and
+// rank 1 panics while the others call GORUN_CASE_CALL with it (recv from
+// rank 1, barrier, bcast from rank 1, allreduce). Each other rank prints
+// what its call returned, which it must never get to.
+func caseFinalizeDeferredPanic() int {
+	if err := mpi.Init(); err != nil {
+		fmt.Fprintf(os.Stderr, "Init: %v\n", err)
+		return 1
+	}
+	defer mpi.Finalize()
+	w := mpi.World()
+	if w.Rank() == 1 {
+		panic("boom at rank 1")
+	}
+	x := []int64{1}
+	var err error
+	switch os.Getenv("GORUN_CASE_CALL") {
+	case "recv":
+		_, err = mpi.Recv(w, x, 1, 0)
+	case "barrier":
+		err = mpi.Barrier(w)
+	case "bcast":
+		err = mpi.Bcast(w, x, 1) // from the panicking rank (one from rank 0 may complete without it)
+	case "allreduce":
+		err = mpi.Allreduce(w, x, x, mpi.Sum)
+	}
+	fmt.Printf("rank %d: %s returned: %v\n", w.Rank(), os.Getenv("GORUN_CASE_CALL"), err)
+	return 0
+}
+
+// TestFinalizeDeferredPanic: a rank that panics with Finalize deferred
+// ends the job with the panic's status and message, as without the
+// defer; the others' calls with it never return. Finalize's barrier ran
+// at the panicking rank: the job hung in Recv without the message,
+// Barrier and Bcast returned nil at the others, Allreduce failed with
+// mismatched counts.
+func TestFinalizeDeferredPanic(t *testing.T) {
+	for _, call := range []string{"recv", "barrier", "bcast", "allreduce"} {
+		t.Run(call, func(t *testing.T) {
+			r := job{np: 3, cas: "finalize-deferred-panic", env: []string{"GORUN_CASE_CALL=" + call}, timeout: 60 * time.Second}.run(t)
+			if r.code != 2 || !strings.Contains(r.stderr, "panic: boom at rank 1") || strings.Contains(r.stdout, "returned") {
+				t.Errorf("exit %d (want 2, rank 1's panic)\nstdout:\n%s\nstderr:\n%.2000s", r.code, r.stdout, r.stderr)
+			}
+		})
+	}
+}
