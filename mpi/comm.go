@@ -79,14 +79,32 @@ func hostsOf(s *rt, world []int) []string {
 	return hosts
 }
 
-// Rank is this process's rank in c.
-func (c *Comm) Rank() int { return c.rank }
+// Rank is this process's rank in c; Undefined for a nil communicator
+// (MPI_COMM_NULL: what Split with Undefined, Create and CartSub give the
+// processes outside the new one).
+func (c *Comm) Rank() int {
+	if c == nil {
+		return Undefined
+	}
+	return c.rank
+}
 
-// Size is the number of ranks in c.
-func (c *Comm) Size() int { return len(c.world) }
+// Size is the number of ranks in c; 0 for a nil communicator.
+func (c *Comm) Size() int {
+	if c == nil {
+		return 0
+	}
+	return len(c.world)
+}
 
-// Name is c's name (MPI_COMM_WORLD, MPI_COMM_SELF, ...).
-func (c *Comm) Name() string { return c.name }
+// Name is c's name (MPI_COMM_WORLD, MPI_COMM_SELF, ...); MPI_COMM_NULL
+// for a nil communicator.
+func (c *Comm) Name() string {
+	if c == nil {
+		return "MPI_COMM_NULL"
+	}
+	return c.name
+}
 
 // check validates c for operation op (checkSlow says what is wrong). The
 // point-to-point entries test good inline instead (fastPeer): the calls

@@ -8,6 +8,8 @@
 //	} else if w.Rank() == 1 {
 //		buf := make([]float64, 3)
 //		st, err := mpi.Recv(w, buf, 0, mpi.AnyTag)
+//		if err != nil { log.Fatal(err) }
+//		fmt.Println(buf, "with tag", st.Tag)
 //	}
 //
 // Programs are started by gorun (`gorun -np 4 ./prog`); without it Init gives

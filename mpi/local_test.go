@@ -70,3 +70,21 @@ func TestReduceLocal(t *testing.T) {
 		t.Errorf("ReduceLocal with the zero Op: %v, want ErrOp", err)
 	}
 }
+
+// TestNilComm: a nil communicator (what Split with Undefined gives the
+// processes left out) answers Rank, Size and Name instead of panicking on
+// a nil dereference; RecvObj refuses a value it cannot decode into before
+// it takes a message (it took the message, then failed, and the message
+// was lost).
+func TestNilComm(t *testing.T) {
+	var c *Comm
+	if c.Rank() != Undefined || c.Size() != 0 || c.Name() != "MPI_COMM_NULL" {
+		t.Errorf("nil communicator: rank %d, size %d, name %q", c.Rank(), c.Size(), c.Name())
+	}
+	var s string
+	for _, v := range []any{s, nil, (*string)(nil)} {
+		if _, err := RecvObj(World(), v, 0, 0); !errors.Is(err, ErrArg) {
+			t.Errorf("RecvObj into %T: %v, want ErrArg", v, err)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package mpi
 
 import (
 	"fmt"
+	"reflect"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -22,6 +23,11 @@ func SendObj(c *Comm, v any, dest, tag int) error {
 // receive from AnySource on c at once.
 func RecvObj(c *Comm, v any, source, tag int) (_ Status, err error) {
 	defer c.failTo(&err)
+	// Checked before the message is taken: a value the decoder cannot
+	// fill lost the message it was given.
+	if rv := reflect.ValueOf(v); rv.Kind() != reflect.Pointer || rv.IsNil() {
+		return Status{}, errorf(ErrArg, "RecvObj", "v is %T: want a non-nil pointer to decode into", v)
+	}
 	m, st, err := Mprobe(c, source, tag)
 	if err != nil {
 		return st, reop("RecvObj", err)

@@ -213,9 +213,10 @@ func startSendNow(op string, c *Comm, b []byte, dest, tag int) (*p2p.Request, er
 // sentReq returns c's completed send request: what Isend returns for every
 // send that completed within the call. It is shared (no allocation, no
 // report or release at completion: a third of a sender's time at the
-// 8-byte message rate), which no caller can tell: a completed send's
-// Wait, Test and Free do nothing, its status says nothing, and Cancel
-// refuses any send. The program must not set anything on it, and
+// 8-byte message rate), which a caller can tell only by its address (two
+// such sends return the same pointer, as Isend's doc says): a completed
+// send's Wait, Test and Free do nothing, its status says nothing, and
+// Cancel refuses any send. The program must not set anything on it, and
 // package mpi never does (IsendLayout, the object API and Bsend keep
 // requests of their own).
 func (c *Comm) sentReq() *Request {
