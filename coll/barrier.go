@@ -145,3 +145,29 @@ func barrierTreeSub(c *Comm, phase int) error {
 	}
 	return p.wait(c)
 }
+
+// chFinalize is the channel of FinalizeBarrier, of sequence 0
+// (setupView), apart from every other tag of sequence 0 and ch* of a
+// call.
+const chFinalize = 9
+
+// FinalizeBarrier is the barrier of package mpi's Finalize over c (the
+// world), on a channel of its own, so that it never matches a collective
+// the program called on c: it ran as a Barrier on c, and a rank that
+// skipped a Barrier completed the others' from its Finalize. A rank in it
+// begins no call on c any more: a call that others wait in and this rank
+// never ran is aborted for every rank when they ask about it (a stall's
+// query, notice.go), failing with this rank's name, instead of leaving
+// them and this rank's Finalize waiting for each other.
+func FinalizeBarrier(c *Comm) error {
+	if s := c.sh; s != nil && len(c.World) > 1 {
+		s.mu.Lock()
+		s.finalizing = true
+		for seq := range s.queries { // asked before this rank got here
+			s.dropQuery(seq)
+			s.abortFinalized(seq)
+		}
+		s.mu.Unlock()
+	}
+	return barrierDissemination(c.setupView(chFinalize), nil)
+}

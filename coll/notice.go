@@ -102,6 +102,10 @@ type shared struct {
 	queries map[uint32]callRec       // queries about calls not begun here
 	nQuery  atomic.Int32             // len(queries), read without the lock (record)
 	closed  bool
+	// finalizing: this rank is in Finalize's barrier (FinalizeBarrier)
+	// and begins no call on the communicator any more; a query about a
+	// call it has not run aborts that call (take).
+	finalizing bool
 
 	hist    [64]histRec // recent calls, by seq mod 64
 	waiters atomic.Int32
@@ -314,10 +318,25 @@ func (s *shared) take(b []byte) {
 			}
 			return
 		}
+		if s.finalizing {
+			s.dropQuery(seq)
+			s.abortFinalized(seq)
+			return
+		}
 		if len(s.queries) > 64 {
 			s.dropStale(seq)
 		}
 	}
+}
+
+// abortFinalized aborts call seq, which this rank never ran and never
+// will (it is in Finalize), for every rank: the ranks waiting in it would
+// wait for ever, and this rank in Finalize's barrier for them; s.mu is
+// held.
+func (s *shared) abortFinalized(seq uint32) {
+	why := fmt.Sprintf("rank %d called Finalize instead of this call: the ranks called different collectives", s.me)
+	s.abort(seq, ClassCount, why)
+	s.markAborted(seq, &AbortedError{Rank: s.me, Class: ClassCount, Reason: why})
 }
 
 // markAborted records that call seq was aborted and revokes its tags

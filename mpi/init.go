@@ -255,7 +255,10 @@ func notLive(op string, fin bool) error {
 }
 
 // Finalize waits for every rank (it is collective over the world), tells
-// gorun this rank is done, and releases the transports. Nothing of this
+// gorun this rank is done, and releases the transports. Its barrier is
+// its own, never one of the program's calls (coll.FinalizeBarrier): a
+// collective that other ranks wait in and this rank never called fails
+// there, naming this rank, once they have waited GORUN_COLL_STALL. Nothing of this
 // package may be used afterwards. First, as MPI_Finalize does, it deletes
 // Self's attributes, so that their DeleteFuncs run (in the reverse order
 // the attributes were set): code that must run at the end, while MPI still
@@ -292,7 +295,7 @@ func Finalize() error {
 		// counts only the live ones (ulfm.go).
 		_, _, err = s.world.agree("Finalize", []uint64{1})
 	} else {
-		err = Barrier(s.world)
+		err = wrapColl("Finalize", coll.FinalizeBarrier(&s.world.cc))
 	}
 	if berr == nil {
 		berr = err

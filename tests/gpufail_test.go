@@ -152,12 +152,14 @@ func TestGPUPushPeerDies(t *testing.T) {
 func init() { rawCases["gpu-finalize-after-mismatch"] = caseGPUFinalizeAfterMismatch }
 
 // caseGPUFinalizeAfterMismatch: every rank makes one AllreduceGPU (the
-// push kernels' set-up), then rank 0 alone calls a host Allreduce, which
-// the others' Finalize barrier matches in shared memory, so they finalize
-// and exit, and then an AllreduceGPU that nobody else calls. Its kernel
-// waits for the others' flags; when it gives up, the call must ask the
-// transports whether those ranks are still there and fail naming one
-// (it asked only for ranks reported failed, and waited for ever).
+// push kernels' set-up), then rank 0 alone calls a host Allreduce and an
+// AllreduceGPU, while the others call Finalize. Each lone call must fail,
+// naming a rank that called Finalize (the push kernels' wait asks the
+// others about a stalled call, as the host collectives' waits do), and
+// every Finalize then succeed. (Finalize's barrier ran on the world's
+// collective context: it matched the lone host Allreduce, the others
+// finalized and exited, and the push kernels' wait, which asked the
+// transports only about ranks reported failed, waited for ever.)
 func caseGPUFinalizeAfterMismatch() int {
 	if err := mpi.Init(); err != nil {
 		fmt.Fprintf(os.Stderr, "Init: %v\n", err)
@@ -195,19 +197,22 @@ func caseGPUFinalizeAfterMismatch() int {
 }
 
 // TestGPUFinalizeAfterMismatch needs a GPU (the lent GPU hosts run it):
-// the push kernels' wait, as TestFinalizeAfterMismatch the shared-memory
-// one, fails on ranks that finalized instead of waiting for ever.
+// the push kernels' wait, as TestFinalizeAfterMismatch the host
+// collectives' ones, fails a call that the others answered with Finalize
+// instead of waiting for ever.
 func TestGPUFinalizeAfterMismatch(t *testing.T) {
 	if ok, why := gpu.Available(); !ok {
 		t.Skipf("no GPU: %s", why)
 	}
 	r := job{np: 3, cas: "gpu-finalize-after-mismatch", env: []string{"GORUN_COLL_GPU_ALLREDUCE=push"}, timeout: 90 * time.Second}.ok(t)
-	lone := lastLine(r.stderr, "rank 0: lone AllreduceGPU:")
-	// Not "in shared memory": that is the copy-engine algorithm's wait
-	// (shmWait), which an AllreduceGPU that fell back from the push kernels
-	// would run; it had the check already.
-	if !strings.Contains(lone, "waiting for rank") || strings.Contains(lone, "in shared memory") ||
-		!(strings.Contains(lone, "has closed its transport") || strings.Contains(lone, "has exited")) {
-		t.Errorf("rank 0's lone AllreduceGPU should fail in the push kernels' wait, naming a rank that finalized or exited; got %q\nstderr:\n%s", lone, r.stderr)
+	for _, call := range []string{"rank 0: lone Allreduce:", "rank 0: lone AllreduceGPU:"} {
+		if l := lastLine(r.stderr, call); !strings.Contains(l, "called Finalize instead of this call") {
+			t.Errorf("%q should fail naming a rank that called Finalize\nstderr:\n%s", l, r.stderr)
+		}
+	}
+	for rank := range 3 {
+		if l := lastLine(r.stderr, fmt.Sprintf("rank %d: Finalize:", rank)); !strings.HasSuffix(l, "Finalize: <nil>") {
+			t.Errorf("rank %d: %q\nstderr:\n%s", rank, l, r.stderr)
+		}
 	}
 }
