@@ -59,15 +59,27 @@ func BcastObj(c *Comm, v any, root int) error {
 		return errorf(ErrRoot, "BcastObj", "root %d not in %s", root, c.name)
 	}
 	var b []byte
+	var rootErr error
+	n := []int64{0}
 	if c.rank == root {
 		var err error
 		if b, err = msgpack.Marshal(v); err != nil {
-			return errorf(ErrArg, "BcastObj", "encode %T: %w", v, err)
+			// The others still learn that the call failed, and why
+			// (they failed with a mismatched count instead).
+			rootErr = errorf(ErrArg, "BcastObj", "encode %T: %w", v, err)
+			n[0] = -1
+		} else {
+			n[0] = int64(len(b))
 		}
 	}
-	n := []int64{int64(len(b))}
 	if err := Bcast(c, n, root); err != nil {
 		return err
+	}
+	if n[0] < 0 {
+		if rootErr != nil {
+			return rootErr
+		}
+		return errorf(ErrArg, "BcastObj", "root %d's value could not be encoded (see its error)", root)
 	}
 	if c.rank != root {
 		b = make([]byte, n[0])

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"strings"
 	"testing"
 
 	"github.com/gorun/gorun/mpi"
@@ -464,6 +465,24 @@ func caseObjects(w *mpi.Comm) error {
 	}
 	if len(m["a"]) != 2 || m["a"][1] != "y" {
 		return fmt.Errorf("bcast object %v", m)
+	}
+	// A root value that cannot be encoded fails the call at every rank
+	// with ErrArg, the others told that the root's value was at fault
+	// (they failed with a mismatched count), and the next call works.
+	var ch any
+	if w.Rank() == 0 {
+		ch = make(chan int)
+	}
+	err := mpi.BcastObj(w, &ch, 0)
+	want := "root 0's value could not be encoded"
+	if w.Rank() == 0 {
+		want = "encode"
+	}
+	if !errors.Is(err, mpi.ErrArg) || !strings.Contains(err.Error(), want) {
+		return fmt.Errorf("BcastObj of a channel: %v, want ErrArg saying %q", err, want)
+	}
+	if err := mpi.BcastObj(w, &m, 0); err != nil || len(m["a"]) != 2 {
+		return fmt.Errorf("BcastObj after a failed one: %v, %v", m, err)
 	}
 	return nil
 }
