@@ -24,19 +24,20 @@
 // around a CUDA pointer and length from another library, such as PyTorch's
 // tensor.data_ptr()) goes to SendGPU, RecvGPU, IsendGPU, IrecvGPU,
 // SendrecvGPU and the collectives AllreduceGPU, ReduceGPU, BcastGPU,
-// AllgatherGPU, AllgathervGPU, ReduceScatterBlockGPU, GatherGPU,
-// GathervGPU, ScatterGPU, ScattervGPU, AlltoallGPU, AlltoallvGPU, ScanGPU
-// and ExscanGPU, each also nonblocking (IallreduceGPU & co., returning a
-// Request). The zero gpu.Buffer, or the receive buffer itself, as the send
-// buffer means in place (devcoll.go and devcollv.go say where); v forms
-// take counts and displacements in elements; reductions take Sum, Prod,
-// Min and Max. device.go and devcoll.go say how these calls order against
-// CUDA streams: synchronize the streams that wrote a send buffer before
-// the call; when a call returns (or its request completes) its result is
-// visible to every stream of the device. Without a usable GPU these calls
-// fail with ErrBuffer on every rank involved and the job goes on. Not yet
-// on device memory: ReduceScatter with per-rank counts, and Alltoall(v) in
-// place.
+// AllgatherGPU, AllgathervGPU, ReduceScatterBlockGPU, ReduceScatterGPU,
+// GatherGPU, GathervGPU, ScatterGPU, ScattervGPU, AlltoallGPU,
+// AlltoallvGPU, ScanGPU and ExscanGPU, each also nonblocking
+// (IallreduceGPU & co., returning a Request). The zero gpu.Buffer, or the
+// receive buffer itself, as the send buffer means in place (devcoll.go and
+// devcollv.go say where; AlltoallGPU and AlltoallvGPU go through a scratch
+// copy); v forms take counts and displacements in elements; reductions
+// take Sum, Prod, Min and Max. ReduceScatterGPU (per-rank counts) runs as
+// an AllreduceGPU of the whole vector (docs/gpu.md). device.go and
+// devcoll.go say how these calls order against CUDA streams: synchronize
+// the streams that wrote a send buffer before the call; when a call
+// returns (or its request completes) its result is visible to every
+// stream of the device. Without a usable GPU these calls fail with
+// ErrBuffer on every rank involved and the job goes on.
 //
 // Non-contiguous data (MPI's derived datatypes) is described by a Layout
 // applied to a slice: Vector for a matrix column, Subarray for a halo or
