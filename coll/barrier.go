@@ -159,15 +159,14 @@ const chFinalize = 9
 // never ran is aborted for every rank when they ask about it (a stall's
 // query, notice.go), failing with this rank's name, instead of leaving
 // them and this rank's Finalize waiting for each other.
+//
+// The other communicators of the process are served too: while it waits,
+// on each of the watchdog's ticks, this rank answers their queries the
+// same way (serveFinalizing).
 func FinalizeBarrier(c *Comm) error {
 	if s := c.sh; s != nil && len(c.World) > 1 {
-		s.mu.Lock()
-		s.finalizing = true
-		for seq := range s.queries { // asked before this rank got here
-			s.dropQuery(seq)
-			s.abortFinalized(seq)
-		}
-		s.mu.Unlock()
+		s.finalize()
+		serveFinalizing(s)
 	}
 	return barrierDissemination(c.setupView(chFinalize), nil)
 }

@@ -104,8 +104,8 @@ type shared struct {
 	closed  bool
 	// finalizing: this rank is in Finalize's barrier (FinalizeBarrier)
 	// and begins no call on the communicator any more; a query about a
-	// call it has not run aborts that call (take).
-	finalizing bool
+	// call it has not run aborts that call (take). Set under mu.
+	finalizing atomic.Bool
 
 	hist    [64]histRec // recent calls, by seq mod 64
 	waiters atomic.Int32
@@ -247,6 +247,11 @@ func (s *shared) wait(c *Comm, r *p2p.Request) error {
 		if err := s.check(c); err != nil {
 			return err
 		}
+		if s.finalizing.Load() {
+			// Finalize's barrier: the other communicators' queries
+			// are answered here, on each tick (serveFinalizing).
+			serveFinalizing(s)
+		}
 		// Three ticks are at least one stall period.
 		if !c.queried && s.tick.Load()-t0 >= 3 {
 			c.queried = true
@@ -259,6 +264,20 @@ func (s *shared) wait(c *Comm, r *p2p.Request) error {
 // check takes in a completed notice, if any, and reports whether c's call
 // was aborted.
 func (s *shared) check(c *Comm) error {
+	s.takeNotices()
+	if s.nAbort.Load() == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ae, ok := s.aborted[c.key()]; ok {
+		return ae
+	}
+	return nil
+}
+
+// takeNotices takes in every notice that has arrived.
+func (s *shared) takeNotices() {
 	// Every notice that has arrived, not only the first: the receive
 	// posted after one completes at once when another waits (a stall tick
 	// ahead of a query would hide the query from record).
@@ -277,15 +296,42 @@ func (s *shared) check(c *Comm) error {
 		}
 		s.mu.Unlock()
 	}
-	if s.nAbort.Load() == 0 {
-		return nil
-	}
+}
+
+// finalize marks s as the communicator of a rank in Finalize: a query
+// about a call this rank has not run, come or to come, aborts that call
+// (take), and its notices are received from now on (the receive is
+// posted on first use otherwise, and a rank that never waited on s would
+// never see a query).
+func (s *shared) finalize() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if ae, ok := s.aborted[c.key()]; ok {
-		return ae
+	s.finalizing.Store(true)
+	for seq := range s.queries { // asked before this rank got here
+		s.dropQuery(seq)
+		s.abortFinalized(seq)
 	}
-	return nil
+	s.mu.Unlock()
+	s.abortRecv()
+}
+
+// serveFinalizing marks every communicator of this process with a
+// notice receive (watched) but world as finalizing, and takes in their
+// notices: a call that some ranks wait in on another communicator while
+// this rank is in Finalize's barrier on world fails for them (their
+// query, answered by an abort), instead of both sides waiting for ever.
+func serveFinalizing(world *shared) {
+	watchMu.Lock()
+	others := make([]*shared, 0, len(watched))
+	for s := range watched {
+		if s != world {
+			others = append(others, s)
+		}
+	}
+	watchMu.Unlock()
+	for _, s := range others {
+		s.finalize()
+		s.takeNotices()
+	}
 }
 
 // take handles one notice; s.mu is held.
@@ -318,7 +364,7 @@ func (s *shared) take(b []byte) {
 			}
 			return
 		}
-		if s.finalizing {
+		if s.finalizing.Load() {
 			s.dropQuery(seq)
 			s.abortFinalized(seq)
 			return

@@ -210,8 +210,8 @@ func TestCollFailOneRank(t *testing.T) {
 
 // caseFinalizeAfterMismatch: an erroneous program, rank 0 alone calls a
 // collective (GORUN_CASE_CALL: allreduce, blocking; iallreduce, started
-// and never waited for), or every rank but 1 calls Barrier
-// (skipbarrier), then every rank calls Finalize. Every rank prints the
+// and never waited for; dupallreduce, on a Dup of the world), or every
+// rank but 1 calls Barrier (skipbarrier), then every rank calls Finalize. Every rank prints the
 // outcomes and exits 0.
 func caseFinalizeAfterMismatch() int {
 	if err := mpi.Init(); err != nil {
@@ -233,6 +233,23 @@ func caseFinalizeAfterMismatch() int {
 	case call == "skipbarrier" && me != 1:
 		err := mpi.Barrier(w)
 		fmt.Fprintf(os.Stderr, "rank %d: Barrier without rank 1: %v\n", me, err)
+	case call == "dupallreduce":
+		d, err := w.Dup()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "rank %d: Dup: %v\n", me, err)
+			return 1
+		}
+		// A call at every rank first: the communicator's set-up (the
+		// shared-memory segment's, inside its first call) asks nobody
+		// about a stall, and a lone first call would wait in it.
+		if err := mpi.Allreduce(d, x, x, mpi.Sum); err != nil {
+			fmt.Fprintf(os.Stderr, "rank %d: Allreduce on the Dup: %v\n", me, err)
+			return 1
+		}
+		if me == 0 {
+			err := mpi.Allreduce(d, x, x, mpi.Sum)
+			fmt.Fprintf(os.Stderr, "rank 0: lone Allreduce: %v\n", err)
+		}
 	}
 	err := mpi.Finalize()
 	fmt.Fprintf(os.Stderr, "rank %d: Finalize: %v\n", me, err)
@@ -249,13 +266,15 @@ func caseFinalizeAfterMismatch() int {
 // session for ever; then it failed naming them), and a Barrier that one
 // rank skipped returned nil at the others (matched by its Finalize).
 // A nonblocking call started alone and never waited for does not hold
-// Finalize. Over TCP alone the same.
+// Finalize. Over TCP alone the same, and on a Dup of the world (a
+// finalizing rank answers every communicator's queries).
 func TestFinalizeAfterMismatch(t *testing.T) {
 	for _, tc := range []struct{ call, btl, lone string }{
 		{"allreduce", "", "rank 0: lone Allreduce:"},
 		{"iallreduce", "", ""},
 		{"allreduce", "self,tcp", "rank 0: lone Allreduce:"},
 		{"skipbarrier", "", "rank 0: Barrier without rank 1:"},
+		{"dupallreduce", "", "rank 0: lone Allreduce:"},
 	} {
 		t.Run(tc.call+"/"+tc.btl, func(t *testing.T) {
 			env := []string{"GORUN_CASE_CALL=" + tc.call}
