@@ -69,6 +69,9 @@ func NewComm(e *p2p.Engine, ctx uint32, world []int, me int, hosts []string) Com
 	c := Comm{E: e, Ctx: ctx, World: world, Me: me}
 	c.sh = &shared{e: e, ctx: ctx, world: world, me: me}
 	c.sh.seq.Store(uint64(pSeqStart()))
+	liveMu.Lock()
+	live[c.sh] = true
+	liveMu.Unlock()
 	c.sh.skip = uint64(max(pSeqSkip(), 0))
 	c.Node, c.Nodes = nodesOf(hosts, len(world))
 	if n := pFakeNodes(); n > 1 {

@@ -307,27 +307,46 @@ func (s *shared) finalize() {
 	s.mu.Lock()
 	s.finalizing.Store(true)
 	for seq := range s.queries { // asked before this rank got here
-		s.dropQuery(seq)
-		s.abortFinalized(seq)
+		if !s.begun(seq) {
+			s.dropQuery(seq)
+			s.abortFinalized(seq)
+		}
 	}
 	s.mu.Unlock()
 	s.abortRecv()
 }
 
-// serveFinalizing marks every communicator of this process with a
-// notice receive (watched) but world as finalizing, and takes in their
-// notices: a call that some ranks wait in on another communicator while
-// this rank is in Finalize's barrier on world fails for them (their
-// query, answered by an abort), instead of both sides waiting for ever.
+// begun reports whether this rank has begun call seq (a call's key): the
+// sequence counter only grows (BeginInto). A call missing from the
+// history (hist) may be one begun long ago, whose entry later calls took:
+// a rank that ran far ahead of the others (a leaf of many Reduces sends
+// and goes on) must not abort a call it has run because a slow rank asks
+// about it after it finalized.
+func (s *shared) begun(seq uint32) bool { return int32(seq-uint32(s.seq.Load())) <= 0 }
+
+// live is every communicator's shared state from NewComm to Close, for
+// serveFinalizing: a communicator this rank never waited on has no
+// notice receive posted, and is not watched.
+var (
+	liveMu sync.Mutex
+	live   = map[*shared]bool{}
+)
+
+// serveFinalizing marks every live communicator of this process but
+// world as finalizing (posting its notice receive) and takes in their
+// notices: a call that some ranks wait in on another communicator, and
+// that this rank never began, fails for them while this rank is in
+// Finalize's barrier on world (their query, answered by an abort),
+// instead of both sides waiting for ever.
 func serveFinalizing(world *shared) {
-	watchMu.Lock()
-	others := make([]*shared, 0, len(watched))
-	for s := range watched {
-		if s != world {
+	liveMu.Lock()
+	others := make([]*shared, 0, len(live))
+	for s := range live {
+		if s != world && len(s.world) > 1 {
 			others = append(others, s)
 		}
 	}
-	watchMu.Unlock()
+	liveMu.Unlock()
 	for _, s := range others {
 		s.finalize()
 		s.takeNotices()
@@ -364,7 +383,7 @@ func (s *shared) take(b []byte) {
 			}
 			return
 		}
-		if s.finalizing.Load() {
+		if s.finalizing.Load() && !s.begun(seq) {
 			s.dropQuery(seq)
 			s.abortFinalized(seq)
 			return
@@ -596,6 +615,9 @@ func (c *Comm) Close() {
 		return
 	}
 	unwatch(s)
+	liveMu.Lock()
+	delete(live, s)
+	liveMu.Unlock()
 	s.gpu.close(s.world, s.me)
 	// MPI lets a communicator be freed while its nonblocking calls run:
 	// those that may use the segment (Launched) still do, so the last

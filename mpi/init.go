@@ -258,7 +258,11 @@ func notLive(op string, fin bool) error {
 // gorun this rank is done, and releases the transports. Its barrier is
 // its own, never one of the program's calls (coll.FinalizeBarrier): a
 // collective that other ranks wait in and this rank never called fails
-// there, naming this rank, once they have waited GORUN_COLL_STALL. Nothing of this
+// there, naming this rank, once they have waited GORUN_COLL_STALL (with
+// the stall check off, GORUN_COLL_STALL=0, they wait). Deferred directly
+// (defer mpi.Finalize()) in a rank that panics, it lets the panic go on
+// at once; through a wrapper (defer func() { mpi.Finalize() }()) it
+// cannot tell, and runs. Nothing of this
 // package may be used afterwards. First, as MPI_Finalize does, it deletes
 // Self's attributes, so that their DeleteFuncs run (in the reverse order
 // the attributes were set): code that must run at the end, while MPI still
