@@ -30,8 +30,10 @@ func (component) Open(env btl.Env) (btl.Module, error) {
 	// The tunables' values are checked where they are read (params.go):
 	// one out of bounds is ignored with a warning, not a transport that
 	// fails to open.
-	slots, frag := shapeRings(env, pSlots(), pFrag())
-	eager := pEager()
+	slots, userSlots := pSlots()
+	frag, userFrag := pFrag()
+	slots, frag = shapeRings(env, slots, frag, userSlots || userFrag)
+	eager, _ := pEager()
 	allowPeerReads()
 	own, err := create(segName(env.JobID, env.Rank), env.Size, slots, frag)
 	if err != nil {
@@ -55,12 +57,12 @@ func (component) Open(env btl.Env) (btl.Module, error) {
 // the host's ranks, were every pair to talk, take at most a ringShare of
 // it (fitRing), instead of pairs failing to reach each other through
 // shared memory once it is full (a container's 64 MiB held the 1 MiB
-// rings of 8 ranks, not 16). A shape the user set (GORUN_SM_SLOTS,
-// GORUN_SM_FRAG_SIZE: a value taken, not one that params ignored and
-// replaced by the default) is kept. Local rank 0 says so when the rings
-// are cut: one line a host.
-func shapeRings(env btl.Env, slots, frag int) (int, int) {
-	if userSet(envSlots, checkSlots) || userSet(envFrag, checkFrag) {
+// rings of 8 ranks, not 16). A shape the user set (user: GORUN_SM_SLOTS
+// or GORUN_SM_FRAG_SIZE given a value taken, not one that params ignored
+// and replaced by the default) is kept. Local rank 0 says so when the
+// rings are cut: one line a host.
+func shapeRings(env btl.Env, slots, frag int, user bool) (int, int) {
+	if user {
 		return slots, frag
 	}
 	free, local := shmseg.Free(), env.LocalSize

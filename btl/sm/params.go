@@ -3,8 +3,6 @@ package sm
 import (
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
 	"time"
 
 	"github.com/gorun/gorun/internal/params"
@@ -141,11 +139,4 @@ func checkFrag(n int) error {
 		return fmt.Errorf("want a multiple of %d up to 1 GiB", lineSize)
 	}
 	return nil
-}
-
-// userSet reports whether the tunable name is set to a value it takes (a
-// number that passes check), not only set.
-func userSet(name string, check func(int) error) bool {
-	n, err := strconv.Atoi(os.Getenv(name))
-	return err == nil && check(n) == nil
 }

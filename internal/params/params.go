@@ -63,17 +63,9 @@ func String(name, def, doc string) func() string {
 // Int declares an integer tunable. A malformed value is reported on stderr
 // once and the default is used.
 func Int(name string, def int, doc string) func() int {
-	declare(name, strconv.Itoa(def), doc)
+	get := IntCheck(name, def, doc, func(int) error { return nil })
 	return func() int {
-		v, ok := os.LookupEnv(name)
-		if !ok || v == "" {
-			return def
-		}
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			warn(name, v, err)
-			return def
-		}
+		n, _ := get()
 		return n
 	}
 }
@@ -83,16 +75,24 @@ func Int(name string, def int, doc string) func() int {
 // does not parse is, and the default is used. Left to the component that
 // reads it, such a value failed that component (a shared-memory ring of 3
 // slots: the transport did not open, and its ranks went through TCP at a
-// quarter of the bandwidth without a word).
-func IntCheck(name string, def int, doc string, check func(int) error) func() int {
-	get := Int(name, def, doc)
-	return func() int {
-		n := get()
-		if err := check(n); err != nil {
-			warn(name, os.Getenv(name), err)
-			return def
+// quarter of the bandwidth without a word). Its function also reports
+// whether the value is the user's (set, and taken), not the default.
+func IntCheck(name string, def int, doc string, check func(int) error) func() (int, bool) {
+	declare(name, strconv.Itoa(def), doc)
+	return func() (int, bool) {
+		v, ok := os.LookupEnv(name)
+		if !ok || v == "" {
+			return def, false
 		}
-		return n
+		n, err := strconv.Atoi(v)
+		if err == nil {
+			err = check(n)
+		}
+		if err != nil {
+			warn(name, v, err)
+			return def, false
+		}
+		return n, true
 	}
 }
 

@@ -31,8 +31,12 @@ func TestIntCheck(t *testing.T) {
 	get := IntCheck("GORUN_TEST_INTCHECK", 4, "test", even)
 	for v, want := range map[string]int{"": 4, "3": 4, "x": 4, "8": 8, "-2": -2} {
 		t.Setenv("GORUN_TEST_INTCHECK", v)
-		if got := get(); got != want {
+		got, taken := get()
+		if got != want {
 			t.Errorf("GORUN_TEST_INTCHECK=%q: %d, want %d", v, got, want)
+		}
+		if wantTaken := v == "8" || v == "-2"; taken != wantTaken {
+			t.Errorf("GORUN_TEST_INTCHECK=%q: taken %v, want %v", v, taken, wantTaken)
 		}
 	}
 }
