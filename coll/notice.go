@@ -324,17 +324,23 @@ func (s *shared) finalize() {
 // about it after it finalized.
 func (s *shared) begun(seq uint32) bool { return int32(seq-uint32(s.seq.Load())) <= 0 }
 
-// live is every communicator's shared state from NewComm to Close, for
-// serveFinalizing: a communicator this rank never waited on has no
-// notice receive posted, and is not watched.
+// live is every communicator's shared state from NewComm to Close: the
+// watchdog ticks those where a call waits, and serveFinalizing serves
+// them all (a communicator this rank never waited on included).
 var (
 	liveMu sync.Mutex
 	live   = map[*shared]bool{}
 )
 
+func forgetLive(s *shared) {
+	liveMu.Lock()
+	delete(live, s)
+	liveMu.Unlock()
+}
+
 // serveFinalizing marks every live communicator of this process but
-// world as finalizing (posting its notice receive) and takes in their
-// notices: a call that some ranks wait in on another communicator, and
+// world as finalizing (posting its notice receive), once, and takes in
+// their notices: a call that some ranks wait in on another communicator, and
 // that this rank never began, fails for them while this rank is in
 // Finalize's barrier on world (their query, answered by an abort),
 // instead of both sides waiting for ever.
@@ -348,7 +354,9 @@ func serveFinalizing(world *shared) {
 	}
 	liveMu.Unlock()
 	for _, s := range others {
-		s.finalize()
+		if !s.finalizing.Load() { // marked at the first tick
+			s.finalize()
+		}
 		s.takeNotices()
 	}
 }
@@ -614,10 +622,7 @@ func (c *Comm) Close() {
 	if s == nil {
 		return
 	}
-	unwatch(s)
-	liveMu.Lock()
-	delete(live, s)
-	liveMu.Unlock()
+	forgetLive(s)
 	s.gpu.close(s.world, s.me)
 	// MPI lets a communicator be freed while its nonblocking calls run:
 	// those that may use the segment (Launched) still do, so the last
@@ -644,46 +649,33 @@ func (c *Comm) Close() {
 
 // The watchdog: one goroutine per process, started with the first
 // communicator that posts its notice receive, which every
-// GORUN_COLL_STALL/3 sends a tick to itself on each communicator where a
-// call is waiting.
-var (
-	watchMu   sync.Mutex
-	watched   = map[*shared]bool{}
-	watchOnce sync.Once
-)
+// GORUN_COLL_STALL/3 sends a tick to itself on each live communicator
+// where a call is waiting (a waiting call has posted its receive).
+var watchOnce sync.Once
 
 func watch(s *shared) {
 	period := pStall() / 3
 	if period <= 0 || len(s.world) < 2 {
 		return
 	}
-	watchMu.Lock()
-	watched[s] = true
-	watchMu.Unlock()
 	watchOnce.Do(func() { go watchdog(period) })
-}
-
-func unwatch(s *shared) {
-	watchMu.Lock()
-	delete(watched, s)
-	watchMu.Unlock()
 }
 
 func watchdog(period time.Duration) {
 	t := time.NewTicker(period)
 	defer t.Stop()
 	for range t.C {
-		watchMu.Lock()
+		liveMu.Lock()
 		var due []*shared
-		for s := range watched {
-			if s.waiters.Load() > 0 {
+		for s := range live {
+			if s.waiters.Load() > 0 && len(s.world) > 1 {
 				due = append(due, s)
 			}
 		}
-		watchMu.Unlock()
+		liveMu.Unlock()
 		for _, s := range due {
 			if _, err := s.e.Isend(s.ctx, s.world[s.me], tagNotice, notice(noticeTick, 0, s.me), false); err != nil {
-				unwatch(s) // the engine is closed
+				forgetLive(s) // the engine is closed
 			}
 		}
 	}
