@@ -112,25 +112,24 @@ func buildGo(dir, tmp string, msgs *output) (string, error) {
 		msgs.println(fmt.Sprintf("gorun: %s: waiting for another gorun's build of it...", dir))
 	}); c != "" {
 		err := goBuild(abs, c, note)
-		linkErr := error(nil)
 		if err == nil {
-			linkErr = linkOrCopy(c, out)
+			err = linkOrCopy(c, out)
 		}
 		unlock()
 		var ee *errExit
 		if errors.As(err, &ee) {
 			return "", ee // the compiler's own error: the same into tmp
 		}
-		built = err == nil && linkErr == nil
+		built = err == nil
 	}
 	if !built {
 		os.Remove(out)
 		if err := goBuild(abs, out, note); err != nil {
 			var ee *errExit
-			if errors.As(err, &ee) {
-				return "", ee
+			if !errors.As(err, &ee) {
+				ee = &errExit{ExitInternal, fmt.Errorf("go build %s: %v", dir, err)}
 			}
-			return "", &errExit{ExitInternal, fmt.Errorf("go build %s: %v", dir, err)}
+			return "", ee
 		}
 	}
 	if noted {
