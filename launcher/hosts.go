@@ -335,19 +335,31 @@ func DefaultNP(hosts []Host) (np int, unknown string) {
 	// whose slots are its CPUs when one of its entries gives none.
 	hosts, _ = mergeLocalNames(hosts, nil)
 	for _, h := range hosts {
-		n := h.Slots
-		if n == 0 {
+		cpus := 0
+		if h.Slots == 0 {
 			if !isLocalHost(h.Name) {
 				return 0, h.Name
 			}
-			n = len(hostinfo.AllowedCPUs())
+			cpus = len(hostinfo.AllowedCPUs())
 		}
-		if h.MaxSlots > 0 && n > h.MaxSlots {
-			n = h.MaxSlots
-		}
-		np += n
+		np += h.slotsOf(cpus)
 	}
 	return np, ""
+}
+
+// slotsOf is how many slots h has on a host of cpus usable CPUs: its
+// slots, else its CPUs, within max_slots (slots taken from the CPUs, or
+// added up from merged lines, stay within it: it was ignored without
+// slots=).
+func (h Host) slotsOf(cpus int) int {
+	n := h.Slots
+	if n == 0 {
+		n = cpus
+	}
+	if h.MaxSlots > 0 && n > h.MaxSlots {
+		n = h.MaxSlots
+	}
+	return n
 }
 
 // isLocalHost reports whether name means the launcher's own host: its

@@ -190,16 +190,8 @@ func (j *job) place() error {
 	maxs := make([]int, n)
 	for i, hs := range j.hosts {
 		names[i] = hs.name
-		slots[i] = hs.spec.Slots
-		if slots[i] == 0 {
-			slots[i] = len(hs.cpus)
-		}
+		slots[i] = hs.spec.slotsOf(len(hs.cpus))
 		maxs[i] = hs.spec.MaxSlots
-		if maxs[i] > 0 && slots[i] > maxs[i] {
-			// Slots taken from the CPUs (or from merged lines) stay
-			// within max_slots: it was ignored without slots=.
-			slots[i] = maxs[i]
-		}
 	}
 	var lay layout
 	var err error
