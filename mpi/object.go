@@ -62,15 +62,10 @@ func BcastObj(c *Comm, v any, root int) error {
 	var rootErr error
 	n := []int64{0}
 	if c.rank == root {
-		var err error
-		if b, err = msgpack.Marshal(v); err != nil {
-			// The others still learn that the call failed, and why
-			// (they failed with a mismatched count instead).
-			rootErr = errorf(ErrArg, "BcastObj", "encode %T: %w", v, err)
-			n[0] = -1
-		} else {
-			n[0] = int64(len(b))
-		}
+		// A value that cannot be encoded goes as a size of -1, as in the
+		// object collectives (objcoll.go): the others learn the call
+		// failed, and why (they failed with a mismatched count instead).
+		b, n[0], rootErr = objBytes("BcastObj", v)
 	}
 	if err := Bcast(c, n, root); err != nil {
 		return err
