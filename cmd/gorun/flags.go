@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 
@@ -183,6 +184,13 @@ func parseFlags(fs *flag.FlagSet, flags []string) error {
 		return badValue(fs, err)
 	}
 	return nil
+}
+
+// given reports whether the command line set any of the flags names.
+func given(fs *flag.FlagSet, names ...string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || slices.Contains(names, f.Name) })
+	return set
 }
 
 // badValue is flag's error for a value its flag does not take

@@ -226,8 +226,7 @@ func runArgs(args []string) (int, error) {
 	if err := parseFlags(fs, ctx.flags); err != nil {
 		return 2, err
 	}
-	npSet := false
-	fs.Visit(func(f *flag.Flag) { npSet = npSet || f.Name == "np" || f.Name == "n" })
+	npSet := given(fs, "np", "n")
 	if *version {
 		fmt.Println(versionLine())
 		return 0, nil
@@ -248,9 +247,7 @@ func runArgs(args []string) (int, error) {
 	if len(ctx.prog) == 0 {
 		return 2, errors.New("no program given (usage: gorun [flags] PROGRAM [ARGS...]; gorun --help lists the flags)")
 	}
-	timeoutSet := false
-	fs.Visit(func(f *flag.Flag) { timeoutSet = timeoutSet || f.Name == "timeout" })
-	if v := os.Getenv("MPIEXEC_TIMEOUT"); v != "" && !timeoutSet {
+	if v := os.Getenv("MPIEXEC_TIMEOUT"); v != "" && !given(fs, "timeout") {
 		// mpirun's (and MPICH's mpiexec's) variable for --timeout.
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
