@@ -340,7 +340,7 @@ func init() { rawCases["finalize-deferred-panic"] = caseFinalizeDeferredPanic }
 // rank 1, barrier, allreduce; not a Bcast: one from rank 0 completes
 // without rank 1, and one from rank 1 ended with the panic before the
 // change too, once the stall check had failed Finalize's barrier). Each other rank prints
-// what its call returned, which it must never get to.
+// what its call returned: never nil, and never a mismatch.
 func caseFinalizeDeferredPanic() int {
 	if err := mpi.Init(); err != nil {
 		fmt.Fprintf(os.Stderr, "Init: %v\n", err)
@@ -367,15 +367,21 @@ func caseFinalizeDeferredPanic() int {
 
 // TestFinalizeDeferredPanic: a rank that panics with Finalize deferred
 // ends the job with the panic's status and message, as without the
-// defer; the others' calls with it never return. Finalize's barrier ran
-// at the panicking rank: the job hung in Recv without the message,
-// Barrier returned nil at the others, Allreduce failed with mismatched
-// counts.
+// defer; the others' calls with it never succeed (one may fail, its
+// peer gone, before gorun stops the job). Before Finalize let the panic
+// go on, its barrier ran at the panicking rank: the job hung in Recv
+// without the message, Barrier returned nil at the others, Allreduce
+// failed with mismatched counts. Since Finalize's barrier is its own
+// (coll.FinalizeBarrier), barrier and allreduce end well without the
+// recover too, after the stall check's 2 s; recv still needs it.
 func TestFinalizeDeferredPanic(t *testing.T) {
 	for _, call := range []string{"recv", "barrier", "allreduce"} {
 		t.Run(call, func(t *testing.T) {
 			r := job{np: 3, cas: "finalize-deferred-panic", env: []string{"GORUN_CASE_CALL=" + call}, timeout: 60 * time.Second}.run(t)
-			if r.code != 2 || !strings.Contains(r.stderr, "panic: boom at rank 1") || strings.Contains(r.stdout, "returned") {
+			// A call may fail because rank 1 has exited (the launcher's
+			// teardown and a rank's own failure detection race), but
+			// it must not succeed or blame a mismatch.
+			if r.code != 2 || !strings.Contains(r.stderr, "panic: boom at rank 1") || strings.Contains(r.stdout, "returned: <nil>") || strings.Contains(r.stdout, "mismatch") {
 				t.Errorf("exit %d (want 2, rank 1's panic)\nstdout:\n%s\nstderr:\n%.2000s", r.code, r.stdout, r.stderr)
 			}
 		})
