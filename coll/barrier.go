@@ -162,9 +162,10 @@ const chFinalize = 9
 //
 // The other communicators of the process are served too: while it waits,
 // on each of the watchdog's ticks, this rank answers their queries the
-// same way (serveFinalizing). Not a communicator's first call: its
-// set-up (the shared-memory segment's, inside that call) asks nobody
-// about a stall, so a first call made alone still waits for ever.
+// same way (serveFinalizing), a communicator's first call included: its
+// set-up (the shared-memory segment's, inside that call) asks whether the
+// others have begun the call (Comm.setupIn), and this rank, which has
+// not, aborts it.
 func FinalizeBarrier(c *Comm) error {
 	if s := c.sh; s != nil && len(c.World) > 1 {
 		s.finalize()

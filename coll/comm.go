@@ -31,6 +31,9 @@ type Comm struct {
 	seq     uint64 // this call's sequence number (0: not begun)
 	tag     int    // this call's tag base: seq's low bits << subBits
 	queried bool   // this call asked the others about a stall (notice.go)
+	// in: for a set-up view made by setupIn, the number of the call the
+	// set-up runs inside (0: none, as for setupView's).
+	in uint64
 }
 
 // Tags on a collective context: every call gets a fresh sequence number,
@@ -154,8 +157,22 @@ func (c *Comm) BeginInto(v *Comm) {
 // revoked communicator.
 func (c *Comm) setupView(ch int) *Comm {
 	v := *c
-	v.seq, v.tag, v.queried = 0, ch, true
+	v.seq, v.tag, v.queried, v.in = 0, ch, true, 0
 	return &v
+}
+
+// setupIn is setupView for a set-up that runs inside c's call and that
+// every rank making the call runs (the shared-memory segment's set-up and
+// its renewal). Stalled, it asks the others whether they have begun the
+// call (a set-up query, notice.go); a rank in Finalize that never began
+// it answers with an abort, and the set-up fails at every rank that waits
+// in it: the rank in Finalize will never enter it, so none of them could
+// complete it. Any other abort of the call leaves the set-up alone, as
+// for setupView.
+func (c *Comm) setupIn(ch int) *Comm {
+	v := c.setupView(ch)
+	v.queried, v.in = false, c.seq
+	return v
 }
 
 // sub returns a communicator of the given ranks of c (in that order) for

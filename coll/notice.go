@@ -29,12 +29,18 @@ import (
 //	       A rank whose answer differs (mismatched counts made the ranks
 //	       pick different algorithms, or different segment counts) aborts
 //	       the call for everyone with a count error; agreeing ranks stay
-//	       silent.
+//	       silent. A set-up query (collective setupID) comes from a
+//	       set-up that runs inside the call (Comm.setupIn) and only asks
+//	       whether the call was begun: a rank in Finalize that never
+//	       began it aborts it, marking the abort as Finalize's (the
+//	       second byte of the abort notice), which alone fails the
+//	       set-up.
 //	tick   a process-wide watchdog sends one to itself on each
 //	       communicator with a waiting call every GORUN_COLL_STALL/3, which
 //	       is how a wait learns that time passes.
 //
-// Layout: kind (1 byte) and 3 spare, call sequence, sender's rank, then
+// Layout: kind (1 byte), a flag byte (abortFinalize on an abort from
+// Finalize) and 2 spare, call sequence, sender's rank, then
 // for abort the error class and the start of the message, for query the
 // collective and algorithm and the size.
 
@@ -42,12 +48,17 @@ var pStall = params.Duration("GORUN_COLL_STALL", 2*time.Second,
 	"how long a collective call waits before it asks the other ranks whether they run the same algorithm on the same size (mismatched counts can make them pick different ones and wait for each other forever); 0 turns the check off")
 
 const (
-	noticeAbort = 'A'
-	noticeQuery = 'Q'
-	noticeTick  = 'T'
-	noticeHdr   = 16
-	noticeMax   = noticeHdr + 120
+	noticeAbort   = 'A'
+	noticeQuery   = 'Q'
+	noticeTick    = 'T'
+	abortFinalize = 'F' // an abort notice's flag: abortFinalized's
+	noticeHdr     = 16
+	noticeMax     = noticeHdr + 120
 )
+
+// setupID is the collective id of a set-up query (Comm.setupIn): it asks
+// whether a call was begun, and never shows a mismatch.
+const setupID = 1<<16 - 2
 
 // AbortedError is what a call fails with when another rank of the
 // communicator failed in the same call and said so (Comm.Abort).
@@ -58,6 +69,10 @@ type AbortedError struct {
 	Class int
 	// Reason is the start of the reporting rank's error message.
 	Reason string
+	// finalized: the reporting rank is in Finalize and never began the
+	// call (abortFinalized); a set-up inside the call fails on this abort
+	// alone.
+	finalized bool
 }
 
 func (e *AbortedError) Error() string {
@@ -196,7 +211,13 @@ func callTags(seq uint32) (lo, hi int) {
 const forgetAfter = 1 << 20
 
 func (s *shared) abort(seq uint32, class int, reason string) {
+	s.abortFlag(seq, class, reason, 0)
+}
+
+// abortFlag is abort with the notice's flag byte set to flag.
+func (s *shared) abortFlag(seq uint32, class int, reason string, flag byte) {
 	msg := notice(noticeAbort, seq, s.me)
+	msg[1] = flag
 	putU32(msg[12:], uint32(class))
 	if len(reason) > noticeMax-noticeHdr {
 		reason = reason[:noticeMax-noticeHdr]
@@ -272,6 +293,11 @@ func (s *shared) check(c *Comm) error {
 	defer s.mu.Unlock()
 	if ae, ok := s.aborted[c.key()]; ok {
 		return ae
+	}
+	if c.in != 0 {
+		if ae, ok := s.aborted[uint32(c.in)]; ok && ae.finalized {
+			return ae
+		}
 	}
 	return nil
 }
@@ -366,7 +392,7 @@ func (s *shared) take(b []byte) {
 	seq, rank := getU32(b[4:]), int(getU32(b[8:]))
 	switch b[0] {
 	case noticeAbort:
-		s.markAborted(seq, &AbortedError{Rank: rank, Class: int(getU32(b[12:])), Reason: string(b[noticeHdr:])})
+		s.markAborted(seq, &AbortedError{Rank: rank, Class: int(getU32(b[12:])), Reason: string(b[noticeHdr:]), finalized: b[1] == abortFinalize})
 	case noticeTick:
 		s.tick.Add(1)
 	case noticeQuery:
@@ -408,8 +434,8 @@ func (s *shared) take(b []byte) {
 // held.
 func (s *shared) abortFinalized(seq uint32) {
 	why := fmt.Sprintf("rank %d called Finalize instead of this call: the ranks called different collectives", s.me)
-	s.abort(seq, ClassCount, why)
-	s.markAborted(seq, &AbortedError{Rank: s.me, Class: ClassCount, Reason: why})
+	s.abortFlag(seq, ClassCount, why, abortFinalize)
+	s.markAborted(seq, &AbortedError{Rank: s.me, Class: ClassCount, Reason: why, finalized: true})
 }
 
 // markAborted records that call seq was aborted and revokes its tags
@@ -482,6 +508,9 @@ func (s *shared) refused(c *Comm, err error) error {
 // mismatch says how a query shows that two ranks ran call q.seq
 // differently (an error wrapping ErrCount), or nil.
 func mismatch(mine, q callRec, me, them int) error {
+	if q.coll == setupID {
+		return nil // the asker only wants to know the call was begun
+	}
 	if mine.coll == q.coll && mine.alg == q.alg && (mine.size < 0 || q.size < 0 || mine.size == q.size) {
 		return nil
 	}
@@ -587,8 +616,19 @@ func (h *histRec) load(seq uint32) (callRec, bool) {
 	}
 }
 
-// query asks the other ranks how they run c's call.
+// query asks the other ranks how they run c's call; for a set-up view
+// in a call (Comm.setupIn), whether they have begun that call.
 func (s *shared) query(c *Comm) {
+	if c.seq == 0 {
+		if c.in != 0 {
+			msg := notice(noticeQuery, uint32(c.in), s.me)
+			putU32(msg[12:], uint32(setupID)<<16)
+			msg = msg[:noticeHdr+8]
+			putU64(msg[noticeHdr:], ^uint64(0)) // size -1
+			s.send(msg)
+		}
+		return
+	}
 	key := c.key()
 	h, ok := s.hist[key%uint32(len(s.hist))].load(key)
 	if !ok {

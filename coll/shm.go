@@ -167,7 +167,7 @@ import (
 // point-to-point messages at others ("receive from rank 0: 0 bytes where
 // 1 were expected"). Hence the set-up runs at a point that every rank
 // reaches alike, whatever its arguments and before any pick, and on a
-// channel of its own (setupView) that aborts do not revoke: once every
+// channel of its own (setupIn) that aborts do not revoke: once every
 // rank has entered it, it completes everywhere. The price: every
 // communicator within one host that makes a blocking call gets a segment,
 // even one whose calls are all too large for it or of collectives without
@@ -537,7 +537,7 @@ func (c *Comm) shmPrepare() error {
 	var g *shmSeg
 	var err error
 	if c.Nodes == 1 && c.Size() > 1 && shmOn() {
-		g, err = c.setupView(subShmSetup).shmSetup(c.seq)
+		g, err = c.setupIn(subShmSetup).shmSetup(c.seq)
 	}
 	c.shmSetDone(g)
 	return err
@@ -942,7 +942,7 @@ const chShmRenew = 8
 // Once every rank has entered it, it completes everywhere (aborts do not
 // revoke its channel); the epoch advances once both barriers passed.
 func (c *Comm) shmRenew(g *shmSeg, s uint64) error {
-	v := c.setupView(chShmRenew)
+	v := c.setupIn(chShmRenew)
 	if err := barrierDissemination(v, nil); err != nil {
 		return err
 	}

@@ -247,22 +247,41 @@ func caseFinalizeAfterMismatch() int {
 				return 1
 			}
 		}
-	case call == "dupallreduce":
+	case call == "dupallreduce" || call == "dupfirst":
 		d, err := w.Dup()
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "rank %d: Dup: %v\n", me, err)
 			return 1
 		}
-		// A call at every rank first: the communicator's set-up (the
-		// shared-memory segment's, inside its first call) asks nobody
-		// about a stall, and a lone first call would wait in it.
-		if err := mpi.Allreduce(d, x, x, mpi.Sum); err != nil {
-			fmt.Fprintf(os.Stderr, "rank %d: Allreduce on the Dup: %v\n", me, err)
-			return 1
+		// dupallreduce: a call at every rank first, so that the lone
+		// call runs on a communicator that is set up; dupfirst: the
+		// lone call is the communicator's first, and waits in its
+		// set-up (the shared-memory segment's).
+		if call == "dupallreduce" {
+			if err := mpi.Allreduce(d, x, x, mpi.Sum); err != nil {
+				fmt.Fprintf(os.Stderr, "rank %d: Allreduce on the Dup: %v\n", me, err)
+				return 1
+			}
 		}
 		if me == 0 {
 			err := mpi.Allreduce(d, x, x, mpi.Sum)
 			fmt.Fprintf(os.Stderr, "rank 0: lone Allreduce: %v\n", err)
+		}
+	case call == "dupslow":
+		// A correct program: rank 2 comes late to the Dup's first call,
+		// after the others, waiting in its set-up, have asked about it.
+		d, err := w.Dup()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "rank %d: Dup: %v\n", me, err)
+			return 1
+		}
+		if me == 2 {
+			time.Sleep(1500 * time.Millisecond)
+		}
+		y := []int64{1}
+		if err := mpi.Allreduce(d, y, y, mpi.Sum); err != nil || y[0] != 3 {
+			fmt.Fprintf(os.Stderr, "rank %d: Allreduce on the Dup: %v, %v\n", me, y, err)
+			return 1
 		}
 	}
 	err := mpi.Finalize()
@@ -283,7 +302,10 @@ func caseFinalizeAfterMismatch() int {
 // Finalize. Over TCP alone the same, and on a Dup of the world (a
 // finalizing rank answers every communicator's queries). A correct
 // program where a rank runs ahead and finalizes while a slow one is still
-// asked about a call the first has run is left alone (runahead).
+// asked about a call the first has run is left alone (runahead); so is
+// one where a rank comes late to a communicator's first call, whose
+// set-up the others asked about (dupslow). A lone first call on a Dup
+// fails in the call's set-up (dupfirst; it waited for ever).
 func TestFinalizeAfterMismatch(t *testing.T) {
 	for _, tc := range []struct {
 		call, btl string
@@ -294,18 +316,25 @@ func TestFinalizeAfterMismatch(t *testing.T) {
 		{"allreduce", "self,tcp", []string{"rank 0: lone Allreduce:"}},
 		{"skipbarrier", "", []string{"rank 0: Barrier without rank 1:", "rank 2: Barrier without rank 1:"}},
 		{"dupallreduce", "", []string{"rank 0: lone Allreduce:"}},
+		{"dupfirst", "", []string{"rank 0: lone Allreduce:"}},
 		{"runahead", "", nil},
+		{"dupslow", "", nil},
 	} {
 		t.Run(tc.call+"/"+tc.btl, func(t *testing.T) {
 			env := []string{"GORUN_CASE_CALL=" + tc.call}
 			if tc.btl != "" {
 				env = append(env, "GORUN_BTL="+tc.btl)
 			}
-			if tc.call == "runahead" {
+			switch tc.call {
+			case "runahead":
 				// Point-to-point algorithms (a leaf's sends run ahead)
 				// and a short stall, so that rank 0 asks while rank 1
 				// is in Finalize; the job must end well.
 				env = append(env, "GORUN_COLL_SHM=0", "GORUN_COLL_STALL=300ms")
+			case "dupslow":
+				// A short stall, so that the set-up asks rank 2 before
+				// it comes.
+				env = append(env, "GORUN_COLL_STALL=300ms")
 			}
 			r := job{np: 3, cas: "finalize-after-mismatch", env: env, timeout: 60 * time.Second}.ok(t)
 			for _, lone := range tc.lone {
