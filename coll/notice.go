@@ -406,6 +406,9 @@ func (s *shared) take(b []byte) {
 		if s.queries == nil {
 			s.queries = map[uint32]callRec{}
 		}
+		if old, ok := s.queries[seq]; ok && q.coll == setupID && old.coll != setupID {
+			q = old // a set-up query asks less than the query it would replace
+		}
 		s.queries[seq] = q
 		s.nQuery.Store(int32(len(s.queries)))
 		if h, ok := s.hist[seq%uint32(len(s.hist))].load(seq); ok {
@@ -446,9 +449,17 @@ func (s *shared) markAborted(seq uint32, ae *AbortedError) {
 	if s.aborted == nil {
 		s.aborted = map[uint32]*AbortedError{}
 	}
-	if _, ok := s.aborted[seq]; !ok {
+	old, ok := s.aborted[seq]
+	if !ok {
 		lo, hi := callTags(seq)
 		s.e.RevokeTags(s.ctx, lo, hi, ae)
+	}
+	if ok && old.finalized {
+		// Finalize's abort stays whatever comes after it: a set-up
+		// inside the call, which asks once, fails on it alone (check),
+		// and another rank's abort (its arguments were wrong) would
+		// leave that set-up waiting for the rank in Finalize.
+		ae = old
 	}
 	s.aborted[seq] = ae
 	s.forget(seq)

@@ -930,7 +930,7 @@ func (c *Comm) shmRunAfter(a *Args, f func(k *shmCall) error, fallback func(*Com
 const shmEpoch = 37
 
 // chShmRenew is the channel of shmRenew's barriers, of sequence 0
-// (setupView), apart from every other tag of sequence 0 and ch* of a
+// (setupIn), apart from every other tag of sequence 0 and ch* of a
 // call.
 const chShmRenew = 8
 

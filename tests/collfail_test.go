@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -210,9 +211,11 @@ func TestCollFailOneRank(t *testing.T) {
 
 // caseFinalizeAfterMismatch: an erroneous program, rank 0 alone calls a
 // collective (GORUN_CASE_CALL: allreduce, blocking; iallreduce, started
-// and never waited for; dupallreduce, on a Dup of the world), or every
-// rank but 1 calls Barrier (skipbarrier), then every rank calls Finalize. Every rank prints the
-// outcomes and exits 0.
+// and never waited for; dupallreduce, on a Dup of the world; dupfirst,
+// the Dup's first call; badfirst, the same, rank 2 making it too with a
+// receive buffer too short), or every rank but 1 calls Barrier
+// (skipbarrier), then every rank calls Finalize; or a correct program
+// (runahead, dupslow). Every rank prints the outcomes and exits 0.
 func caseFinalizeAfterMismatch() int {
 	if err := mpi.Init(); err != nil {
 		fmt.Fprintf(os.Stderr, "Init: %v\n", err)
@@ -267,6 +270,37 @@ func caseFinalizeAfterMismatch() int {
 			err := mpi.Allreduce(d, x, x, mpi.Sum)
 			fmt.Fprintf(os.Stderr, "rank 0: lone Allreduce: %v\n", err)
 		}
+	case call == "badfirst":
+		// Rank 2 joins rank 0's first call on the Dup with wrong
+		// arguments, its abort of the call taken in at rank 0 after
+		// rank 1's Finalize aborted it (rank 0 stopped meanwhile, so
+		// that both notices wait for it): rank 0's set-up must still
+		// fail on rank 1's abort. Rank 1's abort once lost its mark
+		// under rank 2's, and rank 0 waited for ever.
+		pid := []int64{int64(os.Getpid())}
+		if err := mpi.Bcast(w, pid, 0); err != nil {
+			fmt.Fprintf(os.Stderr, "rank %d: Bcast: %v\n", me, err)
+			return 1
+		}
+		d, err := w.Dup()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "rank %d: Dup: %v\n", me, err)
+			return 1
+		}
+		switch me {
+		case 0:
+			err := mpi.Allreduce(d, x, x, mpi.Sum)
+			fmt.Fprintf(os.Stderr, "rank 0: lone Allreduce: %v\n", err)
+		case 1:
+			time.Sleep(1800 * time.Millisecond)
+		case 2:
+			time.Sleep(time.Second)
+			syscall.Kill(int(pid[0]), syscall.SIGSTOP)
+			err := mpi.Allreduce(d, []int64{1, 2}, x, mpi.Sum)
+			fmt.Fprintf(os.Stderr, "rank 2: Allreduce with a short buffer: %v\n", err)
+			time.Sleep(time.Second)
+			syscall.Kill(int(pid[0]), syscall.SIGCONT)
+		}
 	case call == "dupslow":
 		// A correct program: rank 2 comes late to the Dup's first call,
 		// after the others, waiting in its set-up, have asked about it.
@@ -317,6 +351,7 @@ func TestFinalizeAfterMismatch(t *testing.T) {
 		{"skipbarrier", "", []string{"rank 0: Barrier without rank 1:", "rank 2: Barrier without rank 1:"}},
 		{"dupallreduce", "", []string{"rank 0: lone Allreduce:"}},
 		{"dupfirst", "", []string{"rank 0: lone Allreduce:"}},
+		{"badfirst", "", []string{"rank 0: lone Allreduce:"}},
 		{"runahead", "", nil},
 		{"dupslow", "", nil},
 	} {
@@ -331,9 +366,9 @@ func TestFinalizeAfterMismatch(t *testing.T) {
 				// and a short stall, so that rank 0 asks while rank 1
 				// is in Finalize; the job must end well.
 				env = append(env, "GORUN_COLL_SHM=0", "GORUN_COLL_STALL=300ms")
-			case "dupslow":
+			case "dupslow", "badfirst":
 				// A short stall, so that the set-up asks rank 2 before
-				// it comes.
+				// it comes (and rank 1 before it finalizes).
 				env = append(env, "GORUN_COLL_STALL=300ms")
 			}
 			r := job{np: 3, cas: "finalize-after-mismatch", env: env, timeout: 60 * time.Second}.ok(t)
