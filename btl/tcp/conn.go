@@ -47,6 +47,10 @@ type outConn struct {
 	off   int // bytes of queue[0] (wire header included) already written
 	hbuf  [wireHeader]byte
 	iov   [2]unix.Iovec
+	// in is the receiving side of the same connection (fd is its fd),
+	// once it is ready: either rank writes and reads the one connection
+	// of the pair (doc.go).
+	in *inConn
 }
 
 // Send writes f at once if the connection is ready and nothing is queued,
@@ -153,7 +157,7 @@ func (oc *outConn) send(a, b []byte) (int, error) {
 }
 
 // fail completes every queued frame with err and closes the connection
-// for good.
+// for good, its receiving side too.
 func (oc *outConn) fail(err error) {
 	if oc.err == nil {
 		oc.err = err
@@ -164,16 +168,45 @@ func (oc *outConn) fail(err error) {
 	for _, f := range q {
 		f.Owner.FrameDone(f, err)
 	}
-	if oc.fd >= 0 {
+	if ic := oc.in; ic != nil {
+		oc.in, ic.out = nil, nil
+		oc.m.drop(ic, err) // closes the fd
+		oc.fd = -1
+	} else if oc.fd >= 0 {
 		unix.Close(oc.fd)
 		oc.fd = -1
 	}
 }
 
-// inConn is the receiving side of a connection from one peer.
+// attach makes ic, a connection the peer dialed and this rank took, the
+// one oc writes to as well. A dial of this rank's own still under way is
+// closed: the peer, of a lower rank, refuses it. A peer given up on
+// already (its connection's set-up timed out here) is only read.
+func (oc *outConn) attach(ic *inConn) {
+	if oc.state == stFailed || oc.in != nil {
+		return
+	}
+	if oc.fd >= 0 {
+		unix.Close(oc.fd)
+	}
+	oc.fd, oc.in, ic.out = ic.fd, ic, oc
+	oc.state, oc.hs, oc.off = stReady, nil, 0
+}
+
+// ready makes the connection this rank dialed, which the peer took, the
+// one it reads from that peer as well.
+func (oc *outConn) ready() {
+	oc.state, oc.hs, oc.off = stReady, nil, 0
+	ic := newInConn(oc.fd, oc.rank)
+	oc.in, ic.out = ic, oc
+	oc.m.watch(ic)
+}
+
+// inConn is the receiving side of the connection with one peer.
 type inConn struct {
 	fd   int
 	rank int
+	out  *outConn // the sending side on the same fd, if any
 	buf  []byte
 	pos  int // next unparsed byte in buf
 	end  int // end of valid bytes in buf

@@ -19,10 +19,13 @@ import (
 //
 //	stIdle --Send--> stConnecting --POLLOUT, SO_ERROR 0--> stChallenge
 //	--32 bytes read--> stProof --80 bytes written--> stReply
-//	--32 bytes read, HMAC good--> stReady
+//	--32 bytes read, HMAC good: taken--> stReady
+//	                            refused--> stAwait --the peer's connection--> stReady
+//	stIdle --Send, the peer's dial taken already--> stAwait
 //
 // and from any state before stReady to stFailed on an error, on the peer
-// closing, or when the module's connect timeout passes.
+// closing, or when the module's connect timeout passes. Any state but
+// stFailed goes to stReady when the peer's dial is taken (attach).
 type connState uint8
 
 const (
@@ -31,6 +34,7 @@ const (
 	stChallenge                   // reading the acceptor's nonce
 	stProof                       // writing the dialer's message
 	stReply                       // reading the acceptor's HMAC
+	stAwait                       // waiting for the peer's connection (no socket)
 	stReady                       // authenticated: frames flow
 	stFailed                      // oc.err says why
 )
@@ -46,6 +50,8 @@ func (s connState) phase() string {
 		return "proof not taken by the peer"
 	case stReply:
 		return "no reply to our proof"
+	case stAwait:
+		return "the peer did not connect"
 	}
 	return "not connected"
 }
@@ -85,10 +91,16 @@ func sockaddr(s string) (unix.Sockaddr, error) {
 	return sa, nil
 }
 
-// start opens a non-blocking socket and starts connecting it. A failure
-// is kept for Progress to report, so that Send's caller sees one path.
+// start opens a non-blocking socket and starts connecting it, unless the
+// peer's dial was taken already (then the connection is on its way to
+// Progress: stAwait). A failure is kept for Progress to report, so that
+// Send's caller sees one path.
 func (oc *outConn) start() {
 	oc.hs = &dialState{start: time.Now()}
+	if !oc.m.dialOrWait(oc.rank) {
+		oc.state = stAwait
+		return
+	}
 	oc.state = stConnecting
 	fam := unix.AF_INET
 	if _, ok := oc.sa.(*unix.SockaddrInet6); ok {
@@ -150,12 +162,21 @@ func (oc *outConn) advance() int {
 				hs.buf, hs.n = dialMsg(oc.m.key, hs.nonceA[:], hs.nonceD[:], oc.m.env.Rank, oc.rank), 0
 				continue
 			}
-			want := acceptMAC(oc.m.key, hs.nonceD[:], hs.nonceA[:], u32(oc.m.env.Rank), u32(oc.rank))
-			if !hmac.Equal(hs.buf, want) {
-				return oc.connectFailed(oc.errorf("handshake with", fmt.Errorf("peer's reply: %w", errAuth)))
+			rb, db := u32(oc.m.env.Rank), u32(oc.rank)
+			if hmac.Equal(hs.buf, acceptMAC(oc.m.key, hs.nonceD[:], hs.nonceA[:], rb, db, true)) {
+				oc.ready()
+				return oc.flush()
 			}
-			oc.state, oc.hs, oc.off = stReady, nil, 0
-			return oc.flush()
+			if oc.rank < oc.m.env.Rank && hmac.Equal(hs.buf, acceptMAC(oc.m.key, hs.nonceD[:], hs.nonceA[:], rb, db, false)) {
+				// The peer dialed this rank too, and its dial wins:
+				// its connection is on its way (attach).
+				unix.Close(oc.fd)
+				oc.fd, oc.state = -1, stAwait
+				continue
+			}
+			return oc.connectFailed(oc.errorf("handshake with", fmt.Errorf("peer's reply: %w", errAuth)))
+		case stAwait:
+			return oc.checkDeadline()
 		case stProof:
 			w, err := oc.send(hs.buf[hs.n:], nil)
 			if err == unix.EAGAIN || err == unix.EINTR {

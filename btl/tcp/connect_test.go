@@ -101,7 +101,7 @@ func wrongSecretListener(t *testing.T) string {
 			}
 			go func() {
 				defer c.Close()
-				if _, err := acceptHandshake(c, deriveKey([]byte("another job")), 2, 3, 5*time.Second); err == nil {
+				if _, _, err := acceptHandshake(c, deriveKey([]byte("another job")), 2, 3, 5*time.Second, nil); err == nil {
 					t.Error("a handshake with the wrong secret succeeded")
 				}
 			}()

@@ -69,7 +69,7 @@ func FuzzHandshake(f *testing.F) {
 		}
 		res := make(chan result, 1)
 		go func() {
-			r, err := acceptHandshake(ac, key, self, size, 10*time.Second)
+			r, _, err := acceptHandshake(ac, key, self, size, 10*time.Second, nil)
 			ac.Close()
 			res <- result{r, err}
 		}()
@@ -103,7 +103,7 @@ func FuzzHandshake(f *testing.F) {
 		}
 		if valid {
 			reply := make([]byte, macSize)
-			if _, err := readFull(dc, reply); err != nil || !bytes.Equal(reply, acceptMAC(key, msg[16:48], nonceA, msg[8:12], msg[12:16])) {
+			if _, err := readFull(dc, reply); err != nil || !bytes.Equal(reply, acceptMAC(key, msg[16:48], nonceA, msg[8:12], msg[12:16], true)) {
 				t.Fatalf("reply %x, %v", reply, err)
 			}
 		}

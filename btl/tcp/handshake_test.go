@@ -28,7 +28,7 @@ func dialHandshake(c net.Conn, key []byte, rank, dest int) error {
 	if _, err := io.ReadFull(c, reply); err != nil {
 		return fmt.Errorf("read reply: %w", err)
 	}
-	if !hmac.Equal(reply, acceptMAC(key, nonceD, nonceA, u32(rank), u32(dest))) {
+	if !hmac.Equal(reply, acceptMAC(key, nonceD, nonceA, u32(rank), u32(dest), true)) {
 		return fmt.Errorf("peer's reply: %w", errAuth)
 	}
 	return nil

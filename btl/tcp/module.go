@@ -1,6 +1,7 @@
 package tcp
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -42,6 +43,7 @@ func (component) Open(env btl.Env) (btl.Module, error) {
 		addr:        []byte(ln.Addr().String()),
 		connTimeout: connectTimeout(),
 		byFD:        make(map[int32]*inConn),
+		claims:      make(map[int]claim),
 	}
 	// Without an epoll instance (or once adding a connection to it
 	// failed) Progress reads every connection, as it did before.
@@ -62,9 +64,13 @@ type module struct {
 	connTimeout time.Duration
 
 	// Accepted connections wait in pending until Progress adopts them.
+	// claims: how the connection to each peer of a lower rank than this
+	// one was settled (doc.go, "One connection a pair"); under mu, since
+	// the acceptor's goroutines decide too.
 	mu       sync.Mutex
 	pending  []*inConn
 	npending atomic.Int32
+	claims   map[int]claim
 
 	in []*inConn
 	// ep is an epoll instance that holds every connection of in, for
@@ -96,6 +102,42 @@ func (m *module) Caps() btl.Caps {
 	return btl.Caps{EagerLimit: eagerLimit, MaxFrag: 1 << 62, Exclusivity: btl.ExclusivityTCP}
 }
 
+// claim is how the one connection to a peer came about.
+type claim uint8
+
+const (
+	claimNone   claim = iota
+	claimDialed       // this rank dialed it (the peer's rank is higher)
+	claimTaken        // this rank took the peer's dial
+)
+
+// takeDial is the acceptor's verdict on an authenticated dial from rank.
+// A peer of a lower rank is always taken: where both dialed, its dial
+// wins. One of a higher rank is taken unless this rank has dialed it
+// (then the peer waits for that connection) or has its connection.
+func (m *module) takeDial(rank int) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if rank > m.env.Rank && m.claims[rank] != claimNone {
+		return false
+	}
+	m.claims[rank] = claimTaken
+	return true
+}
+
+// dialOrWait is the choice of a rank that sends to peer for the first
+// time: dial it (true), or wait for the connection it dialed, which this
+// rank has taken and Progress adopts (false).
+func (m *module) dialOrWait(peer int) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.claims[peer] == claimTaken {
+		return false
+	}
+	m.claims[peer] = claimDialed
+	return true
+}
+
 func (m *module) acceptLoop() {
 	for {
 		c, err := m.ln.Accept()
@@ -111,9 +153,21 @@ func (m *module) acceptLoop() {
 // timeout is rejected, so a stranger that connects and stays silent holds
 // this goroutine no longer.
 func (m *module) admit(c net.Conn) {
-	rank, err := acceptHandshake(c, m.key, m.env.Rank, m.env.Size, m.connTimeout)
+	rank, yes, err := acceptHandshake(c, m.key, m.env.Rank, m.env.Size, m.connTimeout, m.takeDial)
+	if errors.Is(err, errHungUp) {
+		// Said nothing: a peer whose dial lost to this rank's, or a
+		// probe of the port; nothing to tell the user.
+		c.Close()
+		return
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "gorun: tcp: rank %d: rejected connection from %s: %v\n", m.env.Rank, c.RemoteAddr(), err)
+		c.Close()
+		return
+	}
+	if !yes {
+		// This rank dialed the peer as well (or has its connection
+		// already); the peer uses that one.
 		c.Close()
 		return
 	}
@@ -167,34 +221,53 @@ func (m *module) Reach(p btl.Peer) (btl.Endpoint, error) {
 	if !ok || len(a) == 0 {
 		return nil, nil
 	}
-	oc := m.out[p.Rank]
-	if oc == nil {
+	oc := m.outConn(p.Rank)
+	if oc.sa == nil {
 		sa, err := sockaddr(string(a))
 		if err != nil {
 			return nil, fmt.Errorf("tcp: rank %d: bad address %q: %w", p.Rank, a, err)
 		}
-		oc = &outConn{m: m, rank: p.Rank, addr: string(a), sa: sa, fd: -1}
-		m.out[p.Rank] = oc
+		oc.addr, oc.sa = string(a), sa
 	}
 	return oc, nil
 }
 
+// outConn returns the sending side of the connection to rank, made on
+// first use: by Reach, or by adopt when the peer's connection comes first.
+func (m *module) outConn(rank int) *outConn {
+	oc := m.out[rank]
+	if oc == nil {
+		oc = &outConn{m: m, rank: rank, fd: -1}
+		m.out[rank] = oc
+	}
+	return oc
+}
+
+// adopt takes in the connections the acceptor took: each is read from
+// now on, and written to (attach).
 func (m *module) adopt() {
 	m.mu.Lock()
-	for _, ic := range m.pending {
-		if m.ep >= 0 {
-			ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(ic.fd)}
-			if err := unix.EpollCtl(m.ep, unix.EPOLL_CTL_ADD, ic.fd, &ev); err != nil {
-				unix.Close(m.ep) // every connection is read again from now on
-				m.ep = -1
-			}
-		}
-		m.byFD[int32(ic.fd)] = ic
-	}
-	m.in = append(m.in, m.pending...)
-	m.pending = m.pending[:0]
+	p := m.pending
+	m.pending = nil
 	m.npending.Store(0)
 	m.mu.Unlock()
+	for _, ic := range p {
+		m.watch(ic)
+		m.outConn(ic.rank).attach(ic)
+	}
+}
+
+// watch adds ic to the connections Progress reads.
+func (m *module) watch(ic *inConn) {
+	if m.ep >= 0 {
+		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(ic.fd)}
+		if err := unix.EpollCtl(m.ep, unix.EPOLL_CTL_ADD, ic.fd, &ev); err != nil {
+			unix.Close(m.ep) // every connection is read again from now on
+			m.ep = -1
+		}
+	}
+	m.byFD[int32(ic.fd)] = ic
+	m.in = append(m.in, ic)
 }
 
 // readAll: up to this many connections, Progress reads each instead of
@@ -248,7 +321,7 @@ func (m *module) Progress() int {
 		} else {
 			n += oc.advance()
 		}
-		if len(oc.queue) == 0 {
+		if len(oc.queue) == 0 && (oc.state == stReady || oc.state == stFailed) {
 			m.busy[i] = m.busy[len(m.busy)-1]
 			m.busy = m.busy[:len(m.busy)-1]
 			continue
@@ -262,8 +335,9 @@ func (m *module) Progress() int {
 		k, err := ic.poll(m.env.Handler)
 		n += k
 		if err != nil {
-			m.drop(ic)
-			m.peerFailed(ic.rank, fmt.Errorf("tcp: from rank %d: %w", ic.rank, err))
+			err = fmt.Errorf("tcp: from rank %d: %w", ic.rank, err)
+			n += m.drop(ic, err)
+			m.peerFailed(ic.rank, err)
 		}
 	}
 	if m.dropped {
@@ -276,8 +350,10 @@ func (m *module) Progress() int {
 // drop closes a failed connection; Progress then takes it out of in. It
 // leaves the epoll instance first: a close alone would not take it out
 // while a child forked meanwhile (and not yet exec'd) holds the socket
-// too, and the number's next connection would then get its events.
-func (m *module) drop(ic *inConn) {
+// too, and the number's next connection would then get its events. The
+// connection's sending side fails with err: it returns the frames that
+// failed there.
+func (m *module) drop(ic *inConn, err error) int {
 	delete(m.byFD, int32(ic.fd))
 	if m.ep >= 0 {
 		unix.EpollCtl(m.ep, unix.EPOLL_CTL_DEL, ic.fd, nil)
@@ -285,6 +361,13 @@ func (m *module) drop(ic *inConn) {
 	unix.Close(ic.fd)
 	ic.fd = -1
 	m.dropped = true
+	n := 0
+	if oc := ic.out; oc != nil {
+		ic.out, oc.in, oc.fd = nil, nil, -1 // closed above
+		n = len(oc.queue)
+		oc.fail(err)
+	}
+	return n
 }
 
 // peerFailed reports rank to the handler, once per peer whichever
@@ -312,7 +395,7 @@ func (m *module) Wait(d time.Duration) {
 			return // a failed connect for Progress to report
 		}
 		if oc.fd < 0 {
-			continue
+			continue // waiting for the peer's connection (stAwait)
 		}
 		ev := int16(unix.POLLOUT) // writable: connected, or a write can go on
 		if oc.state == stChallenge || oc.state == stReply {
@@ -331,7 +414,12 @@ func (m *module) Close() error {
 	m.ln.Close()
 	m.adopt()
 	for _, ic := range m.in {
-		unix.Close(ic.fd)
+		if ic.fd >= 0 {
+			unix.Close(ic.fd)
+		}
+		if oc := ic.out; oc != nil {
+			ic.out, oc.in, oc.fd = nil, nil, -1 // closed above
+		}
 	}
 	m.in = nil
 	if m.ep >= 0 {

@@ -1,0 +1,170 @@
+package tcp
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorun/gorun/btl"
+)
+
+// pairOf opens ranks 0 and 1 of a job and their endpoints to each other.
+func pairOf(t *testing.T) (mods [2]*module, eps [2]btl.Endpoint, recs [2]*bySource) {
+	t.Helper()
+	secret := bytes.Repeat([]byte{5}, 32)
+	for r := range 2 {
+		recs[r] = &bySource{frames: map[int][][]byte{}, failed: map[int]error{}}
+		mods[r] = openSized(t, r, 2, secret, recs[r])
+	}
+	for r := range 2 {
+		ep, err := mods[r].Reach(btl.Peer{Rank: 1 - r, Addrs: map[string][]byte{"tcp": mods[1-r].Address()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		eps[r] = ep
+	}
+	return
+}
+
+// TestOneConnectionAPair: two ranks that send to each other share one
+// connection, whichever sends first and when both dial at once (the lower
+// rank's dial wins; the other is refused before any frame goes on it),
+// and each one's frames arrive whole and in order. Before, each rank sent
+// on a connection it dialed and read those it accepted: two a pair, and
+// a receiver's acknowledgements went back as segments of their own (an
+// np=2 ping-pong over loopback sent 1.5 segments a message).
+func TestOneConnectionAPair(t *testing.T) {
+	for _, first := range []string{"lower", "higher", "both/refused", "both/taken"} {
+		t.Run(first, func(t *testing.T) {
+			mods, eps, recs := pairOf(t)
+			d := &done{}
+			const n = 50
+			send := func(r, i int) {
+				p := bytes.Repeat([]byte{byte(r)}, 16+(i*5311)%(3*directRead))
+				copy(p, fmt.Sprintf("%d:%d:", r, i))
+				if err := eps[r].Send(&btl.Frame{Payload: p, Owner: d}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The first sender's frame 0 goes before anything else;
+			// then each rank's frames in order.
+			switch first {
+			case "lower":
+				send(0, 0)
+			case "higher":
+				send(1, 0)
+			default: // both dial before either polls
+				send(0, 0)
+				send(1, 0)
+				if first == "both/refused" {
+					// Rank 1's dial is refused (rank 0 dialed too) before
+					// rank 0's connection reaches it: it waits for it.
+					if !progressUntil(mods[1], func() bool { return mods[1].out[0].state == stAwait }) {
+						t.Fatalf("rank 1's dial was not refused: state %d", mods[1].out[0].state)
+					}
+				} else {
+					// Rank 0's connection is taken while rank 1's own dial
+					// is under way: rank 1 drops its dial for it.
+					if !progressUntil(mods[0], func() bool { return mods[0].out[1].state == stReady }) {
+						t.Fatalf("rank 0's dial was not taken: state %d", mods[0].out[1].state)
+					}
+				}
+			}
+			for i := range n {
+				for r := range 2 {
+					if i > 0 || first == "lower" && r == 1 || first == "higher" && r == 0 {
+						send(r, i)
+					}
+				}
+			}
+			if !progressUntil(mods[0], func() bool {
+				mods[1].Progress()
+				return len(recs[0].frames[1]) == n && len(recs[1].frames[0]) == n
+			}) {
+				t.Fatalf("frames: %d at rank 0, %d at rank 1; failures %v %v", len(recs[0].frames[1]), len(recs[1].frames[0]), recs[0].failed, recs[1].failed)
+			}
+			for r := range 2 {
+				got := recs[1-r].frames[r]
+				for i, f := range got {
+					if want := fmt.Sprintf("%d:%d:", r, i); !strings.HasPrefix(string(f), want) {
+						t.Fatalf("rank %d's frame %d from rank %d begins %q, want %q", 1-r, i, r, f[:min(len(f), 8)], want)
+					}
+				}
+				if len(mods[r].in) != 1 || mods[r].out[1-r].in != mods[r].in[0] || mods[r].in[0].fd != mods[r].out[1-r].fd {
+					t.Fatalf("rank %d: %d connections read; the one written is not one of them", r, len(mods[r].in))
+				}
+			}
+			if d.n != 2*n || len(recs[0].failed)+len(recs[1].failed) != 0 {
+				t.Fatalf("%d of %d frames completed; failures %v %v", d.n, 2*n, recs[0].failed, recs[1].failed)
+			}
+		})
+	}
+}
+
+// TestPairFailsBothWays: when the peer closes, the one connection fails
+// for reading and writing alike: the peer is reported failed once, and a
+// frame queued or sent to it afterwards completes with the error.
+func TestPairFailsBothWays(t *testing.T) {
+	mods, eps, recs := pairOf(t)
+	d := &done{}
+	eps[1].Send(&btl.Frame{Payload: []byte("hi"), Owner: d})
+	if !progressUntil(mods[0], func() bool { mods[1].Progress(); return len(recs[0].frames[1]) == 1 }) {
+		t.Fatal("frame never arrived")
+	}
+	mods[1].Close()
+	if !progressUntil(mods[0], func() bool { return len(recs[0].failed) == 1 }) {
+		t.Fatal("the peer's close was not reported")
+	}
+	var got error
+	f := &btl.Frame{Payload: []byte("late"), Owner: ownerFunc(func(err error) { got = err })}
+	if err := eps[0].Send(f); err == nil && got == nil {
+		t.Fatal("a send on the failed connection neither failed nor completed with an error")
+	}
+	if len(mods[0].in) != 0 {
+		t.Fatalf("%d connections still read", len(mods[0].in))
+	}
+}
+
+type ownerFunc func(error)
+
+func (o ownerFunc) FrameDone(f *btl.Frame, err error) { o(err) }
+
+// TestRefusedDialWaits: a rank whose dial the lower-ranked peer refuses
+// (it says it dialed too) waits for the peer's connection; when none
+// comes within GORUN_TCP_CONNECT_TIMEOUT its frames fail naming that.
+func TestRefusedDialWaits(t *testing.T) {
+	t.Setenv("GORUN_TCP_CONNECT_TIMEOUT", "500ms")
+	secret := bytes.Repeat([]byte{6}, 32)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		// Rank 0 refuses rank 1's dial and never dials back.
+		acceptHandshake(c, deriveKey(secret), 0, 2, 5*time.Second, func(int) bool { return false })
+		time.Sleep(2 * time.Second)
+	}()
+	rec := &recorder{}
+	m := open(t, 1, secret, rec)
+	ep, err := m.Reach(btl.Peer{Rank: 0, Addrs: map[string][]byte{"tcp": []byte(ln.Addr().String())}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got error
+	ep.Send(&btl.Frame{Payload: []byte("x"), Owner: ownerFunc(func(err error) { got = err })})
+	if !progressUntil(m, func() bool { return got != nil }) {
+		t.Fatal("the frame never failed")
+	}
+	if !strings.Contains(got.Error(), "the peer did not connect") || len(rec.failed) != 1 {
+		t.Fatalf("frame failed with %v; %d failures reported", got, len(rec.failed))
+	}
+}
