@@ -64,9 +64,9 @@ type module struct {
 	connTimeout time.Duration
 
 	// Accepted connections wait in pending until Progress adopts them.
-	// claims: how the connection to each peer of a lower rank than this
-	// one was settled (doc.go, "One connection a pair"); under mu, since
-	// the acceptor's goroutines decide too.
+	// claims: how the connection to each peer was settled (doc.go, "One
+	// connection a pair"); under mu, since the acceptor's goroutines
+	// decide too.
 	mu       sync.Mutex
 	pending  []*inConn
 	npending atomic.Int32
@@ -316,9 +316,13 @@ func (m *module) Progress() int {
 	n := 0
 	for i := 0; i < len(m.busy); {
 		oc := m.busy[i]
-		if oc.state == stReady {
+		switch oc.state {
+		case stReady:
 			n += oc.flush()
-		} else {
+		case stFailed:
+			// Failed since it was queued (its connection's reading
+			// side failed: drop): its frames are done already.
+		default:
 			n += oc.advance()
 		}
 		if len(oc.queue) == 0 && (oc.state == stReady || oc.state == stFailed) {
