@@ -33,14 +33,16 @@ import (
 //	       set-up that runs inside the call (Comm.setupIn) and only asks
 //	       whether the call was begun: a rank in Finalize that never
 //	       began it aborts it, marking the abort as Finalize's (the
-//	       second byte of the abort notice), which alone fails the
-//	       set-up.
+//	       second byte of the abort notice). That abort, and one that a
+//	       process failure caused (marked too), fail the set-up; others
+//	       leave it alone.
 //	tick   a process-wide watchdog sends one to itself on each
 //	       communicator with a waiting call every GORUN_COLL_STALL/3, which
 //	       is how a wait learns that time passes.
 //
 // Layout: kind (1 byte), a flag byte (abortFinalize on an abort from
-// Finalize) and 2 spare, call sequence, sender's rank, then
+// Finalize, abortFailed on one a process failure caused) and 2 spare,
+// call sequence, sender's rank, then
 // for abort the error class and the start of the message, for query the
 // collective and algorithm and the size.
 
@@ -52,6 +54,7 @@ const (
 	noticeQuery   = 'Q'
 	noticeTick    = 'T'
 	abortFinalize = 'F' // an abort notice's flag: abortFinalized's
+	abortFailed   = 'P' // an abort notice's flag: a process failed
 	noticeHdr     = 16
 	noticeMax     = noticeHdr + 120
 )
@@ -69,10 +72,11 @@ type AbortedError struct {
 	Class int
 	// Reason is the start of the reporting rank's error message.
 	Reason string
-	// finalized: the reporting rank is in Finalize and never began the
-	// call (abortFinalized); a set-up inside the call fails on this abort
-	// alone.
-	finalized bool
+	// stops: a set-up inside the call cannot complete: the reporting
+	// rank is in Finalize and never began the call (abortFinalized), or
+	// the call failed there because a process failed (and the set-up
+	// needs every rank). A set-up fails on such an abort only.
+	stops bool
 }
 
 func (e *AbortedError) Error() string {
@@ -188,10 +192,14 @@ func (c *Comm) Abort(class int, err error) {
 		return
 	}
 	key := c.key()
-	c.sh.abort(key, class, err.Error())
+	var flag byte
+	if errors.Is(err, p2p.ErrProcFailed) {
+		flag = abortFailed
+	}
+	c.sh.abortFlag(key, class, err.Error(), flag)
 	c.sh.mu.Lock()
 	if _, ok := c.sh.aborted[key]; !ok {
-		c.sh.markAborted(key, &AbortedError{Rank: c.sh.me, Class: class, Reason: err.Error()})
+		c.sh.markAborted(key, &AbortedError{Rank: c.sh.me, Class: class, Reason: err.Error(), stops: flag != 0})
 	}
 	c.sh.mu.Unlock()
 }
@@ -295,7 +303,7 @@ func (s *shared) check(c *Comm) error {
 		return ae
 	}
 	if c.in != 0 {
-		if ae, ok := s.aborted[uint32(c.in)]; ok && ae.finalized {
+		if ae, ok := s.aborted[uint32(c.in)]; ok && ae.stops {
 			return ae
 		}
 	}
@@ -392,7 +400,7 @@ func (s *shared) take(b []byte) {
 	seq, rank := getU32(b[4:]), int(getU32(b[8:]))
 	switch b[0] {
 	case noticeAbort:
-		s.markAborted(seq, &AbortedError{Rank: rank, Class: int(getU32(b[12:])), Reason: string(b[noticeHdr:]), finalized: b[1] == abortFinalize})
+		s.markAborted(seq, &AbortedError{Rank: rank, Class: int(getU32(b[12:])), Reason: string(b[noticeHdr:]), stops: b[1] == abortFinalize || b[1] == abortFailed})
 	case noticeTick:
 		s.tick.Add(1)
 	case noticeQuery:
@@ -438,7 +446,7 @@ func (s *shared) take(b []byte) {
 func (s *shared) abortFinalized(seq uint32) {
 	why := fmt.Sprintf("rank %d called Finalize instead of this call: the ranks called different collectives", s.me)
 	s.abortFlag(seq, ClassCount, why, abortFinalize)
-	s.markAborted(seq, &AbortedError{Rank: s.me, Class: ClassCount, Reason: why, finalized: true})
+	s.markAborted(seq, &AbortedError{Rank: s.me, Class: ClassCount, Reason: why, stops: true})
 }
 
 // markAborted records that call seq was aborted and revokes its tags
@@ -454,11 +462,11 @@ func (s *shared) markAborted(seq uint32, ae *AbortedError) {
 		lo, hi := callTags(seq)
 		s.e.RevokeTags(s.ctx, lo, hi, ae)
 	}
-	if ok && old.finalized {
-		// Finalize's abort stays whatever comes after it: a set-up
-		// inside the call, which asks once, fails on it alone (check),
-		// and another rank's abort (its arguments were wrong) would
-		// leave that set-up waiting for the rank in Finalize.
+	if ok && old.stops {
+		// An abort that stops a set-up stays whatever comes after it:
+		// a set-up inside the call fails on it alone (check), and
+		// another rank's abort (its arguments were wrong) would leave
+		// that set-up waiting for a rank that will never come.
 		ae = old
 	}
 	s.aborted[seq] = ae

@@ -23,6 +23,31 @@ func init() {
 	rankCases["ulfm-anysource"] = caseULFMAnySource
 	rankCases["ulfm-off"] = caseULFMOff
 	rankCases["ulfm-bcast"] = caseULFMBcast
+	rankCases["ulfm-first"] = caseULFMFirst
+}
+
+// caseULFMFirst: rank 2 dies while the others make a communicator's first
+// collective (a Gather to rank 0 on a Dup of the world), which runs the
+// communicator's shared-memory set-up: every survivor's call must fail
+// with ErrProcFailed. Rank 3 waited for ever in the set-up for rank 1,
+// alive but gone from the call (its part of the set-up had failed on rank
+// 2), since the set-up ignored the call's aborts.
+func caseULFMFirst(w *mpi.Comm) error {
+	d, err := w.Dup()
+	if err != nil {
+		return err
+	}
+	if w.Rank() == 2 {
+		time.Sleep(300 * time.Millisecond)
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {}
+	}
+	out := make([]int, d.Size())
+	if err := mpi.Gather(d, []int{d.Rank()}, out, 0); !errors.Is(err, mpi.ErrProcFailed) {
+		return fmt.Errorf("Gather with rank 2 dead: %v; want ErrProcFailed", err)
+	}
+	fmt.Printf("ulfm-first: rank %d failed as it should\n", w.Rank())
+	return nil
 }
 
 const (
@@ -429,6 +454,21 @@ func TestULFMBcast(t *testing.T) {
 	}
 	t.Logf("%s(%v)", r.stdout, r.elapsed.Round(time.Millisecond))
 	checkNothingLeft(t, r)
+}
+
+func TestULFMFirst(t *testing.T) {
+	for _, btl := range []string{"", "self,tcp"} {
+		t.Run(btl, func(t *testing.T) {
+			var env []string
+			if btl != "" {
+				env = []string{"GORUN_BTL=" + btl}
+			}
+			r := job{np: 4, cas: "ulfm-first", env: env, flags: []string{"--enable-recovery"}, timeout: 60 * time.Second}.run(t)
+			if r.code != 0 || strings.Count(r.stdout, "failed as it should") != 3 {
+				t.Fatalf("exit %d, want 0 with three survivors failing their Gather\nstdout:\n%s\nstderr:\n%.3000s", r.code, r.stdout, r.stderr)
+			}
+		})
+	}
 }
 
 func TestULFMRevoke(t *testing.T) {
