@@ -43,10 +43,11 @@ func caseULFMFirst(w *mpi.Comm) error {
 		select {}
 	}
 	out := make([]int, d.Size())
-	if err := mpi.Gather(d, []int{d.Rank()}, out, 0); !errors.Is(err, mpi.ErrProcFailed) {
+	err = mpi.Gather(d, []int{d.Rank()}, out, 0)
+	if !errors.Is(err, mpi.ErrProcFailed) {
 		return fmt.Errorf("Gather with rank 2 dead: %v; want ErrProcFailed", err)
 	}
-	fmt.Printf("ulfm-first: rank %d failed as it should\n", w.Rank())
+	fmt.Printf("ulfm-first: rank %d failed as it should: %v\n", w.Rank(), err)
 	return nil
 }
 
@@ -467,6 +468,12 @@ func TestULFMFirst(t *testing.T) {
 			if r.code != 0 || strings.Count(r.stdout, "failed as it should") != 3 {
 				t.Fatalf("exit %d, want 0 with three survivors failing their Gather\nstdout:\n%s\nstderr:\n%.3000s", r.code, r.stdout, r.stderr)
 			}
+			// The launcher's verdict, where a survivor's error quotes
+			// it, once prefixed "gorun: gorun: ".
+			if strings.Contains(r.stdout, "gorun: gorun:") {
+				t.Errorf("a doubled prefix:\n%s", r.stdout)
+			}
+			t.Logf("%s", r.stdout)
 		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/hashicorp/memberlist"
 	"github.com/vmihailenco/msgpack/v5"
@@ -99,7 +100,8 @@ type ftState struct {
 func (s *Session) handleFT(m FTMsg) {
 	switch m.Kind {
 	case FTFailed:
-		s.peerDeclared(m.Rank, fmt.Errorf("rank %d failed (gorun: %s)", m.Rank, m.Text))
+		// The text is gorun's line, which begins "gorun: " already.
+		s.peerDeclared(m.Rank, fmt.Errorf("rank %d failed (gorun: %s)", m.Rank, strings.TrimPrefix(m.Text, "gorun: ")))
 	case FTRevoked:
 		s.mu.Lock()
 		f := s.ft.onRevoke
