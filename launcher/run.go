@@ -255,8 +255,10 @@ func Run(spec Spec) (int, error) {
 
 	sigs := make(chan os.Signal, 4)
 	// SIGUSR1 and SIGUSR2 are passed on to every rank, as mpirun does;
-	// the others end the job.
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGTSTP, syscall.SIGCONT)
+	// SIGQUIT asks every rank for its stacks, then ends the job; the
+	// others end the job. (Go's own SIGQUIT dump of gorun's goroutines
+	// would tell a user nothing and leave the ranks to the agents.)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGTSTP, syscall.SIGCONT)
 	defer signal.Stop(sigs)
 	// A write to a closed stdout or stderr would kill gorun with SIGPIPE
 	// (Go's default for descriptors 1 and 2) before it could stop the

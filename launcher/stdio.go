@@ -63,6 +63,15 @@ func newOutput(w io.Writer, tag bool) *output {
 	return &output{w: w, tag: tag}
 }
 
+// tagFromNow prefixes every line from now on with its rank's tag, as
+// --tag-output does: a stack dump of every rank (dumpStacks) is otherwise
+// a run of goroutine stacks that do not say whose they are.
+func (o *output) tagFromNow() {
+	o.mu.Lock()
+	o.tag = true
+	o.mu.Unlock()
+}
+
 // emit writes b (whole lines, perhaps ending in an unfinished one) for l,
 // or holds it while another stream's line is open; o.mu is held.
 func (o *output) emit(l *lineWriter, b []byte) {

@@ -222,6 +222,30 @@ func TestInterrupt(t *testing.T) {
 	}
 }
 
+// TestQuit: SIGQUIT (Ctrl-\) to gorun shows every rank's stacks, each
+// line tagged with its rank, then ends the job with 131 and leaves
+// nothing behind. gorun printed its own goroutines (Go's default) and
+// exited 2.
+func TestQuit(t *testing.T) {
+	c, errb, dir := startReady(t, job{np: 2, cas: "sleep"})
+	c.Process.Signal(syscall.SIGQUIT)
+	err := c.Wait()
+	code := c.ProcessState.ExitCode()
+	out := errb.String()
+	if code != 131 || !strings.Contains(out, "received SIGQUIT; asking every rank for its stacks") {
+		t.Fatalf("exit %d (want 131): %v\n%.3000s", code, err, out)
+	}
+	for r := range 2 {
+		if !strings.Contains(out, fmt.Sprintf("[1,%d]<stderr>:SIGQUIT: quit", r)) {
+			t.Errorf("no tagged stack dump of rank %d:\n%.3000s", r, out)
+		}
+	}
+	if strings.Contains(out, "launcher.(*job)") {
+		t.Errorf("gorun's own stacks in the output:\n%.3000s", out)
+	}
+	checkNothingLeft(t, result{dir: dir})
+}
+
 func TestSingleton(t *testing.T) {
 	r := job{np: 1, args: []string{"env", "-u", "GORUN_RANK", "GORUN_TEST_CASE=singleton", os.Args[0], "-test.run=^$"}}.ok(t)
 	if !strings.Contains(r.stdout, "singleton rank 0 of 1, allreduce 5") {
@@ -713,8 +737,10 @@ func TestStackTraces(t *testing.T) {
 	if r.code != 124 || !strings.Contains(r.stderr, "asking every rank for its stacks") {
 		t.Fatalf("exit %d (want 124):\n%s", r.code, r.stderr)
 	}
-	if n := strings.Count(r.stderr, "SIGQUIT: quit"); n != 2 {
-		t.Errorf("%d stack dumps, want one per rank:\n%s", n, r.stderr)
+	for rank := range 2 {
+		if n := strings.Count(r.stderr, fmt.Sprintf("[1,%d]<stderr>:SIGQUIT: quit", rank)); n != 1 {
+			t.Errorf("%d stack dumps tagged with rank %d, want one:\n%s", n, rank, r.stderr)
+		}
 	}
 	if !strings.Contains(r.stderr, "time.Sleep") {
 		t.Errorf("no goroutine of the sleeping ranks in the dump:\n%s", r.stderr)

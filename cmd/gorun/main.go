@@ -117,7 +117,9 @@ to (unbound: max(1, host cores / ranks on the host)) unless you set it.
 Stdout and stderr of every rank are forwarded line by line, never two ranks
 in one line; a line still unfinished when its rank pauses is shown at once
 (prompts, '\r' progress bars). Stdin goes to rank 0. SIGUSR1 and SIGUSR2 to
-gorun are passed on to every rank; SIGINT, SIGTERM and SIGHUP end the job.
+gorun are passed on to every rank; SIGINT, SIGTERM and SIGHUP end the job;
+SIGQUIT (Ctrl-\) asks every rank for its stacks first, each line tagged with
+its rank, then ends the job (status 131).
 
 Where gorun differs from Open MPI's mpirun on purpose:
   - more ranks than slots is allowed (with a warning); --oversubscribe is
@@ -141,8 +143,9 @@ Exit status:
   124      --timeout expired
   125      gorun could not run the job (build failed, a host could not be reached,
            a rank exited without calling mpi.Init or mpi.Finalize while others
-           needed it, wire-up failed), or lost a host (its agent died, or the
-           host stopped responding: frozen or cut off the network)
+           needed it, wire-up failed), a rank stopped answering (frozen, or
+           stopped with SIGSTOP), or lost a host (its agent died, or the host
+           stopped responding: frozen or cut off the network)
   126/127  the program is not executable / not found
   2        a usage error (unknown flag, bad value, a request the hosts cannot
            meet: --nooversubscribe beyond the slots, a rankfile CPU a host
