@@ -167,8 +167,10 @@ func (c *Comm) setupView(ch int) *Comm {
 // call (a set-up query, notice.go); a rank in Finalize that never began
 // it answers with an abort, and the set-up fails at every rank that waits
 // in it: the rank in Finalize will never enter it, so none of them could
-// complete it. Any other abort of the call leaves the set-up alone, as
-// for setupView.
+// complete it. So does an abort of the call that a process failure
+// caused (the set-up needs every rank; under --enable-recovery the
+// survivors go on). Any other abort of the call leaves the set-up alone,
+// as for setupView.
 func (c *Comm) setupIn(ch int) *Comm {
 	v := c.setupView(ch)
 	v.queried, v.in = false, c.seq
