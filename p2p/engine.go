@@ -504,7 +504,7 @@ func (e *Engine) take(r *Request, u *unexpected) {
 func (e *Engine) fill(r *Request, data []byte) {
 	n := copy(r.mem.Bytes, data)
 	if n < len(data) {
-		r.trunc = true
+		r.trunc = len(data)
 		r.st.Bytes = n
 	}
 }
@@ -519,7 +519,7 @@ func (e *Engine) startRendezvous(r *Request, src, length int, sreq uint64, remot
 	accept := length
 	if n := r.mem.Len(); accept > n {
 		accept = n
-		r.trunc = true
+		r.trunc = length
 	}
 	r.st.Bytes = accept
 	r.rndvPeer = src

@@ -546,7 +546,8 @@ func TestOrdering(t *testing.T) {
 
 // TestTruncation: a message longer than the receive buffer fills the
 // buffer with its first bytes, and not one byte past it; the receive fails
-// with ErrTruncate and its status counts the bytes received; the sender
+// with ErrTruncate, saying both sizes, the sender and the tag, and its
+// status counts the bytes received; the sender
 // completes without error. Eager, and rendezvous below and above the RMA
 // split (by RMA on self and sm, by frames on sm-nocopy and tcp), into
 // buffers that accept below and above the split, or nothing.
@@ -592,6 +593,8 @@ func TestTruncation(t *testing.T) {
 						st, err := r.Wait()
 						if !errors.Is(err, ErrTruncate) {
 							t.Errorf("receive: error %v, want ErrTruncate", err)
+						} else if want := fmt.Sprintf("a message of %d bytes from world rank %d, tag 3, into %d bytes", c.n, w.src(), c.room); !strings.Contains(err.Error(), want) {
+							t.Errorf("receive: error %q does not say %q", err, want)
 						}
 						if st != (Status{Source: w.src(), Tag: 3, Bytes: c.room}) {
 							t.Errorf("status %+v, want source %d, tag 3, %d bytes", st, w.src(), c.room)

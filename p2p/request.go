@@ -31,8 +31,9 @@ type Request struct {
 	// mem is the user's buffer: host bytes (mem.Bytes, the hot path) or
 	// device memory.
 	mem btl.Mem
-	// trunc: the matched message is longer than buf.
-	trunc bool
+	// trunc: the matched message's length, when it is longer than the
+	// buffer (0: it is not).
+	trunc int
 	// rndvPeer: for a rendezvous receive, the sender, once matched.
 	rndvPeer int
 	id       uint64
@@ -146,8 +147,10 @@ func (r *Request) complete(err error) {
 	if err == nil && r.devErr != nil {
 		err = r.devErr
 	}
-	if err == nil && r.trunc {
-		err = ErrTruncate
+	if err == nil && r.trunc > 0 {
+		// The sizes and the sender, which the class alone leaves to
+		// guess (the source is the world's rank: p2p knows no other).
+		err = fmt.Errorf("%w (a message of %d bytes from world rank %d, tag %d, into %d bytes)", ErrTruncate, r.trunc, r.st.Source, r.st.Tag, r.st.Bytes)
 	}
 	r.err = err
 	if r.x != nil {

@@ -565,8 +565,8 @@ func (e *Engine) deliver(r *Request, data []byte) {
 	}
 	n := len(data)
 	if n > r.mem.Len() {
+		r.trunc = n
 		n = r.mem.Len()
-		r.trunc = true
 		r.st.Bytes = n
 	}
 	if n == 0 {
