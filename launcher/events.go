@@ -403,19 +403,28 @@ func (j *job) signalAll(sig syscall.Signal) {
 }
 
 func (j *job) missing(pred func(*proc) bool) string {
-	var rs []int
+	var ps []*proc
 	for _, p := range j.procs {
 		if p != nil && pred(p) {
-			rs = append(rs, p.rank)
+			ps = append(ps, p)
 		}
 	}
-	sort.Ints(rs)
-	var s []string
-	for _, r := range rs {
-		s = append(s, strconv.Itoa(r))
+	sort.Slice(ps, func(a, b int) bool { return ps[a].rank < ps[b].rank })
+	if len(ps) <= 4 {
+		// Few: each with its pid and host, as every other line names a
+		// rank, so that the user can look at the process.
+		s := make([]string, len(ps))
+		for i, p := range ps {
+			s[i] = p.String()
+			if p.pid == 0 {
+				s[i] = fmt.Sprintf("rank %d (not started yet on %s)", p.rank, p.host)
+			}
+		}
+		return strings.Join(s, ", ")
 	}
-	if len(s) == 1 {
-		return "rank " + s[0]
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = strconv.Itoa(p.rank)
 	}
 	return "ranks " + strings.Join(s, ", ")
 }

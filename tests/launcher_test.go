@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -36,6 +37,13 @@ func init() {
 		touchShm()
 		markReady()
 		time.Sleep(time.Hour)
+		return 0
+	}
+	rawCases["lateinit"] = func() int {
+		if os.Getenv("GORUN_RANK") == "1" {
+			time.Sleep(time.Hour) // never reaches Init
+		}
+		mpi.Init()
 		return 0
 	}
 	rawCases["noinit"] = func() int {
@@ -220,6 +228,18 @@ func TestInterrupt(t *testing.T) {
 			checkNothingLeft(t, result{dir: dir})
 		})
 	}
+}
+
+// TestBootTimeout: a rank that does not call mpi.Init within
+// --boot-timeout of the first that did ends the job (125), the message
+// naming it with its pid and host, as every other line names a rank (it
+// said "rank 1" alone).
+func TestBootTimeout(t *testing.T) {
+	r := job{np: 2, cas: "lateinit", flags: []string{"--boot-timeout", "1"}, timeout: 60 * time.Second}.run(t)
+	if r.code != 125 || !regexp.MustCompile(`rank 1 \(pid \d+ on [^)]+\) did not call mpi.Init within 1s`).MatchString(r.stderr) {
+		t.Fatalf("exit %d (want 125, naming rank 1's pid and host):\n%s", r.code, r.stderr)
+	}
+	checkNothingLeft(t, r)
 }
 
 // TestQuit: SIGQUIT (Ctrl-\) to gorun shows every rank's stacks, each
