@@ -849,7 +849,7 @@ func (k *shmCall) wait(r, want int) ([]byte, error) {
 // sizeMismatch is the error of a rank r that published size bytes where this
 // rank has want.
 func sizeMismatch(r, size, want int) error {
-	return fmt.Errorf("rank %d passed %d bytes where this rank passed %d (%w)", r, size, want, ErrCount)
+	return fmt.Errorf("rank %d passed %d bytes where this rank passed %d: different counts, or different collectives (%w)", r, size, want, ErrCount)
 }
 
 // skipped is the error of a call that rank r went past without running it
@@ -972,8 +972,38 @@ func barrierShm(c *Comm, a *Args) error {
 		if k.g.diss {
 			return k.disseminate()
 		}
-		return k.enteredAll(k.s)
+		return k.barrierFlat()
 	}, barrierDissemination)
+}
+
+// barrierFlat is enteredAll for a barrier, which also looks at what each
+// rank published for the call, in the word it reads anyway: data (or a
+// bcast's ring) means that rank runs another collective. Another rank's
+// call failed on the mismatch (the sizes differ), but this rank's Barrier
+// returned nil, its ranks' entries enough for it. A rank already past
+// the call (its word is of a later one) is not looked at; nor are the
+// rounds of the barrier of 64 ranks or more (disseminate).
+func (k *shmCall) barrierFlat() error {
+	g, s := k.g, k.s
+	other, size := -1, 0
+	err := k.c.shmWait(func(r int) bool {
+		v := atomic.LoadUint64(g.ready(r))
+		if !afterReady(v, s) {
+			return false
+		}
+		if other < 0 && readyOf(v, s) && (readySize(v) != 0 || v&shmAheadBit != 0) {
+			other, size = r, readySize(v)
+		}
+		return true
+	}, 0, g.n)
+	if err != nil {
+		return err
+	}
+	g.seen = s
+	if other >= 0 {
+		return fmt.Errorf("rank %d entered this call with %d bytes, where a Barrier has none: the ranks called different collectives (%w)", other, size, ErrCount)
+	}
+	return nil
 }
 
 // pShmDiss: from this many ranks the shared-memory barrier runs in

@@ -397,6 +397,54 @@ func lastLine(out, prefix string) string {
 	return l
 }
 
+func init() { rawCases["barrier-vs-allreduce"] = caseBarrierVsAllreduce }
+
+// caseBarrierVsAllreduce: an erroneous program, rank 0 calls Barrier where
+// the others call Allreduce (GORUN_CASE_CALL: first, as the world's first
+// call; later, after one that every rank makes). Every rank prints what
+// its call returned.
+func caseBarrierVsAllreduce() int {
+	if err := mpi.Init(); err != nil {
+		fmt.Fprintf(os.Stderr, "Init: %v\n", err)
+		return 1
+	}
+	defer mpi.Finalize()
+	w := mpi.World()
+	x := []int64{1}
+	if os.Getenv("GORUN_CASE_CALL") == "later" {
+		if err := mpi.Allreduce(w, x, x, mpi.Sum); err != nil {
+			fmt.Printf("rank %d: first Allreduce: %v\n", w.Rank(), err)
+			return 1
+		}
+	}
+	var err error
+	if w.Rank() == 0 {
+		err = mpi.Barrier(w)
+	} else {
+		err = mpi.Allreduce(w, x, x, mpi.Sum)
+	}
+	fmt.Printf("rank %d: returned: %v\n", w.Rank(), err)
+	return 0
+}
+
+// TestBarrierVsAllreduce: where rank 0 calls Barrier and the others
+// Allreduce, every rank's call fails (found by a walkthrough: rank 0's
+// Barrier returned nil, the shared-memory barrier content with every
+// rank's entry, and only the others failed, on a "count" mismatch).
+func TestBarrierVsAllreduce(t *testing.T) {
+	for _, when := range []string{"first", "later"} {
+		t.Run(when, func(t *testing.T) {
+			r := job{np: 3, cas: "barrier-vs-allreduce", env: []string{"GORUN_CASE_CALL=" + when}, timeout: 60 * time.Second}.ok(t)
+			for rank := range 3 {
+				l := lastLine(r.stdout, fmt.Sprintf("rank %d: returned:", rank))
+				if l == "" || strings.HasSuffix(l, "<nil>") || !strings.Contains(l, "different collectives") {
+					t.Errorf("rank %d: %q, want a failure naming different collectives\nstdout:\n%s", rank, l, r.stdout)
+				}
+			}
+		})
+	}
+}
+
 func init() { rawCases["finalize-deferred-panic"] = caseFinalizeDeferredPanic }
 
 // caseFinalizeDeferredPanic: Finalize deferred, as the docs show, and
