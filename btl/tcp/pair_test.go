@@ -199,11 +199,12 @@ type ownerFunc func(error)
 
 func (o ownerFunc) FrameDone(f *btl.Frame, err error) { o(err) }
 
-// TestRefusedDialWaits: a rank whose dial the lower-ranked peer refuses
-// (it says it dialed too) waits for the peer's connection; when none
-// comes within GORUN_TCP_CONNECT_TIMEOUT its frames fail naming that.
-func TestRefusedDialWaits(t *testing.T) {
-	t.Setenv("GORUN_TCP_CONNECT_TIMEOUT", "500ms")
+// sendToRefuser opens rank self of a job of two with a peer that answers
+// every dial with "no" and never dials back, sends it one frame and
+// returns how the frame ended (failing the test if it never does) and
+// the failures reported.
+func sendToRefuser(t *testing.T, self int) (*recorder, error) {
+	t.Helper()
 	secret := bytes.Repeat([]byte{6}, 32)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -216,13 +217,12 @@ func TestRefusedDialWaits(t *testing.T) {
 			return
 		}
 		defer c.Close()
-		// Rank 0 refuses rank 1's dial and never dials back.
-		acceptHandshake(c, deriveKey(secret), 0, 2, 5*time.Second, func(int) bool { return false })
+		acceptHandshake(c, deriveKey(secret), 1-self, 2, 5*time.Second, func(int) bool { return false })
 		time.Sleep(2 * time.Second)
 	}()
 	rec := &recorder{}
-	m := open(t, 1, secret, rec)
-	ep, err := m.Reach(btl.Peer{Rank: 0, Addrs: map[string][]byte{"tcp": []byte(ln.Addr().String())}})
+	m := open(t, self, secret, rec)
+	ep, err := m.Reach(btl.Peer{Rank: 1 - self, Addrs: map[string][]byte{"tcp": []byte(ln.Addr().String())}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,6 +231,15 @@ func TestRefusedDialWaits(t *testing.T) {
 	if !progressUntil(m, func() bool { return got != nil }) {
 		t.Fatal("the frame never failed")
 	}
+	return rec, got
+}
+
+// TestRefusedDialWaits: a rank whose dial the lower-ranked peer refuses
+// (it says it dialed too) waits for the peer's connection; when none
+// comes within GORUN_TCP_CONNECT_TIMEOUT its frames fail naming that.
+func TestRefusedDialWaits(t *testing.T) {
+	t.Setenv("GORUN_TCP_CONNECT_TIMEOUT", "500ms")
+	rec, got := sendToRefuser(t, 1)
 	if !strings.Contains(got.Error(), "the peer did not connect") || len(rec.failed) != 1 {
 		t.Fatalf("frame failed with %v; %d failures reported", got, len(rec.failed))
 	}
@@ -240,33 +249,7 @@ func TestRefusedDialWaits(t *testing.T) {
 // rank told "no" (what no acceptor of the job says to it) fails the
 // connection as an authentication failure instead of waiting.
 func TestLowerRankRefusedFails(t *testing.T) {
-	secret := bytes.Repeat([]byte{7}, 32)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		acceptHandshake(c, deriveKey(secret), 1, 2, 5*time.Second, func(int) bool { return false })
-		time.Sleep(2 * time.Second)
-	}()
-	rec := &recorder{}
-	m := open(t, 0, secret, rec)
-	ep, err := m.Reach(btl.Peer{Rank: 1, Addrs: map[string][]byte{"tcp": []byte(ln.Addr().String())}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got error
-	ep.Send(&btl.Frame{Payload: []byte("x"), Owner: ownerFunc(func(err error) { got = err })})
-	if !progressUntil(m, func() bool { return got != nil }) {
-		t.Fatal("the frame never failed")
-	}
-	if !errors.Is(got, errAuth) {
+	if _, got := sendToRefuser(t, 0); !errors.Is(got, errAuth) {
 		t.Fatalf("frame failed with %v, want an authentication failure", got)
 	}
 }
