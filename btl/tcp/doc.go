@@ -21,7 +21,12 @@
 // frame on. A rank that has taken a peer's dial never dials that peer
 // (claims, under the module's lock, since acceptors run in goroutines).
 // A dialer that hangs up before its proof (a dial that lost the race) is
-// not logged as a rejected connection.
+// not logged as a rejected connection. A claim is never undone: a lower
+// rank whose own dial cannot get through (a firewall that drops it)
+// refuses the higher rank's dial all the same, and the higher rank waits
+// out GORUN_TCP_CONNECT_TIMEOUT. Where only one rank of a pair can reach
+// the other, the pair works when that rank sends first, or alone; with a
+// connection each way it never did.
 //
 // Before any frame is accepted both sides prove knowledge of the job secret
 // (handshake.go); a connection that fails is closed and logged, and nothing
