@@ -978,9 +978,10 @@ func barrierShm(c *Comm, a *Args) error {
 
 // barrierFlat is enteredAll for a barrier, which also looks at what each
 // rank published for the call, in the word it reads anyway: data (or a
-// bcast's ring) means that rank runs another collective. Another rank's
-// call failed on the mismatch (the sizes differ), but this rank's Barrier
-// returned nil, its ranks' entries enough for it. A rank already past
+// bcast's ring) means that rank runs another collective. (Before, the
+// other ranks' calls failed on the mismatch, the sizes differing, and
+// this rank's Barrier returned nil: every rank's entry was all it looked
+// at.) A rank already past
 // the call (its word is of a later one) is not looked at; nor are the
 // rounds of the barrier of 64 ranks or more (disseminate).
 func (k *shmCall) barrierFlat() error {

@@ -107,7 +107,7 @@ type claim uint8
 
 const (
 	claimNone   claim = iota
-	claimDialed       // this rank dialed it (the peer's rank is higher)
+	claimDialed       // this rank dialed it
 	claimTaken        // this rank took the peer's dial
 )
 
