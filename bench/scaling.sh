@@ -15,7 +15,10 @@
 #         point-to-point part), BIN_ALT=DIR runs them with the binaries of
 #         DIR (an A/B of two builds; with ALT too, both differ); for bw
 #         and mbw_mr the figure is
-#         MB/s, so there a ratio g/o above 1 means gorun is faster
+#         MB/s, so there a ratio g/o above 1 means gorun is faster;
+#         MPIRUN may carry Open MPI's arguments too
+#         (MPIRUN='mpirun --mca btl tcp,self': gorun then with
+#         GORUN_BTL=self,tcp in the environment for a TCP-only A/B)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.devbin}
@@ -86,7 +89,7 @@ run)
 		case $kind in
 		g) withsteal "$out/g-$b-np$np-$i.txt" timeout 120 $BIN/gorun -np $np $BIN/osu_$b "$@" || echo "gorun $b np=$np failed" >&2 ;;
 		p) withsteal "$out/p-$b-np$np-$i.txt" env $PENV timeout 120 $PBIN/gorun -np $np $PBIN/osu_$b "$@" || echo "gorun ($PBIN $PENV) $b np=$np failed" >&2 ;;
-		o) withsteal "$out/o-$b-np$np-$i.txt" timeout 120 bash -c "$(declare -f ompi); MPIRUN=$MPIRUN ncores=$ncores ompi $np $ref/osu_$b $*" || echo "ompi $b np=$np failed" >&2 ;;
+		o) withsteal "$out/o-$b-np$np-$i.txt" timeout 120 bash -c "$(declare -f ompi); MPIRUN=$(printf %q "$MPIRUN") ncores=$ncores ompi $np $ref/osu_$b $*" || echo "ompi $b np=$np failed" >&2 ;;
 		esac
 	}
 	# The kinds of repeat i, in an order that turns with i: each kind
