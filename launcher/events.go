@@ -329,7 +329,9 @@ func (j *job) onExit(ev event) {
 	case p.abort != nil:
 		msg := fmt.Sprintf("gorun: %s called mpi.Abort(%d)", p, p.abort.Code)
 		if p.abort.Text != "" {
-			msg += ": " + p.abort.Text
+			// Not a call of mpi.Abort: an error handler (its own line,
+			// the error, came first).
+			msg = fmt.Sprintf("gorun: %s ended the job: %s (status %d)", p, p.abort.Text, p.abort.Code)
 		}
 		j.fail(p.abort.Code, msg)
 	case ws.Signaled():

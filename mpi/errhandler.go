@@ -116,7 +116,7 @@ func (c *Comm) failSlow(err error) error {
 	case h == nil:
 	case h.fatal:
 		fmt.Fprintf(os.Stderr, "%v (MPI_ERRORS_ARE_FATAL on %s, rank %d)\n", err, c.name, c.rank)
-		Abort(c, int(classOf(err)))
+		abortJob(int(classOf(err)), "MPI_ERRORS_ARE_FATAL on "+c.name)
 	case h.fn != nil:
 		h.fn(c, err)
 	}

@@ -357,14 +357,21 @@ func deadComm(name string) *Comm {
 // Abort ends the whole job with code: gorun stops every rank and exits with
 // code. It does not return. c names the communicator as in MPI_Abort; the
 // whole job ends whatever it is.
-func Abort(c *Comm, code int) {
+func Abort(c *Comm, code int) { abortJob(code, "") }
+
+// abortJob ends the whole job with code, as Abort does; why, when set,
+// says what ended it instead of a call of mpi.Abort (an error handler).
+func abortJob(code int, why string) {
 	stateMu.Lock()
 	s := state
 	stateMu.Unlock()
-	if s != nil && !s.env.Singleton {
+	switch {
+	case s != nil && !s.env.Singleton:
 		// gorun names the rank and the code in its one line.
-		s.sess.Abort(code, "")
-	} else {
+		s.sess.Abort(code, why)
+	case why != "":
+		fmt.Fprintf(os.Stderr, "%s (status %d)\n", why, code)
+	default:
 		fmt.Fprintf(os.Stderr, "mpi.Abort(%d)\n", code)
 	}
 	os.Exit(code)

@@ -164,7 +164,9 @@ func (s *Session) Finalized() error {
 }
 
 // Abort asks the launcher to end the whole job with code; the caller exits
-// right after.
+// right after. text, when set, says what ended the job where mpi.Abort
+// did not (an error handler); gorun prints it instead of naming
+// mpi.Abort.
 func (s *Session) Abort(code int, text string) error {
 	if s.env.ctl == nil {
 		return nil
