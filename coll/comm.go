@@ -31,9 +31,11 @@ type Comm struct {
 	seq     uint64 // this call's sequence number (0: not begun)
 	tag     int    // this call's tag base: seq's low bits << subBits
 	queried bool   // this call asked the others about a stall (notice.go)
-	// in: for a set-up view made by setupIn, the number of the call the
-	// set-up runs inside (0: none, as for setupView's).
-	in uint64
+	// in: for a set-up view made by setupIn, the key of the call the
+	// set-up runs inside (0: none, as for setupView's; no call's key is
+	// 0, Begin). A uint32 beside queried: the per-call copies of Comm
+	// stay their size.
+	in uint32
 }
 
 // Tags on a collective context: every call gets a fresh sequence number,
@@ -173,7 +175,7 @@ func (c *Comm) setupView(ch int) *Comm {
 // as for setupView.
 func (c *Comm) setupIn(ch int) *Comm {
 	v := c.setupView(ch)
-	v.queried, v.in = false, c.seq
+	v.queried, v.in = false, c.key()
 	return v
 }
 

@@ -196,7 +196,7 @@ func (c *Comm) Abort(class int, err error) {
 	if errors.Is(err, p2p.ErrProcFailed) {
 		flag = abortFailed
 	}
-	c.sh.abortFlag(key, class, err.Error(), flag)
+	c.sh.abort(key, class, err.Error(), flag)
 	c.sh.mu.Lock()
 	if _, ok := c.sh.aborted[key]; !ok {
 		c.sh.markAborted(key, &AbortedError{Rank: c.sh.me, Class: class, Reason: err.Error(), stops: flag != 0})
@@ -218,12 +218,7 @@ func callTags(seq uint32) (lo, hi int) {
 // (2^seqBits calls), far later than any rank lags behind the others.
 const forgetAfter = 1 << 20
 
-func (s *shared) abort(seq uint32, class int, reason string) {
-	s.abortFlag(seq, class, reason, 0)
-}
-
-// abortFlag is abort with the notice's flag byte set to flag.
-func (s *shared) abortFlag(seq uint32, class int, reason string, flag byte) {
+func (s *shared) abort(seq uint32, class int, reason string, flag byte) {
 	msg := notice(noticeAbort, seq, s.me)
 	msg[1] = flag
 	putU32(msg[12:], uint32(class))
@@ -303,7 +298,7 @@ func (s *shared) check(c *Comm) error {
 		return ae
 	}
 	if c.in != 0 {
-		if ae, ok := s.aborted[uint32(c.in)]; ok && ae.stops {
+		if ae, ok := s.aborted[c.in]; ok && ae.stops {
 			return ae
 		}
 	}
@@ -423,7 +418,7 @@ func (s *shared) take(b []byte) {
 			s.dropQuery(seq)
 			if err := mismatch(h, q, s.me, rank); err != nil {
 				why := err.Error()
-				s.abort(seq, ClassCount, why) // first: see Abort
+				s.abort(seq, ClassCount, why, 0) // first: see Abort
 				s.markAborted(seq, &AbortedError{Rank: s.me, Class: ClassCount, Reason: why})
 			}
 			return
@@ -445,7 +440,7 @@ func (s *shared) take(b []byte) {
 // held.
 func (s *shared) abortFinalized(seq uint32) {
 	why := fmt.Sprintf("rank %d called Finalize instead of this call: the ranks called different collectives", s.me)
-	s.abortFlag(seq, ClassCount, why, abortFinalize)
+	s.abort(seq, ClassCount, why, abortFinalize)
 	s.markAborted(seq, &AbortedError{Rank: s.me, Class: ClassCount, Reason: why, stops: true})
 }
 
@@ -638,18 +633,12 @@ func (h *histRec) load(seq uint32) (callRec, bool) {
 // query asks the other ranks how they run c's call; for a set-up view
 // in a call (Comm.setupIn), whether they have begun that call.
 func (s *shared) query(c *Comm) {
-	if c.seq == 0 {
-		if c.in != 0 {
-			msg := notice(noticeQuery, uint32(c.in), s.me)
-			putU32(msg[12:], uint32(setupID)<<16)
-			msg = msg[:noticeHdr+8]
-			putU64(msg[noticeHdr:], ^uint64(0)) // size -1
-			s.send(msg)
-		}
-		return
+	// A set-up view (seq 0) asks about the call it runs in.
+	key, h, ok := c.in, callRec{coll: setupID, size: -1}, c.in != 0
+	if c.seq != 0 {
+		key = c.key()
+		h, ok = s.hist[key%uint32(len(s.hist))].load(key)
 	}
-	key := c.key()
-	h, ok := s.hist[key%uint32(len(s.hist))].load(key)
 	if !ok {
 		return
 	}
