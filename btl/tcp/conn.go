@@ -189,17 +189,21 @@ func (oc *outConn) attach(ic *inConn) {
 	if oc.fd >= 0 {
 		unix.Close(oc.fd)
 	}
-	oc.fd, oc.in, ic.out = ic.fd, ic, oc
-	oc.state, oc.hs, oc.off = stReady, nil, 0
+	oc.link(ic)
 }
 
 // ready makes the connection this rank dialed, which the peer took, the
 // one it reads from that peer as well.
 func (oc *outConn) ready() {
-	oc.state, oc.hs, oc.off = stReady, nil, 0
 	ic := newInConn(oc.fd, oc.rank)
-	oc.in, ic.out = ic, oc
+	oc.link(ic)
 	oc.m.watch(ic)
+}
+
+// link makes oc and ic the two sides of ic's connection, ready.
+func (oc *outConn) link(ic *inConn) {
+	oc.fd, oc.in, ic.out = ic.fd, ic, oc
+	oc.state, oc.hs, oc.off = stReady, nil, 0
 }
 
 // inConn is the receiving side of the connection with one peer.
