@@ -397,24 +397,17 @@ func lastLine(out, prefix string) string {
 	return l
 }
 
-func init() { rawCases["barrier-vs-allreduce"] = caseBarrierVsAllreduce }
+func init() { rankCases["barrier-vs-allreduce"] = caseBarrierVsAllreduce }
 
 // caseBarrierVsAllreduce: an erroneous program, rank 0 calls Barrier where
 // the others call Allreduce (GORUN_CASE_CALL: first, as the world's first
 // call; later, after one that every rank makes). Every rank prints what
 // its call returned.
-func caseBarrierVsAllreduce() int {
-	if err := mpi.Init(); err != nil {
-		fmt.Fprintf(os.Stderr, "Init: %v\n", err)
-		return 1
-	}
-	defer mpi.Finalize()
-	w := mpi.World()
+func caseBarrierVsAllreduce(w *mpi.Comm) error {
 	x := []int64{1}
 	if os.Getenv("GORUN_CASE_CALL") == "later" {
 		if err := mpi.Allreduce(w, x, x, mpi.Sum); err != nil {
-			fmt.Printf("rank %d: first Allreduce: %v\n", w.Rank(), err)
-			return 1
+			return fmt.Errorf("first Allreduce: %v", err)
 		}
 	}
 	var err error
@@ -424,7 +417,7 @@ func caseBarrierVsAllreduce() int {
 		err = mpi.Allreduce(w, x, x, mpi.Sum)
 	}
 	fmt.Printf("rank %d: returned: %v\n", w.Rank(), err)
-	return 0
+	return nil
 }
 
 // TestBarrierVsAllreduce: where rank 0 calls Barrier and the others
