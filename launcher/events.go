@@ -181,7 +181,7 @@ func (j *job) onVerdict() {
 		}
 		ranks := j.liveRanks(hs)
 		if since := hs.agent.silentFor(); since > stale && len(ranks) > 0 {
-			j.fail(ExitInternal, fmt.Sprintf("gorun: lost host %s with %s: its agent has not answered for %v (host frozen or cut off?)", hs.name, describeProcs(ranks), since.Round(10*time.Millisecond)))
+			j.fail(ExitInternal, fmt.Sprintf("gorun: lost host %s with %s: its agent has not answered for %v (host frozen or cut off?)", hs.name, describeProcs(ranks, false), since.Round(10*time.Millisecond)))
 			j.loseHost(hs)
 			return
 		}
@@ -234,7 +234,7 @@ func (j *job) onAgentLost(ev event) {
 		}
 		return
 	}
-	j.fail(ExitInternal, fmt.Sprintf("gorun: lost host %s with %s: %v", hs.name, describeProcs(ranks), ev.err))
+	j.fail(ExitInternal, fmt.Sprintf("gorun: lost host %s with %s: %v", hs.name, describeProcs(ranks, false), ev.err))
 }
 
 // loseHost stops waiting for hs: its ranks count as gone, its connection
@@ -261,12 +261,19 @@ func (j *job) liveRanks(hs *hostState) []*proc {
 
 func (j *job) liveOn(hs *hostState) int { return len(j.liveRanks(hs)) }
 
-func describeProcs(ps []*proc) string {
+// describeProcs names ranks ps with their pids, and their hosts when
+// withHost (a line about one host names it once itself).
+func describeProcs(ps []*proc, withHost bool) string {
 	var s []string
 	for _, p := range ps {
-		if p.pid > 0 {
+		switch {
+		case p.pid > 0 && withHost:
+			s = append(s, p.String())
+		case p.pid > 0:
 			s = append(s, fmt.Sprintf("rank %d (pid %d)", p.rank, p.pid))
-		} else {
+		case withHost:
+			s = append(s, fmt.Sprintf("rank %d (not started yet on %s)", p.rank, p.host))
+		default:
 			s = append(s, fmt.Sprintf("rank %d", p.rank))
 		}
 	}
@@ -415,14 +422,7 @@ func (j *job) missing(pred func(*proc) bool) string {
 	if len(ps) <= 4 {
 		// Few: each with its pid and host, as every other line names a
 		// rank, so that the user can look at the process.
-		s := make([]string, len(ps))
-		for i, p := range ps {
-			s[i] = p.String()
-			if p.pid == 0 {
-				s[i] = fmt.Sprintf("rank %d (not started yet on %s)", p.rank, p.host)
-			}
-		}
-		return strings.Join(s, ", ")
+		return describeProcs(ps, true)
 	}
 	s := make([]string, len(ps))
 	for i, p := range ps {
