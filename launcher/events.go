@@ -92,7 +92,7 @@ func (j *job) loop() {
 			}
 		case evTimeout:
 			if j.spec.StackTraces && !j.ending {
-				j.dumpStacks(ExitTimeout, fmt.Sprintf("gorun: job exceeded --timeout %v; asking every rank for its stacks (SIGQUIT), then stopping all ranks", j.spec.Timeout))
+				j.dumpStacks(ExitTimeout, fmt.Sprintf("job exceeded --timeout %v", j.spec.Timeout))
 				break
 			}
 			j.fail(ExitTimeout, fmt.Sprintf("gorun: job exceeded --timeout %v; stopping all ranks", j.spec.Timeout))
@@ -115,7 +115,7 @@ func (j *job) loop() {
 			if s == syscall.SIGQUIT && !j.ending {
 				// Ctrl-\: what a Go program does with it, for the whole
 				// job: every rank's stacks, then the end (131).
-				j.dumpStacks(ExitSignal+int(s), "gorun: received SIGQUIT; asking every rank for its stacks (SIGQUIT), then stopping all ranks")
+				j.dumpStacks(ExitSignal+int(s), "received SIGQUIT")
 				break
 			}
 			j.fail(ExitSignal+int(s), fmt.Sprintf("gorun: received %s; stopping all ranks", unix.SignalName(s)))
@@ -383,7 +383,7 @@ func (j *job) fail(code int, msg string) {
 // hosts.
 const stackGrace = 2 * time.Second
 
-// dumpStacks ends the job with status code, saying why (msg): SIGQUIT to
+// dumpStacks ends the job with status code, saying why: SIGQUIT to
 // every rank first (a --timeout that expired with --get-stack-traces, or
 // a SIGQUIT to gorun: Ctrl-\). A Go program answers SIGQUIT by printing
 // every goroutine's stack on stderr and exiting with status 2; that
@@ -391,11 +391,11 @@ const stackGrace = 2 * time.Second
 // as --tag-output does). Any other program gets SIGQUIT's default action
 // (it ends, with a core file where core dumps are enabled); attach a
 // debugger for its stacks. SIGKILL follows after stackGrace.
-func (j *job) dumpStacks(code int, msg string) {
+func (j *job) dumpStacks(code int, why string) {
 	j.ending = true
 	j.held = nil
 	j.code = code
-	j.errOut.println(msg)
+	j.errOut.println("gorun: " + why + "; asking every rank for its stacks (SIGQUIT), then stopping all ranks")
 	j.errOut.tagFromNow()
 	j.signalAll(syscall.SIGQUIT)
 	j.after(stackGrace, event{kind: evKill})
